@@ -1,0 +1,233 @@
+//! Internet checksum (RFC 1071), incremental update (RFC 1624) and the
+//! TCP/UDP pseudo-headers.
+//!
+//! Conventions used throughout the crate:
+//! - A *sum* is the folded 16-bit ones' complement sum of some bytes, **not
+//!   complemented**, expressed as the value of a big-endian (network order)
+//!   16-bit word. This is what a `CHECKSUM_PARTIAL` checksum field holds before
+//!   completion (offload-rules 0.3).
+//! - A *checksum* is the complement of a sum: the value stored in a header.
+//!
+//! The bulk summation ([`ones_sum`]) is dispatched once per process to the
+//! fastest implementation the CPU supports (see [`Implementation`]); every
+//! implementation is property-tested against [`portable`].
+
+mod portable;
+#[cfg(target_arch = "x86_64")]
+mod x86;
+
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A bulk-summation implementation. All produce identical sums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Implementation {
+    /// Scalar, 64-bit accumulation; runs everywhere. The reference.
+    Portable,
+    /// x86_64 SSE2 (baseline on x86_64).
+    Sse2,
+    /// x86_64 AVX2, chosen at run time when the CPU has it.
+    Avx2,
+}
+
+impl Implementation {
+    /// Every implementation this CPU can run, the reference first.
+    pub fn available() -> Vec<Implementation> {
+        let mut v = vec![Implementation::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            v.push(Implementation::Sse2);
+            if std::arch::is_x86_feature_detected!("avx2") {
+                v.push(Implementation::Avx2);
+            }
+        }
+        v
+    }
+
+    /// The implementation [`ones_sum`] uses on this CPU.
+    pub fn selected() -> Implementation {
+        const UNSET: u8 = 0;
+        static SELECTED: AtomicU8 = AtomicU8::new(UNSET);
+        match SELECTED.load(Ordering::Relaxed) {
+            1 => Implementation::Portable,
+            2 => Implementation::Sse2,
+            3 => Implementation::Avx2,
+            _ => {
+                let best = *Self::available().last().expect("portable is always available");
+                let code = match best {
+                    Implementation::Portable => 1,
+                    Implementation::Sse2 => 2,
+                    Implementation::Avx2 => 3,
+                };
+                SELECTED.store(code, Ordering::Relaxed);
+                best
+            }
+        }
+    }
+
+    /// Human-readable name, as shown by `superpacket bench csum`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Implementation::Portable => "portable",
+            Implementation::Sse2 => "sse2",
+            Implementation::Avx2 => "avx2",
+        }
+    }
+
+    /// Folded sum of `data` computed by this implementation.
+    ///
+    /// # Panics
+    /// If this implementation is not in [`Implementation::available`].
+    pub fn ones_sum(self, data: &[u8]) -> u16 {
+        let native = match self {
+            Implementation::Portable => portable::accumulate(data),
+            #[cfg(target_arch = "x86_64")]
+            Implementation::Sse2 => x86::accumulate_sse2(data),
+            #[cfg(target_arch = "x86_64")]
+            Implementation::Avx2 => {
+                assert!(std::arch::is_x86_feature_detected!("avx2"), "AVX2 checksum requested on a CPU without AVX2");
+                // SAFETY: the CPU supports AVX2 (checked just above).
+                unsafe { x86::accumulate_avx2(data) }
+            }
+            #[cfg(not(target_arch = "x86_64"))]
+            _ => panic!("{} is not available on this architecture", self.name()),
+        };
+        fold_native(native)
+    }
+}
+
+/// Folds a native-endian accumulation (a sum of little/big-endian-as-host 16-bit
+/// words, any value congruent modulo 0xFFFF) into a network-order folded sum.
+#[inline]
+fn fold_native(acc: u64) -> u16 {
+    let folded = fold64(acc);
+    // The accumulation summed host-order words; RFC 1071 section 2(B) says the
+    // byte-swapped sum is the sum of the byte-swapped words.
+    u16::from_be(folded)
+}
+
+/// Folds a 64-bit ones' complement accumulator to 16 bits (end-around carry).
+#[inline]
+pub fn fold64(mut acc: u64) -> u16 {
+    acc = (acc & 0xFFFF_FFFF) + (acc >> 32);
+    acc = (acc & 0xFFFF_FFFF) + (acc >> 32);
+    let mut a = acc as u32;
+    a = (a & 0xFFFF) + (a >> 16);
+    a = (a & 0xFFFF) + (a >> 16);
+    a as u16
+}
+
+/// Folded ones' complement sum of `data` (network order, not complemented),
+/// with the fastest implementation available. An odd trailing byte is padded
+/// with a zero byte, as RFC 1071 specifies.
+#[inline]
+pub fn ones_sum(data: &[u8]) -> u16 {
+    if data.len() < 64 {
+        return fold_native(portable::accumulate(data));
+    }
+    Implementation::selected().ones_sum(data)
+}
+
+/// Ones' complement addition of two folded sums.
+#[inline]
+pub fn ones_add(a: u16, b: u16) -> u16 {
+    let s = a as u32 + b as u32;
+    ((s & 0xFFFF) + (s >> 16)) as u16
+}
+
+/// Ones' complement subtraction: `a - b`.
+#[inline]
+pub fn ones_sub(a: u16, b: u16) -> u16 {
+    ones_add(a, !b)
+}
+
+/// Sum of `data` as if it started at byte offset `offset` of a larger buffer:
+/// a chunk starting at an odd offset contributes its bytes swapped. Lets callers
+/// sum scattered payload segments and combine with [`ones_add`].
+#[inline]
+pub fn ones_sum_at(data: &[u8], offset: usize) -> u16 {
+    let s = ones_sum(data);
+    if offset % 2 == 1 { s.swap_bytes() } else { s }
+}
+
+/// The Internet checksum of `data`: the complement of its sum.
+#[inline]
+pub fn checksum(data: &[u8]) -> u16 {
+    !ones_sum(data)
+}
+
+/// Sum of the IPv4 TCP/UDP pseudo-header (RFC 793 / RFC 768): source, destination,
+/// zero, protocol, L4 length.
+pub fn pseudo_header_v4(src: [u8; 4], dst: [u8; 4], protocol: u8, l4_len: u16) -> u16 {
+    let mut acc: u64 = 0;
+    acc += u16::from_be_bytes([src[0], src[1]]) as u64;
+    acc += u16::from_be_bytes([src[2], src[3]]) as u64;
+    acc += u16::from_be_bytes([dst[0], dst[1]]) as u64;
+    acc += u16::from_be_bytes([dst[2], dst[3]]) as u64;
+    acc += protocol as u64;
+    acc += l4_len as u64;
+    fold64(acc)
+}
+
+/// Sum of the IPv6 upper-layer pseudo-header (RFC 8200 section 8.1): source,
+/// destination, 32-bit upper-layer length, next header.
+pub fn pseudo_header_v6(src: [u8; 16], dst: [u8; 16], next_header: u8, l4_len: u32) -> u16 {
+    let mut acc: u64 = 0;
+    for pair in src.chunks_exact(2).chain(dst.chunks_exact(2)) {
+        acc += u16::from_be_bytes([pair[0], pair[1]]) as u64;
+    }
+    acc += (l4_len >> 16) as u64 + (l4_len & 0xFFFF) as u64;
+    acc += next_header as u64;
+    fold64(acc)
+}
+
+/// RFC 1624 equation 3: the new checksum after a 16-bit field changes from
+/// `old` to `new`, without touching the rest of the data: `HC' = ~(~HC + ~m + m')`.
+#[inline]
+pub fn update_u16(check: u16, old: u16, new: u16) -> u16 {
+    !ones_add(ones_add(!check, !old), new)
+}
+
+/// RFC 1624 for a field of even length (an address, a port pair): the new
+/// checksum after `old` bytes are replaced by `new` bytes at an even offset.
+///
+/// # Panics
+/// If the slices differ in length or have odd length (a programming error).
+pub fn update_bytes(check: u16, old: &[u8], new: &[u8]) -> u16 {
+    assert!(old.len() == new.len() && old.len() % 2 == 0, "update_bytes needs equal, even-length fields");
+    let mut c = check;
+    for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
+        c = update_u16(c, u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([n[0], n[1]]));
+    }
+    c
+}
+
+/// The same RFC 1624 update for a *partial* checksum field, which holds a sum
+/// (not complemented): used when NAT rewrites addresses of a CHECKSUM_PARTIAL
+/// superpacket whose field carries the pseudo-header sum.
+#[inline]
+pub fn update_partial_bytes(partial_sum: u16, old: &[u8], new: &[u8]) -> u16 {
+    !update_bytes(!partial_sum, old, new)
+}
+
+/// Completes a CHECKSUM_PARTIAL frame in software (offload-rules 0.3,
+/// `skb_checksum_help`): sums `frame[start..]` (the field at `start + offset`
+/// already holds the pseudo-header sum), stores the complement there and
+/// returns it. `zero_as_ffff` applies the UDP rule: a computed 0 is sent as 0xFFFF.
+///
+/// Returns `None` (and leaves the frame untouched) if the field does not fit
+/// inside the frame.
+pub fn complete_partial(frame: &mut [u8], start: usize, offset: usize, zero_as_ffff: bool) -> Option<u16> {
+    let field = start.checked_add(offset)?;
+    if field.checked_add(2)? > frame.len() {
+        return None;
+    }
+    let mut check = !ones_sum(&frame[start..]);
+    if check == 0 && zero_as_ffff {
+        check = 0xFFFF;
+    }
+    frame[field..field + 2].copy_from_slice(&check.to_be_bytes());
+    Some(check)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,8 @@
+//! superpacket: a userspace packet offload engine.
+//!
+//! The modules follow the data flow:
+//! wire formats ([`wire`]) -> packet model ([`packet`]) -> offloads
+//! ([`csum`], and GRO/GSO/defrag as they land) -> capture files ([`pcap`]) ->
+//! command-line tools ([`cli`]).
+
+pub mod csum;
