@@ -146,7 +146,7 @@ pub fn ones_sub(a: u16, b: u16) -> u16 {
 #[inline]
 pub fn ones_sum_at(data: &[u8], offset: usize) -> u16 {
     let s = ones_sum(data);
-    if offset % 2 == 1 { s.swap_bytes() } else { s }
+    if !offset.is_multiple_of(2) { s.swap_bytes() } else { s }
 }
 
 /// The Internet checksum of `data`: the complement of its sum.
@@ -193,7 +193,7 @@ pub fn update_u16(check: u16, old: u16, new: u16) -> u16 {
 /// # Panics
 /// If the slices differ in length or have odd length (a programming error).
 pub fn update_bytes(check: u16, old: &[u8], new: &[u8]) -> u16 {
-    assert!(old.len() == new.len() && old.len() % 2 == 0, "update_bytes needs equal, even-length fields");
+    assert!(old.len() == new.len() && old.len().is_multiple_of(2), "update_bytes needs equal, even-length fields");
     let mut c = check;
     for (o, n) in old.chunks_exact(2).zip(new.chunks_exact(2)) {
         c = update_u16(c, u16::from_be_bytes([o[0], o[1]]), u16::from_be_bytes([n[0], n[1]]));
