@@ -5,4 +5,11 @@
 //! ([`csum`], and GRO/GSO/defrag as they land) -> capture files ([`pcap`]) ->
 //! command-line tools ([`cli`]).
 
+pub mod bench;
+pub mod cli;
 pub mod csum;
+pub mod packet;
+pub mod pcap;
+pub mod traffic;
+pub mod validate;
+pub mod wire;

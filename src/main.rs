@@ -1,1 +1,5 @@
-fn main() {}
+//! The `superpacket` binary: see `superpacket --help`.
+
+fn main() -> std::process::ExitCode {
+    superpacket::cli::main()
+}

@@ -27,6 +27,9 @@ pub enum Implementation {
     Sse2,
     /// x86_64 AVX2, chosen at run time when the CPU has it.
     Avx2,
+    /// x86_64 AVX2 plus AVX-VNNI (`vpdpwssd`), chosen at run time when the CPU
+    /// has both (Intel Alder Lake / Sapphire Rapids and later, AMD Zen 5).
+    AvxVnni,
 }
 
 impl Implementation {
@@ -38,6 +41,9 @@ impl Implementation {
             v.push(Implementation::Sse2);
             if std::arch::is_x86_feature_detected!("avx2") {
                 v.push(Implementation::Avx2);
+                if x86::has_avx_vnni() {
+                    v.push(Implementation::AvxVnni);
+                }
             }
         }
         v
@@ -51,12 +57,14 @@ impl Implementation {
             1 => Implementation::Portable,
             2 => Implementation::Sse2,
             3 => Implementation::Avx2,
+            4 => Implementation::AvxVnni,
             _ => {
                 let best = *Self::available().last().expect("portable is always available");
                 let code = match best {
                     Implementation::Portable => 1,
                     Implementation::Sse2 => 2,
                     Implementation::Avx2 => 3,
+                    Implementation::AvxVnni => 4,
                 };
                 SELECTED.store(code, Ordering::Relaxed);
                 best
@@ -70,6 +78,7 @@ impl Implementation {
             Implementation::Portable => "portable",
             Implementation::Sse2 => "sse2",
             Implementation::Avx2 => "avx2",
+            Implementation::AvxVnni => "avxvnni",
         }
     }
 
@@ -83,11 +92,9 @@ impl Implementation {
             #[cfg(target_arch = "x86_64")]
             Implementation::Sse2 => x86::accumulate_sse2(data),
             #[cfg(target_arch = "x86_64")]
-            Implementation::Avx2 => {
-                assert!(std::arch::is_x86_feature_detected!("avx2"), "AVX2 checksum requested on a CPU without AVX2");
-                // SAFETY: the CPU supports AVX2 (checked just above).
-                unsafe { x86::accumulate_avx2(data) }
-            }
+            Implementation::Avx2 => x86::accumulate_avx2_checked(data),
+            #[cfg(target_arch = "x86_64")]
+            Implementation::AvxVnni => x86::accumulate_avx_vnni_checked(data),
             #[cfg(not(target_arch = "x86_64"))]
             _ => panic!("{} is not available on this architecture", self.name()),
         };

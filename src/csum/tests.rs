@@ -108,3 +108,58 @@ proptest! {
         prop_assert!(updated == after || (updated ^ after) == 0xFFFF && (updated == 0 || after == 0));
     }
 }
+
+/// Deterministic pseudo-random bytes (xorshift), no dependency on a RNG crate.
+fn pseudo_random(len: usize, mut seed: u64) -> Vec<u8> {
+    (0..len)
+        .map(|_| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 24) as u8
+        })
+        .collect()
+}
+
+#[test]
+fn every_length_and_alignment_matches_reference() {
+    // Covers every head length (alignment), tail length and lone-byte case of
+    // the vector paths around their thresholds.
+    let data = pseudo_random(1200, 0x9E37_79B9_7F4A_7C15);
+    for skip in 0..64 {
+        for len in 0..data.len() - 64 {
+            let slice = &data[skip..skip + len];
+            let want = reference_sum(slice);
+            for imp in Implementation::available() {
+                assert_eq!(imp.ones_sum(slice), want, "{} len {len} skip {skip}", imp.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn multi_block_buffers_match_reference() {
+    // Longer than several widening blocks (512 KiB for AVX2, 256 KiB for SSE2),
+    // at odd and even starts, all-ones and random.
+    let ones = vec![0xFFu8; (3 << 20) + 77];
+    let random = pseudo_random((3 << 20) + 77, 42);
+    for data in [&ones, &random] {
+        for skip in [0, 1, 17] {
+            let slice = &data[skip..];
+            let want = reference_sum(slice);
+            for imp in Implementation::available() {
+                assert_eq!(imp.ones_sum(slice), want, "{} skip {skip}", imp.name());
+            }
+        }
+    }
+}
+
+#[test]
+fn all_zero_sums_to_zero_not_ffff() {
+    let zeros = vec![0u8; 5000];
+    for len in [0, 1, 31, 32, 33, 64, 255, 256, 257, 1500, 4999] {
+        for imp in Implementation::available() {
+            assert_eq!(imp.ones_sum(&zeros[1..1 + len.min(4999)]), 0, "{} len {len}", imp.name());
+        }
+    }
+}

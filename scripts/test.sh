@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need
+# (Debian 12, as root or with sudo), then runs formatting, lint and every test.
+# Usage: scripts/test.sh            (README's test command; .ci/run calls it)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+log() { printf '\n==> %s\n' "$*"; }
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# --- System tools the tests use -------------------------------------------
+# tshark: cross-checks our notion of a valid frame against Wireshark's.
+need_pkgs=()
+command -v tshark >/dev/null 2>&1 || need_pkgs+=(tshark)
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+    log "installing ${need_pkgs[*]} (apt-get)"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
+fi
+command -v tshark >/dev/null || { echo "tshark is still missing after install" >&2; exit 2; }
+
+# --- Rust toolchain components -----------------------------------------------
+command -v cargo >/dev/null || { echo "cargo not found: install Rust stable (rustup) first" >&2; exit 2; }
+if command -v rustup >/dev/null 2>&1; then
+    rustup component list --installed 2>/dev/null | grep -q '^rustfmt' || rustup component add rustfmt
+    rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
+fi
+
+log "cargo fmt --check"
+cargo fmt --all -- --check
+
+log "cargo clippy --all-targets -- -D warnings"
+cargo clippy --all-targets --locked -- -D warnings
+
+log "cargo test"
+cargo test --locked --all-targets 2>&1 | tee target/test-output.txt
+# --all-targets runs the criterion benches once in test mode; doc tests run separately.
+cargo test --locked --doc 2>&1 | tee -a target/test-output.txt
+
+# One closing line that counts every test run above.
+awk '/^test result:/ { p += $4; f += $6; s += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' target/test-output.txt

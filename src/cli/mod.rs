@@ -1,0 +1,80 @@
+//! The `superpacket` command line: argument parsing and dispatch.
+//!
+//! Exit codes (the CLI contract): 0 ok, 1 problems found, 2 usage or I/O error.
+
+mod bench;
+mod demo;
+mod pcap_check;
+mod progress;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Exit status for success.
+pub const EXIT_OK: u8 = 0;
+/// Exit status when the command ran and found problems.
+pub const EXIT_PROBLEMS: u8 = 1;
+/// Exit status for usage and I/O errors.
+pub const EXIT_ERROR: u8 = 2;
+
+/// An error that ends a command with exit status 2.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(pub String);
+
+impl CliError {
+    /// Wraps any displayable error with context.
+    pub fn context(what: impl std::fmt::Display, err: impl std::fmt::Display) -> CliError {
+        CliError(format!("{what}: {err}"))
+    }
+}
+
+/// superpacket: a userspace packet offload engine (GRO/GSO/TSO/USO, checksum
+/// offload, defragmentation, stacked virtual devices).
+#[derive(Debug, Parser)]
+#[command(name = "superpacket", version, about, propagate_version = true)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run the main job on traffic it generates (offline pipeline until the
+    /// live data path lands) and report what it did.
+    Demo(demo::DemoArgs),
+    /// Inspect and validate capture files (pcap, pcapng).
+    Pcap {
+        #[command(subcommand)]
+        command: PcapCommand,
+    },
+    /// Run benchmarks (figures for the README and for regressions).
+    Bench {
+        #[command(subcommand)]
+        scenario: bench::BenchScenario,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum PcapCommand {
+    /// Validate every frame: checksums (superpackets included), lengths,
+    /// headers, VLAN stacks. Exit 0 if clean, 1 if any problem, 2 on error.
+    Check(pcap_check::CheckArgs),
+}
+
+/// Parses the arguments, runs the command and maps the outcome to an exit code.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Demo(args) => demo::run(&args),
+        Command::Pcap { command: PcapCommand::Check(args) } => pcap_check::run(&args),
+        Command::Bench { scenario } => bench::run(&scenario),
+    };
+    match outcome {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("superpacket: error: {e}");
+            ExitCode::from(EXIT_ERROR)
+        }
+    }
+}

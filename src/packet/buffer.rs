@@ -1,0 +1,622 @@
+//! The packet buffer: this crate's `sk_buff`.
+//!
+//! Layout of one [`Packet`]:
+//! ```text
+//!  storage: [ headroom | linear data | tailroom ]     owned, mutable (headers live here)
+//!  segments: [Segment, Segment, ...]                  payload, at most MAX_SEGMENTS
+//!  frag_list: [Packet, Packet, ...]                   chained whole packets (fraglist GRO/GSO)
+//! ```
+//! The packet's bytes are the linear data followed by the segments, in order.
+//! The frag list is *not* part of [`Packet::len`]; [`Packet::total_len`]
+//! includes it, as Linux's `skb->len` includes `frag_list` data.
+//!
+//! Invariants (kept by every method):
+//! - `head <= tail <= storage.len()`;
+//! - no segment is empty;
+//! - a [`ChecksumState::Partial`] start always points inside the packet: `push`
+//!   and `pull` move it with the data, and a `pull` that would cut it off fails.
+//!
+//! Zero-copy rules: payload bytes are never copied by [`Packet::push`],
+//! [`Packet::push_vlan_tag`], [`Packet::pop_vlan_tag`] (they move the 12 MAC
+//! address bytes only), [`Packet::split_off`], [`Packet::append_payload_of`]
+//! or [`Packet::detach_payload`]; [`Packet::linearize`] and
+//! [`Packet::to_vec`] are the explicit copies, for targets without
+//! scatter-gather.
+
+use super::meta::{ChecksumState, OffloadMeta};
+use bytes::Bytes;
+use std::fmt;
+
+/// Maximum number of shared payload segments per packet (Linux `MAX_SKB_FRAGS`).
+pub const MAX_SEGMENTS: usize = 17;
+/// Headroom reserved by [`Packet::from_frame`]: room for two VLAN tags and a
+/// virtio_net_hdr without reallocating (Linux reserves `NET_SKB_PAD` = 64).
+pub const DEFAULT_HEADROOM: usize = 64;
+
+/// Errors of packet-buffer operations. None of them leaves the packet modified.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PacketError {
+    /// The linear area holds fewer bytes than the operation needs.
+    #[error("linear area too short: need {needed} bytes, have {available}")]
+    TooShort {
+        /// Bytes needed.
+        needed: usize,
+        /// Bytes present.
+        available: usize,
+    },
+    /// `pop_vlan_tag` on a frame whose ethertype is not a VLAN TPID.
+    #[error("frame has no VLAN tag (ethertype {ethertype:#06x})")]
+    NotVlanTagged {
+        /// The ethertype found at offset 12.
+        ethertype: u16,
+    },
+    /// A pull would remove the start of a pending (partial) checksum.
+    #[error("pull of {pulled} bytes would cut off the pending checksum starting at {csum_start}")]
+    ChecksumStartPulled {
+        /// Bytes asked to pull.
+        pulled: usize,
+        /// Offset of the checksum start.
+        csum_start: u16,
+    },
+    /// A push would move a pending checksum start beyond 65535.
+    #[error("push of {pushed} bytes would move the checksum start beyond 65535")]
+    ChecksumStartOverflow {
+        /// Bytes asked to push.
+        pushed: usize,
+    },
+    /// All [`MAX_SEGMENTS`] payload segment slots are in use.
+    #[error("all {MAX_SEGMENTS} payload segments are in use")]
+    SegmentsFull,
+    /// An offset beyond the packet's length.
+    #[error("offset {offset} is beyond the packet length {len}")]
+    OutOfRange {
+        /// The offset asked for.
+        offset: usize,
+        /// The packet length.
+        len: usize,
+    },
+}
+
+/// One payload segment: either a receive buffer moved in whole (owned, no
+/// reference count, no allocation to move) or a reference-counted slice
+/// shared with other packets.
+#[derive(Clone)]
+pub enum Segment {
+    /// `buf[start..end]` of a buffer this packet owns (a merged packet's
+    /// receive buffer).
+    Owned {
+        /// The buffer.
+        buf: Vec<u8>,
+        /// First payload byte.
+        start: usize,
+        /// One past the last payload byte.
+        end: usize,
+    },
+    /// A shared slice.
+    Shared(Bytes),
+}
+
+impl Segment {
+    /// The segment's bytes.
+    #[inline]
+    pub fn as_slice(&self) -> &[u8] {
+        match self {
+            Segment::Owned { buf, start, end } => &buf[*start..*end],
+            Segment::Shared(b) => b,
+        }
+    }
+    /// Its length.
+    #[inline]
+    pub fn len(&self) -> usize {
+        match self {
+            Segment::Owned { start, end, .. } => end - start,
+            Segment::Shared(b) => b.len(),
+        }
+    }
+    /// True when it holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Memory charged for it: an owned buffer's capacity, a shared slice's length.
+    fn truesize(&self) -> usize {
+        match self {
+            Segment::Owned { buf, .. } => buf.capacity(),
+            Segment::Shared(b) => b.len(),
+        }
+    }
+    /// Turns an owned segment into a shared one (one small allocation for the
+    /// reference count; no payload copy).
+    fn share(&mut self) -> &mut Bytes {
+        if let Segment::Owned { buf, start, end } = self {
+            let (start, end) = (*start, *end);
+            let bytes = Bytes::from(std::mem::take(buf)).slice(start..end);
+            *self = Segment::Shared(bytes);
+        }
+        match self {
+            Segment::Shared(b) => b,
+            Segment::Owned { .. } => unreachable!("just converted"),
+        }
+    }
+    /// Keeps `at` bytes, returns the rest (shared with this one).
+    fn split_off(&mut self, at: usize) -> Segment {
+        Segment::Shared(self.share().split_off(at))
+    }
+    /// Keeps the first `len` bytes.
+    fn truncate(&mut self, len: usize) {
+        match self {
+            Segment::Owned { start, end, .. } => *end = (*start + len).min(*end),
+            Segment::Shared(b) => b.truncate(len),
+        }
+    }
+}
+
+/// The list of payload segments, at most [`MAX_SEGMENTS`]. An empty list
+/// does not allocate; a merged aggregate allocates its list once.
+#[derive(Clone, Default)]
+struct Segments {
+    items: Vec<Segment>,
+}
+
+impl Segments {
+    fn len(&self) -> usize {
+        self.items.len()
+    }
+    fn push(&mut self, seg: Segment) -> Result<(), Segment> {
+        if seg.is_empty() {
+            return Ok(());
+        }
+        if self.items.len() == MAX_SEGMENTS {
+            return Err(seg);
+        }
+        self.items.push(seg);
+        Ok(())
+    }
+    fn byte_len(&self) -> usize {
+        self.items.iter().map(Segment::len).sum()
+    }
+    fn clear(&mut self) {
+        self.items.clear();
+    }
+    /// Keeps the first `keep` bytes of the segments, returns the rest.
+    fn split_off(&mut self, keep: usize) -> Segments {
+        let mut seen = 0;
+        for i in 0..self.items.len() {
+            let seg_len = self.items[i].len();
+            if seen + seg_len <= keep {
+                seen += seg_len;
+                continue;
+            }
+            let cut = keep - seen;
+            let mut rest = Segments::default();
+            if cut == 0 {
+                rest.items = self.items.split_off(i);
+            } else {
+                let tail = self.items[i].split_off(cut);
+                rest.items.push(tail);
+                rest.items.extend(self.items.drain(i + 1..));
+            }
+            return rest;
+        }
+        Segments::default()
+    }
+    /// Keeps the first `keep` bytes, releasing the rest.
+    fn truncate(&mut self, keep: usize) {
+        let mut seen = 0;
+        for i in 0..self.items.len() {
+            let seg_len = self.items[i].len();
+            if seen + seg_len < keep {
+                seen += seg_len;
+                continue;
+            }
+            self.items[i].truncate(keep - seen);
+            let first_dropped = if self.items[i].is_empty() { i } else { i + 1 };
+            self.items.truncate(first_dropped);
+            return;
+        }
+    }
+}
+
+/// A packet: owned linear header area with headroom, shared payload segments,
+/// a chain of fraglist packets, and offload metadata.
+#[derive(Clone, Default)]
+pub struct Packet {
+    storage: Vec<u8>,
+    head: usize,
+    tail: usize,
+    segments: Segments,
+    frag_list: Vec<Packet>,
+    /// Offload metadata (GSO, checksum state, RSS hash, arrival time).
+    pub meta: OffloadMeta,
+}
+
+impl fmt::Debug for Packet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Packet")
+            .field("len", &self.len())
+            .field("headlen", &self.headlen())
+            .field("headroom", &self.headroom())
+            .field("segments", &self.segments.len())
+            .field("frag_list", &self.frag_list.len())
+            .field("meta", &self.meta)
+            .finish()
+    }
+}
+
+impl Packet {
+    /// A packet holding a copy of `frame` in its linear area, with
+    /// [`DEFAULT_HEADROOM`] bytes of headroom. This is the copy at the I/O edge.
+    pub fn from_frame(frame: &[u8]) -> Packet {
+        Packet::from_frame_with_headroom(frame, DEFAULT_HEADROOM)
+    }
+
+    /// As [`Packet::from_frame`] with a chosen headroom.
+    pub fn from_frame_with_headroom(frame: &[u8], headroom: usize) -> Packet {
+        let mut storage = Vec::with_capacity(headroom + frame.len());
+        storage.resize(headroom, 0);
+        storage.extend_from_slice(frame);
+        Packet { head: headroom, tail: storage.len(), storage, ..Packet::default() }
+    }
+
+    /// Takes ownership of a buffer whose bytes `head..tail` are the frame (a
+    /// receive buffer read with reserved headroom): no copy.
+    ///
+    /// # Errors
+    /// [`PacketError::OutOfRange`] unless `head <= tail <= storage.len()`.
+    pub fn from_storage(storage: Vec<u8>, head: usize, tail: usize) -> Result<Packet, PacketError> {
+        if head > tail || tail > storage.len() {
+            return Err(PacketError::OutOfRange { offset: tail.max(head), len: storage.len() });
+        }
+        Ok(Packet { storage, head, tail, ..Packet::default() })
+    }
+
+    /// Bytes of this packet (linear + segments), excluding the frag list.
+    pub fn len(&self) -> usize {
+        self.headlen() + self.segments.byte_len()
+    }
+
+    /// True if the packet holds no bytes (and no fraglist packets).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0 && self.frag_list.is_empty()
+    }
+
+    /// Bytes including every packet on the frag list.
+    pub fn total_len(&self) -> usize {
+        self.len() + self.frag_list.iter().map(Packet::total_len).sum::<usize>()
+    }
+
+    /// Length of the linear area (Linux `skb_headlen`).
+    pub fn headlen(&self) -> usize {
+        self.tail - self.head
+    }
+
+    /// Free bytes before the linear data.
+    pub fn headroom(&self) -> usize {
+        self.head
+    }
+
+    /// The linear area.
+    pub fn linear(&self) -> &[u8] {
+        &self.storage[self.head..self.tail]
+    }
+
+    /// The linear area, writable.
+    pub fn linear_mut(&mut self) -> &mut [u8] {
+        &mut self.storage[self.head..self.tail]
+    }
+
+    /// The payload segments following the linear area.
+    pub fn segments(&self) -> &[Segment] {
+        &self.segments.items
+    }
+
+    /// The packet's bytes as a sequence of slices (linear first): the
+    /// scatter-gather view for `writev`/`sendmsg`.
+    pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
+        std::iter::once(self.linear())
+            .filter(|s| !s.is_empty())
+            .chain(self.segments.items.iter().map(Segment::as_slice))
+    }
+
+    /// Packets chained on the frag list.
+    pub fn frag_list(&self) -> &[Packet] {
+        &self.frag_list
+    }
+
+    /// Chains a packet on the frag list (fraglist GRO).
+    pub fn push_frag(&mut self, p: Packet) {
+        self.frag_list.push(p);
+    }
+
+    /// Removes and returns the frag list.
+    pub fn take_frag_list(&mut self) -> Vec<Packet> {
+        std::mem::take(&mut self.frag_list)
+    }
+
+    /// Memory charged to this packet, for accounting (Linux `skb->truesize`):
+    /// the owned storage's capacity, the descriptor, the shared segments'
+    /// bytes and the frag list's truesize.
+    pub fn truesize(&self) -> usize {
+        self.storage.capacity()
+            + std::mem::size_of::<Packet>()
+            + self.segments.items.iter().map(Segment::truesize).sum::<usize>()
+            + self.frag_list.iter().map(Packet::truesize).sum::<usize>()
+    }
+
+    /// Prepends `n` bytes (uninitialised content: zeros or stale bytes) and
+    /// returns them. Reallocates, copying only the linear area, when headroom
+    /// is short (Linux `skb_cow_head` + `skb_push`). A partial checksum start
+    /// moves with the data.
+    ///
+    /// # Errors
+    /// [`PacketError::ChecksumStartOverflow`] if the checksum start would pass 65535.
+    pub fn push(&mut self, n: usize) -> Result<&mut [u8], PacketError> {
+        if let ChecksumState::Partial { start, offset } = self.meta.csum {
+            let moved =
+                u16::try_from(start as usize + n).map_err(|_| PacketError::ChecksumStartOverflow { pushed: n })?;
+            self.meta.csum = ChecksumState::Partial { start: moved, offset };
+        }
+        if self.head < n {
+            self.grow_headroom(n - self.head + DEFAULT_HEADROOM);
+        }
+        self.head -= n;
+        Ok(&mut self.storage[self.head..self.head + n])
+    }
+
+    fn grow_headroom(&mut self, extra: usize) {
+        let mut storage = Vec::with_capacity(extra + self.storage.len());
+        storage.resize(extra, 0);
+        storage.extend_from_slice(&self.storage);
+        self.storage = storage;
+        self.head += extra;
+        self.tail += extra;
+    }
+
+    /// Removes `n` bytes from the front of the linear area.
+    ///
+    /// # Errors
+    /// [`PacketError::TooShort`] if the linear area is shorter than `n`;
+    /// [`PacketError::ChecksumStartPulled`] if a partial checksum starts inside
+    /// the pulled bytes.
+    pub fn pull(&mut self, n: usize) -> Result<(), PacketError> {
+        if n > self.headlen() {
+            return Err(PacketError::TooShort { needed: n, available: self.headlen() });
+        }
+        if let ChecksumState::Partial { start, offset } = self.meta.csum {
+            if (start as usize) < n {
+                return Err(PacketError::ChecksumStartPulled { pulled: n, csum_start: start });
+            }
+            self.meta.csum = ChecksumState::Partial { start: start - n as u16, offset };
+        }
+        self.head += n;
+        Ok(())
+    }
+
+    /// Appends `bytes` to the linear area. Only valid while the packet has no
+    /// segments (the linear area must stay in front of them).
+    ///
+    /// # Errors
+    /// [`PacketError::OutOfRange`] if the packet already has segments.
+    pub fn extend_linear(&mut self, bytes: &[u8]) -> Result<(), PacketError> {
+        if self.segments.len() != 0 {
+            return Err(PacketError::OutOfRange { offset: self.headlen(), len: self.len() });
+        }
+        self.storage.truncate(self.tail);
+        self.storage.extend_from_slice(bytes);
+        self.tail = self.storage.len();
+        Ok(())
+    }
+
+    /// Cuts the packet to `len` bytes (e.g. to remove Ethernet padding after
+    /// the IP packet). Segments beyond `len` are released; no payload is copied.
+    ///
+    /// # Errors
+    /// [`PacketError::OutOfRange`] if `len` exceeds the packet length.
+    pub fn trim(&mut self, len: usize) -> Result<(), PacketError> {
+        if len > self.len() {
+            return Err(PacketError::OutOfRange { offset: len, len: self.len() });
+        }
+        if len <= self.headlen() {
+            self.tail = self.head + len;
+            self.segments.clear();
+        } else {
+            self.segments.truncate(len - self.headlen());
+        }
+        Ok(())
+    }
+
+    /// Inserts an 802.1Q/802.1ad tag as the outermost tag: the 12 MAC address
+    /// bytes move 4 bytes forward into the headroom, the rest stays in place.
+    ///
+    /// # Errors
+    /// [`PacketError::TooShort`] if the linear area lacks the 14-byte Ethernet header.
+    pub fn push_vlan_tag(&mut self, tpid: u16, tci: u16) -> Result<(), PacketError> {
+        if self.headlen() < 14 {
+            return Err(PacketError::TooShort { needed: 14, available: self.headlen() });
+        }
+        self.push(4)?;
+        let h = self.head;
+        self.storage.copy_within(h + 4..h + 16, h);
+        self.storage[h + 12..h + 14].copy_from_slice(&tpid.to_be_bytes());
+        self.storage[h + 14..h + 16].copy_from_slice(&tci.to_be_bytes());
+        Ok(())
+    }
+
+    /// Removes the outermost VLAN tag (TPID 0x8100, 0x88A8 or 0x9100) and returns
+    /// `(tpid, tci)`: the 12 MAC address bytes move 4 bytes back, the rest stays.
+    ///
+    /// # Errors
+    /// [`PacketError::TooShort`] without a full tagged header;
+    /// [`PacketError::NotVlanTagged`] if the ethertype is not a VLAN TPID;
+    /// [`PacketError::ChecksumStartPulled`] if a partial checksum starts in the tag.
+    pub fn pop_vlan_tag(&mut self) -> Result<(u16, u16), PacketError> {
+        if self.headlen() < 18 {
+            return Err(PacketError::TooShort { needed: 18, available: self.headlen() });
+        }
+        let l = self.linear();
+        let tpid = u16::from_be_bytes([l[12], l[13]]);
+        if !matches!(tpid, 0x8100 | 0x88A8 | 0x9100) {
+            return Err(PacketError::NotVlanTagged { ethertype: tpid });
+        }
+        let tci = u16::from_be_bytes([l[14], l[15]]);
+        if let ChecksumState::Partial { start, .. } = self.meta.csum
+            && start < 18
+        {
+            return Err(PacketError::ChecksumStartPulled { pulled: 4, csum_start: start });
+        }
+        let h = self.head;
+        self.storage.copy_within(h..h + 12, h + 4);
+        self.pull(4)?;
+        Ok((tpid, tci))
+    }
+
+    /// Appends a shared payload segment (zero-copy).
+    ///
+    /// # Errors
+    /// Gives the segment back if all [`MAX_SEGMENTS`] slots are used; the
+    /// caller then chains a packet on the frag list instead, as GRO does.
+    pub fn append_segment(&mut self, segment: Bytes) -> Result<(), Bytes> {
+        self.segments.push(Segment::Shared(segment)).map_err(|s| match s {
+            Segment::Shared(b) => b,
+            Segment::Owned { .. } => unreachable!("pushed a shared segment"),
+        })
+    }
+
+    /// Moves the linear bytes beyond `header_len` into a shared payload segment
+    /// without copying them; only the first `header_len` bytes are copied into a
+    /// fresh linear area (with [`DEFAULT_HEADROOM`]). After this the payload can
+    /// be split and shared freely.
+    ///
+    /// # Errors
+    /// [`PacketError::TooShort`] if `header_len` exceeds the linear area;
+    /// [`PacketError::SegmentsFull`] if no segment slot is free.
+    pub fn detach_payload(&mut self, header_len: usize) -> Result<(), PacketError> {
+        if header_len > self.headlen() {
+            return Err(PacketError::TooShort { needed: header_len, available: self.headlen() });
+        }
+        if header_len == self.headlen() {
+            return Ok(());
+        }
+        if self.segments.len() == MAX_SEGMENTS {
+            return Err(PacketError::SegmentsFull);
+        }
+        let mut header = Vec::with_capacity(DEFAULT_HEADROOM + header_len);
+        header.resize(DEFAULT_HEADROOM, 0);
+        header.extend_from_slice(&self.linear()[..header_len]);
+        let old = std::mem::replace(&mut self.storage, header);
+        let payload = Segment::Owned { buf: old, start: self.head + header_len, end: self.tail };
+        self.head = DEFAULT_HEADROOM;
+        self.tail = DEFAULT_HEADROOM + header_len;
+        self.segments.items.insert(0, payload);
+        Ok(())
+    }
+
+    /// Splits the packet at byte `at`, which must not fall inside the linear
+    /// area: returns a new packet (empty linear area with headroom for headers,
+    /// default metadata) holding the bytes from `at` on as shared segments.
+    /// No payload byte is copied. The frag list stays with `self`.
+    ///
+    /// # Errors
+    /// [`PacketError::OutOfRange`] if `at < headlen()` or `at > len()`.
+    pub fn split_off(&mut self, at: usize) -> Result<Packet, PacketError> {
+        if at < self.headlen() || at > self.len() {
+            return Err(PacketError::OutOfRange { offset: at, len: self.len() });
+        }
+        let rest = self.segments.split_off(at - self.headlen());
+        let mut p = Packet::from_frame(&[]);
+        p.segments = rest;
+        Ok(p)
+    }
+
+    /// Appends the bytes of `other` from offset `skip` on (its headers skipped)
+    /// to this packet as shared segments, without copying payload: `other`'s
+    /// linear area is frozen into a segment. This is GRO's merge.
+    ///
+    /// # Errors
+    /// Gives `other` back unchanged if `skip` is beyond it or the segments
+    /// would not fit in [`MAX_SEGMENTS`]; the caller then chains it on the frag
+    /// list instead.
+    // Handing the 128-byte packet back by value avoids a heap allocation per
+    // refused merge; boxing it would cost more than it saves.
+    #[allow(clippy::result_large_err)]
+    pub fn append_payload_of(&mut self, other: Packet, skip: usize) -> Result<(), Packet> {
+        if skip > other.len() {
+            return Err(other);
+        }
+        let linear_part = other.headlen().saturating_sub(skip);
+        let needed = usize::from(linear_part > 0) + other.segments.len();
+        if self.segments.len() + needed > MAX_SEGMENTS {
+            return Err(other);
+        }
+        let Packet { storage, head, tail, mut segments, .. } = other;
+        let rest = if linear_part > 0 {
+            let _ = self.segments.push(Segment::Owned { buf: storage, start: head + skip, end: tail });
+            segments
+        } else {
+            segments.split_off(skip - (tail - head))
+        };
+        for seg in rest.items {
+            let _ = self.segments.push(seg);
+        }
+        Ok(())
+    }
+
+    /// Copies the segments into the linear area (for targets without
+    /// scatter-gather). The frag list is left alone.
+    pub fn linearize(&mut self) {
+        if self.segments.len() == 0 {
+            return;
+        }
+        self.storage.truncate(self.tail);
+        self.storage.reserve(self.segments.byte_len());
+        for s in &self.segments.items {
+            self.storage.extend_from_slice(s.as_slice());
+        }
+        self.tail = self.storage.len();
+        self.segments.clear();
+    }
+
+    /// Copies the packet's bytes (not the frag list) into `out`, replacing its
+    /// content. `out` is reused, so a caller looping over packets allocates once.
+    pub fn copy_to(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.len());
+        for c in self.chunks() {
+            out.extend_from_slice(c);
+        }
+    }
+
+    /// The packet's bytes (not the frag list) as one vector.
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::new();
+        self.copy_to(&mut v);
+        v
+    }
+
+    /// Copies `buf.len()` bytes starting at `offset` into `buf`, across the
+    /// linear/segment boundary.
+    ///
+    /// # Errors
+    /// [`PacketError::OutOfRange`] if the range passes the end of the packet.
+    pub fn read_at(&self, offset: usize, buf: &mut [u8]) -> Result<(), PacketError> {
+        let end = offset.checked_add(buf.len()).filter(|&e| e <= self.len());
+        let Some(_) = end else {
+            return Err(PacketError::OutOfRange { offset: offset.saturating_add(buf.len()), len: self.len() });
+        };
+        let mut pos = 0; // position of the current chunk in the packet
+        let mut filled = 0;
+        for c in self.chunks() {
+            let chunk_end = pos + c.len();
+            if chunk_end > offset + filled && filled < buf.len() {
+                let from = offset + filled - pos;
+                let n = (c.len() - from).min(buf.len() - filled);
+                buf[filled..filled + n].copy_from_slice(&c[from..from + n]);
+                filled += n;
+            }
+            pos = chunk_end;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,176 @@
+use super::*;
+use proptest::prelude::*;
+
+fn frame(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i * 7 + 3) as u8).collect()
+}
+
+#[test]
+fn vlan_push_pop_moves_only_mac_addresses() {
+    let f = frame(100);
+    let mut p = Packet::from_frame(&f);
+    let payload_ptr = p.linear()[14..].as_ptr();
+    p.push_vlan_tag(0x8100, 100).unwrap();
+    p.push_vlan_tag(0x88A8, 200).unwrap();
+    assert_eq!(p.len(), 108);
+    // The bytes after the Ethernet header did not move in memory.
+    assert_eq!(p.linear()[22..].as_ptr(), payload_ptr);
+    assert_eq!(&p.linear()[..12], &f[..12]);
+    assert_eq!(&p.linear()[12..20], &[0x88, 0xA8, 0, 200, 0x81, 0x00, 0, 100]);
+    assert_eq!(&p.linear()[20..], &f[12..]);
+    assert_eq!(p.pop_vlan_tag().unwrap(), (0x88A8, 200));
+    assert_eq!(p.pop_vlan_tag().unwrap(), (0x8100, 100));
+    assert_eq!(p.linear(), &f[..]);
+    assert_eq!(p.linear()[14..].as_ptr(), payload_ptr);
+    assert_eq!(p.pop_vlan_tag(), Err(PacketError::NotVlanTagged { ethertype: u16::from_be_bytes([f[12], f[13]]) }));
+}
+
+#[test]
+fn push_beyond_headroom_reallocates_and_keeps_bytes() {
+    let f = frame(30);
+    let mut p = Packet::from_frame_with_headroom(&f, 2);
+    p.push(10).unwrap().fill(0xEE);
+    assert_eq!(p.len(), 40);
+    assert_eq!(&p.linear()[..10], &[0xEE; 10]);
+    assert_eq!(&p.linear()[10..], &f[..]);
+    assert!(p.headroom() >= DEFAULT_HEADROOM);
+}
+
+#[test]
+fn partial_checksum_start_follows_push_and_pull() {
+    let mut p = Packet::from_frame(&frame(60));
+    p.meta.csum = ChecksumState::Partial { start: 34, offset: 16 };
+    p.push_vlan_tag(0x8100, 5).unwrap();
+    assert_eq!(p.meta.csum, ChecksumState::Partial { start: 38, offset: 16 });
+    p.pop_vlan_tag().unwrap();
+    assert_eq!(p.meta.csum, ChecksumState::Partial { start: 34, offset: 16 });
+    assert_eq!(p.pull(35), Err(PacketError::ChecksumStartPulled { pulled: 35, csum_start: 34 }));
+    p.pull(14).unwrap();
+    assert_eq!(p.meta.csum, ChecksumState::Partial { start: 20, offset: 16 });
+}
+
+#[test]
+fn detach_split_and_merge_share_payload() {
+    let f = frame(9000);
+    let mut p = Packet::from_frame(&f);
+    p.detach_payload(54).unwrap();
+    assert_eq!(p.headlen(), 54);
+    assert_eq!(p.segments().len(), 1);
+    let seg_ptr = p.segments()[0].as_slice().as_ptr();
+    let tail = p.split_off(54 + 4000).unwrap();
+    assert_eq!(p.len(), 4054);
+    assert_eq!(tail.len(), 9000 - 4054);
+    // The split shares the same allocation: the tail starts 4000 bytes in.
+    assert_eq!(tail.segments()[0].as_slice().as_ptr(), unsafe_free_offset(seg_ptr, 4000));
+    let mut joined = p.clone();
+    joined.append_payload_of(tail, 0).unwrap();
+    assert_eq!(joined.to_vec(), f);
+}
+
+/// Pointer arithmetic for the assertion above without `unsafe`.
+fn unsafe_free_offset(p: *const u8, n: usize) -> *const u8 {
+    p.wrapping_add(n)
+}
+
+#[test]
+fn append_payload_skips_headers_and_reports_full() {
+    let mut agg = Packet::from_frame(&frame(100));
+    for _ in 0..MAX_SEGMENTS {
+        agg.append_payload_of(Packet::from_frame(&frame(80)), 54).unwrap();
+    }
+    assert_eq!(agg.len(), 100 + MAX_SEGMENTS * 26);
+    let back = agg.append_payload_of(Packet::from_frame(&frame(80)), 54).unwrap_err();
+    assert_eq!(back.len(), 80);
+    agg.push_frag(back);
+    assert_eq!(agg.total_len(), 100 + MAX_SEGMENTS * 26 + 80);
+    assert!(agg.truesize() > agg.total_len());
+}
+
+#[test]
+fn read_at_crosses_segments() {
+    let f = frame(300);
+    let mut p = Packet::from_frame(&f);
+    p.detach_payload(20).unwrap();
+    let t = p.split_off(120).unwrap();
+    p.append_payload_of(t, 0).unwrap();
+    let mut buf = [0u8; 150];
+    p.read_at(50, &mut buf).unwrap();
+    assert_eq!(&buf[..], &f[50..200]);
+    assert!(p.read_at(200, &mut buf).is_err());
+    assert!(p.read_at(usize::MAX, &mut buf).is_err());
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Push(usize),
+    Pull(usize),
+    Trim(usize),
+    Detach(usize),
+    SplitMerge(usize),
+    VlanPush(u16),
+    VlanPop,
+    Linearize,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (0usize..100).prop_map(Op::Push),
+        (0usize..100).prop_map(Op::Pull),
+        (0usize..3000).prop_map(Op::Trim),
+        (0usize..200).prop_map(Op::Detach),
+        (0usize..3000).prop_map(Op::SplitMerge),
+        any::<u16>().prop_map(Op::VlanPush),
+        Just(Op::VlanPop),
+        Just(Op::Linearize),
+    ]
+}
+
+proptest! {
+    /// Any sequence of operations keeps the packet equal to a plain Vec model.
+    #[test]
+    fn operations_match_vec_model(len in 0usize..2500, ops in proptest::collection::vec(op(), 0..20)) {
+        let mut model = frame(len);
+        let mut p = Packet::from_frame(&model);
+        for op in ops {
+            match op {
+                Op::Push(n) => {
+                    p.push(n).unwrap().fill(0xAB);
+                    model.splice(0..0, std::iter::repeat_n(0xAB, n));
+                }
+                Op::Pull(n) => {
+                    if p.pull(n).is_ok() { model.drain(..n); } else { prop_assert!(n > p.headlen()); }
+                }
+                Op::Trim(n) => {
+                    if p.trim(n).is_ok() { model.truncate(n); } else { prop_assert!(n > model.len()); }
+                }
+                Op::Detach(n) => {
+                    let _ = p.detach_payload(n);
+                }
+                Op::SplitMerge(at) => {
+                    if let Ok(t) = p.split_off(at) {
+                        prop_assert_eq!(p.len(), at);
+                        if let Err(back) = p.append_payload_of(t, 0) {
+                            // Segment slots full: linearize and merge again.
+                            p.linearize();
+                            p.append_payload_of(back, 0).unwrap();
+                        }
+                    }
+                }
+                Op::VlanPush(tci) => {
+                    if p.push_vlan_tag(0x8100, tci).is_ok() {
+                        let mut tag = vec![0x81, 0x00];
+                        tag.extend_from_slice(&tci.to_be_bytes());
+                        model.splice(12..12, tag);
+                    }
+                }
+                Op::VlanPop => {
+                    if p.pop_vlan_tag().is_ok() { model.drain(12..16); }
+                }
+                Op::Linearize => p.linearize(),
+            }
+            prop_assert_eq!(p.len(), model.len());
+            prop_assert_eq!(p.to_vec(), model.clone());
+            prop_assert!(p.segments().iter().all(|s| !s.is_empty()));
+        }
+    }
+}
