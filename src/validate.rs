@@ -20,7 +20,7 @@
 
 use crate::csum::{self, ones_add, ones_sub, ones_sum};
 use crate::packet::{ChecksumState, GsoProtocol, OffloadMeta};
-use crate::wire::{FrameHeaders, L3Kind, L4Kind, WireError};
+use crate::wire::{EtherType, FrameHeaders, L3Kind, L4Kind, VlanStack, WireError};
 use std::fmt;
 
 /// How a frame starts.
@@ -153,7 +153,10 @@ pub fn validate_frame(frame: &[u8], link: LinkLayer, meta: &OffloadMeta, snapped
         Ok(h) => h,
         Err(e) => {
             let kind = match e {
-                WireError::Truncated { .. } if snapped => return,
+                WireError::Truncated { .. } if snapped => {
+                    check_snapped_ipv4_header(frame, link, out);
+                    return;
+                }
                 WireError::Truncated { .. } => ProblemKind::Truncated,
                 WireError::Malformed { .. } => ProblemKind::Malformed,
                 WireError::Unsupported { .. } => ProblemKind::Unsupported,
@@ -164,23 +167,46 @@ pub fn validate_frame(frame: &[u8], link: LinkLayer, meta: &OffloadMeta, snapped
     };
 
     if h.l3 == L3Kind::Ipv4 {
-        let header = &frame[h.l3_offset..h.l3_offset + h.l3_header_len];
-        let sum = ones_sum(header);
-        if sum != 0xFFFF {
-            let found = u16::from_be_bytes([header[10], header[11]]);
-            let expected = !ones_sub(sum, found);
-            push(
-                out,
-                ProblemKind::Ipv4HeaderChecksum,
-                format!("IPv4 header checksum {found:#06x}, expected {expected:#06x}"),
-            );
-        }
+        check_ipv4_header(&frame[h.l3_offset..h.l3_offset + h.l3_header_len], out);
     }
     if snapped {
         return;
     }
     check_l4_checksum(frame, &h, meta, out);
     check_gso(&h, meta, out);
+}
+
+fn check_ipv4_header(header: &[u8], out: &mut Vec<Problem>) {
+    let sum = ones_sum(header);
+    if sum != 0xFFFF {
+        let found = u16::from_be_bytes([header[10], header[11]]);
+        let expected = !ones_sub(sum, found);
+        push(
+            out,
+            ProblemKind::Ipv4HeaderChecksum,
+            format!("IPv4 header checksum {found:#06x}, expected {expected:#06x}"),
+        );
+    }
+}
+
+/// A snapped frame whose IP packet is cut short still has a checkable IPv4
+/// header if the capture holds all of it.
+fn check_snapped_ipv4_header(frame: &[u8], link: LinkLayer, out: &mut Vec<Problem>) {
+    let l3 = match link {
+        LinkLayer::RawIp => 0,
+        LinkLayer::Ethernet => match frame.get(12..).map(VlanStack::parse) {
+            Some(Ok((_, EtherType::IPV4, consumed))) => 12 + consumed,
+            _ => return,
+        },
+    };
+    let Some(&first) = frame.get(l3) else { return };
+    let header_len = usize::from(first & 0x0F) * 4;
+    if first >> 4 == 4
+        && header_len >= 20
+        && let Some(header) = frame.get(l3..l3 + header_len)
+    {
+        check_ipv4_header(header, out);
+    }
 }
 
 fn check_l4_checksum(frame: &[u8], h: &FrameHeaders, meta: &OffloadMeta, out: &mut Vec<Problem>) {
