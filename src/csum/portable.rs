@@ -25,3 +25,22 @@ pub(super) fn accumulate(data: &[u8]) -> u64 {
     }
     acc
 }
+
+/// Copies `src` into `dst` (same length) and returns the native-endian
+/// accumulation of the copied bytes, as [`accumulate`] would: one pass, each
+/// 8-byte word loaded once, stored and summed.
+#[inline]
+pub(super) fn copy_accumulate(dst: &mut [u8], src: &[u8]) -> u64 {
+    debug_assert_eq!(dst.len(), src.len());
+    let mut acc: u64 = 0;
+    let mut s8 = src.chunks_exact(8);
+    let mut d8 = dst.chunks_exact_mut(8);
+    for (s, d) in (&mut s8).zip(&mut d8) {
+        let w = u64::from_ne_bytes([s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]]);
+        d.copy_from_slice(&w.to_ne_bytes());
+        acc += (w & 0xFFFF_FFFF) + (w >> 32);
+    }
+    let rest = s8.remainder();
+    d8.into_remainder().copy_from_slice(rest);
+    acc + accumulate(rest)
+}

@@ -163,3 +163,19 @@ fn all_zero_sums_to_zero_not_ffff() {
         }
     }
 }
+
+#[test]
+fn all_ones_around_avx512_short_path_limit() {
+    // The AVX-512 kernels reduce modulo 2^32 below 2048 lines of 64 bytes
+    // (128 KiB) and widen to 64 bits above: all-ones data is the largest sum.
+    let ones = vec![0xFFu8; (128 << 10) + 256];
+    for len in [(128 << 10) - 65, (128 << 10) - 64, (128 << 10) - 1, 128 << 10, (128 << 10) + 1, (128 << 10) + 64] {
+        for skip in [0, 1, 63] {
+            let slice = &ones[skip..skip + len];
+            let want = reference_sum(slice);
+            for imp in Implementation::available() {
+                assert_eq!(imp.ones_sum(slice), want, "{} len {len} skip {skip}", imp.name());
+            }
+        }
+    }
+}

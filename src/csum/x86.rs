@@ -1,6 +1,12 @@
-//! x86_64 vectorised summation (SSE2 baseline, AVX2 chosen at run time).
+//! x86_64 vectorised summation: SSE2 (baseline), AVX2, AVX-VNNI, AVX-512 and
+//! AVX-512 VNNI (chosen at run time), and the cached dispatch of
+//! [`super::ones_sum`] ([`accumulate_selected`]).
 //!
-//! # Algorithm
+//! The AVX-VNNI and AVX-512 kernels use a sign bias and `vpmaddwd`/`vpdpwssd`
+//! instead of the scheme below; the AVX-512 ones also replace head, tail and
+//! lone-byte handling by masked loads (see [`accumulate_avx512`]).
+//!
+//! # Algorithm (SSE2, AVX2)
 //! Every 32-bit lane `v` of the input holds two native-order 16-bit words,
 //! `lo = v & 0xFFFF` and `hi = v >> 16`. Per vector the loop does three cheap
 //! operations: `full += v` (wrapping 32-bit add), `high += v >> 16`. At the end
@@ -25,6 +31,7 @@
 //! native-order sum to be folded, zero only for all-zero input.
 
 use std::arch::x86_64::*;
+use std::sync::atomic::{AtomicPtr, Ordering};
 
 /// 128-byte iterations of the AVX2 main loop between two widenings. Each
 /// combined 32-bit lane receives at most `4 * AVX2_BLOCK_ITERS + 2` vectors
@@ -155,9 +162,10 @@ fn accumulate_sse2_inner(data: &[u8]) -> u64 {
     let rest = end - off; // even, below 16
     if rest > 0 {
         // SAFETY: `len >= 16`, so at least one whole vector was summed and
-        // `end > off >= 16`: the 16 bytes before `end` are inside `data`; `16 + rest + 16 <= 64` keeps the mask load inside
-        // `TAIL_MASK`. The mask keeps only the `rest` bytes not yet summed, and
-        // `end - 16` is even, so word parity is preserved.
+        // `end > off >= 16`: the 16 bytes before `end` are inside `data`;
+        // `16 + rest + 16 <= 64` keeps the mask load inside `TAIL_MASK`. The
+        // mask keeps only the `rest` bytes not yet summed, and `end - 16` is
+        // even, so word parity is preserved.
         let v = unsafe {
             let v = _mm_loadu_si128(p.add(end - 16) as *const __m128i);
             let m = _mm_loadu_si128(TAIL_MASK.as_ptr().add(16 + rest) as *const __m128i);
@@ -313,24 +321,11 @@ unsafe fn accumulate_avx2(data: &[u8]) -> u64 {
 
 // ---------------------------------------------------------------- AVX-VNNI
 
-/// Whether the CPU has AVX-VNNI (the VEX-encoded `vpdpwssd`), detected once
-/// with CPUID (leaf 7 sub-leaf 1, EAX bit 4) and cached: CPUID traps to the
-/// hypervisor in a VM. AVX register-state support is the caller's AVX2 check.
+/// Whether the CPU has AVX-VNNI (the VEX-encoded `vpdpwssd`). The standard
+/// library caches the CPUID result (CPUID traps to the hypervisor in a VM).
+/// AVX register-state support is the caller's AVX2 check.
 pub(super) fn has_avx_vnni() -> bool {
-    use std::sync::atomic::{AtomicU8, Ordering};
-    static CACHE: AtomicU8 = AtomicU8::new(0);
-    match CACHE.load(Ordering::Relaxed) {
-        1 => false,
-        2 => true,
-        _ => {
-            #[allow(unused_unsafe)] // `__cpuid*` are safe functions in newer Rust.
-            // SAFETY: CPUID exists on every x86_64 CPU; sub-leaf 1 of leaf 7 is
-            // only queried when the maximum basic leaf is at least 7.
-            let has = unsafe { __cpuid(0).eax >= 7 && __cpuid_count(7, 1).eax & (1 << 4) != 0 };
-            CACHE.store(if has { 2 } else { 1 }, Ordering::Relaxed);
-            has
-        }
-    }
+    is_x86_feature_detected!("avxvnni")
 }
 
 /// 256-byte iterations of the AVX-VNNI main loop between two widenings: eight
@@ -357,6 +352,13 @@ fn widen_i32(v: __m256i) -> __m256i {
     )
 }
 
+/// One AVX-VNNI step: `acc + biased pair sums of v` (`vpxor` + `vpdpwssd`).
+#[inline]
+#[target_feature(enable = "avx2,avxvnni")]
+fn vnni_step(acc: __m256i, v: __m256i, bias: __m256i, ones: __m256i) -> __m256i {
+    _mm256_dpwssd_avx_epi32(acc, _mm256_xor_si256(v, bias), ones)
+}
+
 /// [`accumulate_avx_vnni`] after checking that the CPU has AVX2 and AVX-VNNI.
 ///
 /// # Panics
@@ -375,17 +377,16 @@ pub(super) fn accumulate_avx_vnni_checked(data: &[u8]) -> u64 {
 /// Every word `w` is biased to the signed `w - 32768` (one `vpxor`) and
 /// multiplied by 1 and pair-summed into `i32` lanes by `vpdpwssd`, which also
 /// accumulates: two vector operations per 32 bytes instead of three, which is
-/// what lifts the in-cache throughput from ~29 to ~40 bytes per cycle. The bias,
+/// what lifts the in-cache throughput from ~29 to ~38 bytes per cycle. The bias,
 /// 32768 per word (16 words per vector, masked words included), is added back
 /// exactly at the end. `vpdpwssd` has a 5-cycle latency, so the main loop keeps
-/// eight accumulators. It is written as inline assembly because the `avxvnni`
-/// target feature and its intrinsics need Rust 1.89 (the crate supports 1.88).
+/// eight accumulators (plain variables, so that they stay in registers).
 ///
 /// Head alignment, tail and parity handling are those of [`accumulate_avx2`].
 ///
 /// # Safety
 /// The CPU must support AVX2 and AVX-VNNI ([`has_avx_vnni`]).
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,avxvnni")]
 unsafe fn accumulate_avx_vnni(data: &[u8]) -> u64 {
     let len = data.len();
     if len < 256 {
@@ -394,8 +395,6 @@ unsafe fn accumulate_avx_vnni(data: &[u8]) -> u64 {
     }
     let p = data.as_ptr();
     let zero = _mm256_setzero_si256();
-    // Eight accumulators for the main loop (kept in registers: no array, which
-    // would be spilled to the stack around the assembly).
     let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
         (zero, zero, zero, zero, zero, zero, zero, zero);
     let mut wide = zero;
@@ -431,74 +430,34 @@ unsafe fn accumulate_avx_vnni(data: &[u8]) -> u64 {
     let mut iters = (len - off) / 256;
     loop {
         let n = iters.min(VNNI_BLOCK_ITERS);
-        iters -= n;
-        // In the last block, also the whole 64-byte pairs after the 256-byte
-        // chunks (at most three), into two of the accumulators.
-        let pairs = if iters == 0 { (len - off - n * 256) / 64 } else { 0 };
-        // SAFETY: the assembly reads `n * 256 + pairs * 64` bytes from `p +
-        // off`, and `off + n * 256 + pairs * 64 <= len` (`n` whole 256-byte
-        // chunks, then `pairs` whole 64-byte chunks of what is left), so every
-        // load is inside `data`. Both loops are skipped when their count is 0.
-        // The CPU supports AVX-VNNI (caller's guarantee). Only the named
-        // registers and flags are modified; no stack, no memory writes.
-        unsafe {
-            std::arch::asm!(
-                "test {n}, {n}",
-                "jz 3f",
-                "2:",
-                "vpxor {t0}, {bias}, ymmword ptr [{p}]",
-                "{{vex}} vpdpwssd {a0}, {t0}, {ones}",
-                "vpxor {t1}, {bias}, ymmword ptr [{p} + 32]",
-                "{{vex}} vpdpwssd {a1}, {t1}, {ones}",
-                "vpxor {t2}, {bias}, ymmword ptr [{p} + 64]",
-                "{{vex}} vpdpwssd {a2}, {t2}, {ones}",
-                "vpxor {t3}, {bias}, ymmword ptr [{p} + 96]",
-                "{{vex}} vpdpwssd {a3}, {t3}, {ones}",
-                "vpxor {t0}, {bias}, ymmword ptr [{p} + 128]",
-                "{{vex}} vpdpwssd {a4}, {t0}, {ones}",
-                "vpxor {t1}, {bias}, ymmword ptr [{p} + 160]",
-                "{{vex}} vpdpwssd {a5}, {t1}, {ones}",
-                "vpxor {t2}, {bias}, ymmword ptr [{p} + 192]",
-                "{{vex}} vpdpwssd {a6}, {t2}, {ones}",
-                "vpxor {t3}, {bias}, ymmword ptr [{p} + 224]",
-                "{{vex}} vpdpwssd {a7}, {t3}, {ones}",
-                "add {p}, 256",
-                "dec {n}",
-                "jnz 2b",
-                "3:",
-                "test {m}, {m}",
-                "jz 5f",
-                "4:",
-                "vpxor {t0}, {bias}, ymmword ptr [{p}]",
-                "{{vex}} vpdpwssd {a0}, {t0}, {ones}",
-                "vpxor {t1}, {bias}, ymmword ptr [{p} + 32]",
-                "{{vex}} vpdpwssd {a1}, {t1}, {ones}",
-                "add {p}, 64",
-                "dec {m}",
-                "jnz 4b",
-                "5:",
-                p = inout(reg) p.add(off) => _,
-                n = inout(reg) n => _,
-                m = inout(reg) pairs => _,
-                bias = in(ymm_reg) bias,
-                ones = in(ymm_reg) ones,
-                a0 = inout(ymm_reg) a0,
-                a1 = inout(ymm_reg) a1,
-                a2 = inout(ymm_reg) a2,
-                a3 = inout(ymm_reg) a3,
-                a4 = inout(ymm_reg) a4,
-                a5 = inout(ymm_reg) a5,
-                a6 = inout(ymm_reg) a6,
-                a7 = inout(ymm_reg) a7,
-                t0 = out(ymm_reg) _,
-                t1 = out(ymm_reg) _,
-                t2 = out(ymm_reg) _,
-                t3 = out(ymm_reg) _,
-                options(nostack, readonly),
-            );
+        for _ in 0..n {
+            // SAFETY: `off + 256 <= len` (there are `iters` whole 256-byte
+            // chunks from `off`), so the eight 32-byte loads stay inside `data`.
+            let v = unsafe {
+                let q = p.add(off) as *const __m256i;
+                [
+                    _mm256_loadu_si256(q),
+                    _mm256_loadu_si256(q.add(1)),
+                    _mm256_loadu_si256(q.add(2)),
+                    _mm256_loadu_si256(q.add(3)),
+                    _mm256_loadu_si256(q.add(4)),
+                    _mm256_loadu_si256(q.add(5)),
+                    _mm256_loadu_si256(q.add(6)),
+                    _mm256_loadu_si256(q.add(7)),
+                ]
+            };
+            a0 = vnni_step(a0, v[0], bias, ones);
+            a1 = vnni_step(a1, v[1], bias, ones);
+            a2 = vnni_step(a2, v[2], bias, ones);
+            a3 = vnni_step(a3, v[3], bias, ones);
+            a4 = vnni_step(a4, v[4], bias, ones);
+            a5 = vnni_step(a5, v[5], bias, ones);
+            a6 = vnni_step(a6, v[6], bias, ones);
+            a7 = vnni_step(a7, v[7], bias, ones);
+            off += 256;
         }
-        off += n * 256 + pairs * 64;
-        vectors += 8 * n as u64 + 2 * pairs as u64;
+        iters -= n;
+        vectors += 8 * n as u64;
         if iters == 0 {
             break;
         }
@@ -506,10 +465,20 @@ unsafe fn accumulate_avx_vnni(data: &[u8]) -> u64 {
         wide = _mm256_add_epi64(wide, widen_i32(s));
         (a0, a1, a2, a3, a4, a5, a6, a7) = (zero, zero, zero, zero, zero, zero, zero, zero);
     }
+    // Up to seven more whole vectors, alternating between two accumulators.
+    while off + 64 <= len {
+        // SAFETY: `off + 64 <= len`.
+        let (v0, v1) = unsafe {
+            let q = p.add(off) as *const __m256i;
+            (_mm256_loadu_si256(q), _mm256_loadu_si256(q.add(1)))
+        };
+        a0 = vnni_step(a0, v0, bias, ones);
+        a1 = vnni_step(a1, v1, bias, ones);
+        vectors += 2;
+        off += 64;
+    }
     let mut x = sum4(a0, a1, a2, a3);
     let mut y = sum4(a4, a5, a6, a7);
-
-    // At most one more whole vector.
     if off + 32 <= len {
         // SAFETY: `off + 32 <= len`.
         let v = unsafe { _mm256_loadu_si256(p.add(off) as *const __m256i) };
@@ -552,4 +521,390 @@ unsafe fn accumulate_avx_vnni(data: &[u8]) -> u64 {
 #[target_feature(enable = "avx2")]
 fn sum4(a: __m256i, b: __m256i, c: __m256i, d: __m256i) -> __m256i {
     _mm256_add_epi32(_mm256_add_epi32(a, b), _mm256_add_epi32(c, d))
+}
+
+// ---------------------------------------------------------------- AVX-512
+
+/// 512-byte iterations of the AVX-512 main loop between two widenings: eight
+/// `i32` accumulators each get one vector per iteration, every vector adds at
+/// most 2 x 32768 in magnitude per lane, and the combined lanes (plus at most
+/// 9 head, remainder and tail vectors) must stay below 2^31:
+/// `(8 * 2048 + 9) * 65536 < 2^31`.
+const AVX512_BLOCK_ITERS: usize = 2048;
+
+/// Inputs spanning fewer 64-byte lines than this have an exact word sum below
+/// 2^32 (`64 * 2048 / 2` words of at most 0xFFFF), and fit in one block.
+const AVX512_SHORT_LINES: usize = 2048;
+
+/// `vpmaddwd` step of [`accumulate_avx512`]: `acc + (w0 + w1)` per 32-bit lane
+/// of the biased words `x` (`ones` is 1 in every 16-bit lane).
+#[inline]
+#[target_feature(enable = "avx512f,avx512bw")]
+fn madd_step(acc: __m512i, x: __m512i, ones: __m512i) -> __m512i {
+    _mm512_add_epi32(acc, _mm512_madd_epi16(x, ones))
+}
+
+/// `vpdpwssd` step of [`accumulate_avx512_vnni`]: the same as [`madd_step`]
+/// in one instruction.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vnni")]
+fn dpwssd_step(acc: __m512i, x: __m512i, ones: __m512i) -> __m512i {
+    _mm512_dpwssd_epi32(acc, x, ones)
+}
+
+/// Defines an AVX-512 summation function; the two variants differ only in
+/// the accumulation step (`$step`) and the target features it needs.
+macro_rules! avx512_kernel {
+    ($(#[$attr:meta])* fn $name:ident, $features:literal, $step:ident) => {
+        $(#[$attr])*
+        #[target_feature(enable = $features)]
+        unsafe fn $name(data: &[u8]) -> u64 {
+            let len = data.len();
+            if len == 0 {
+                return 0;
+            }
+            let p = data.as_ptr();
+            // All loads are 64-byte aligned: `base` is the start of the line
+            // holding `p`, and the data covers offsets `head..end` from it.
+            let head = p as usize % 64;
+            let end = head + len;
+            let lines = end.div_ceil(64);
+            let first_mask = u64::MAX << head;
+            let last_mask = u64::MAX >> (lines * 64 - end);
+            let bias = _mm512_set1_epi16(i16::MIN);
+            let ones = _mm512_set1_epi16(1);
+            let zero = _mm512_setzero_si512();
+            let (mut a0, mut a1, mut a2, mut a3, mut a4, mut a5, mut a6, mut a7) =
+                (zero, zero, zero, zero, zero, zero, zero, zero);
+            let mut wide = zero;
+            // The line holding the first byte (and the last one if they are the
+            // same): a masked load, so nothing outside `data` is read.
+            let first = if lines == 1 { first_mask & last_mask } else { first_mask };
+            // SAFETY: the mask selects exactly the bytes of line 0 that are
+            // inside `data` (offsets `head..min(end, 64)` from `base`); masked-off
+            // bytes are neither read nor able to fault, so `base` (computed
+            // with wrapping arithmetic, possibly before `data`) is never
+            // dereferenced outside `data`. AVX-512BW is enabled.
+            let v = unsafe { _mm512_maskz_loadu_epi8(first, p.wrapping_sub(head) as *const i8) };
+            a0 = $step(a0, _mm512_xor_si512(v, bias), ones);
+            if lines > 1 {
+                // Whole lines 1..lines-1 (offsets `64..64 * (lines - 1)` from
+                // `base`), then the masked last line.
+                let mut off = 64 - head; // offset from `p` of line 1
+                let mut iters = (lines - 2) / 8;
+                loop {
+                    let n = iters.min(AVX512_BLOCK_ITERS);
+                    for _ in 0..n {
+                        // SAFETY: the eight lines at `off..off + 512` are whole
+                        // lines before the last one, so inside `data`; `p + off`
+                        // is 64-byte aligned.
+                        let v = unsafe {
+                            let q = p.add(off) as *const __m512i;
+                            [
+                                _mm512_load_si512(q),
+                                _mm512_load_si512(q.add(1)),
+                                _mm512_load_si512(q.add(2)),
+                                _mm512_load_si512(q.add(3)),
+                                _mm512_load_si512(q.add(4)),
+                                _mm512_load_si512(q.add(5)),
+                                _mm512_load_si512(q.add(6)),
+                                _mm512_load_si512(q.add(7)),
+                            ]
+                        };
+                        a0 = $step(a0, _mm512_xor_si512(v[0], bias), ones);
+                        a1 = $step(a1, _mm512_xor_si512(v[1], bias), ones);
+                        a2 = $step(a2, _mm512_xor_si512(v[2], bias), ones);
+                        a3 = $step(a3, _mm512_xor_si512(v[3], bias), ones);
+                        a4 = $step(a4, _mm512_xor_si512(v[4], bias), ones);
+                        a5 = $step(a5, _mm512_xor_si512(v[5], bias), ones);
+                        a6 = $step(a6, _mm512_xor_si512(v[6], bias), ones);
+                        a7 = $step(a7, _mm512_xor_si512(v[7], bias), ones);
+                        off += 512;
+                    }
+                    iters -= n;
+                    if iters == 0 {
+                        break;
+                    }
+                    wide = _mm512_add_epi64(wide, widen_i32x16(sum8([a0, a1, a2, a3, a4, a5, a6, a7])));
+                    (a0, a1, a2, a3, a4, a5, a6, a7) = (zero, zero, zero, zero, zero, zero, zero, zero);
+                }
+                // The remaining zero to seven whole lines, spread over the
+                // accumulators so that their latencies overlap.
+                let rem = (lines - 2) % 8;
+                if rem >= 4 {
+                    // SAFETY: four whole lines before the last one, aligned.
+                    let v = unsafe {
+                        let q = p.add(off) as *const __m512i;
+                        [
+                            _mm512_load_si512(q),
+                            _mm512_load_si512(q.add(1)),
+                            _mm512_load_si512(q.add(2)),
+                            _mm512_load_si512(q.add(3)),
+                        ]
+                    };
+                    a4 = $step(a4, _mm512_xor_si512(v[0], bias), ones);
+                    a5 = $step(a5, _mm512_xor_si512(v[1], bias), ones);
+                    a6 = $step(a6, _mm512_xor_si512(v[2], bias), ones);
+                    a7 = $step(a7, _mm512_xor_si512(v[3], bias), ones);
+                    off += 256;
+                }
+                if rem & 2 != 0 {
+                    // SAFETY: two whole lines before the last one, aligned.
+                    let v = unsafe {
+                        let q = p.add(off) as *const __m512i;
+                        [_mm512_load_si512(q), _mm512_load_si512(q.add(1))]
+                    };
+                    a1 = $step(a1, _mm512_xor_si512(v[0], bias), ones);
+                    a2 = $step(a2, _mm512_xor_si512(v[1], bias), ones);
+                    off += 128;
+                }
+                if rem & 1 != 0 {
+                    // SAFETY: one whole line before the last one, aligned.
+                    let v = unsafe { _mm512_load_si512(p.add(off) as *const __m512i) };
+                    a3 = $step(a3, _mm512_xor_si512(v, bias), ones);
+                    off += 64;
+                }
+                // SAFETY: `off` is the last line (`off < len <= off + 64`); the
+                // mask selects its `end - 64 * (lines - 1)` bytes inside `data`,
+                // masked-off bytes are not read.
+                let v = unsafe { _mm512_maskz_loadu_epi8(last_mask, p.add(off) as *const i8) };
+                a5 = $step(a5, _mm512_xor_si512(v, bias), ones);
+            }
+            // Remove the bias: 32 words of 32768 per line (masked-off words
+            // included). The result is the exact sum of the words, taken at
+            // address parity, so it is non-negative (and far below 2^63).
+            let exact = if lines < AVX512_SHORT_LINES {
+                // The exact sum is below 2^32, so it can be computed modulo 2^32:
+                // a cheaper reduction in `i32` lanes, without widening.
+                let s = sum8([a0, a1, a2, a3, a4, a5, a6, a7]);
+                (_mm512_reduce_add_epi32(s) as u32).wrapping_add((lines as u32) << 20) as u64
+            } else {
+                let w = _mm512_add_epi64(wide, widen_i32x16(sum8([a0, a1, a2, a3, a4, a5, a6, a7])));
+                (_mm512_reduce_add_epi64(w) + ((lines as i64) << 20)) as u64
+            };
+            // Words were formed at even addresses: if `data` starts at an odd
+            // address, every data word was summed byte-swapped (RFC 1071 2(B)).
+            if head % 2 == 1 { super::fold64(exact).swap_bytes() as u64 } else { exact }
+        }
+    };
+}
+
+avx512_kernel! {
+    /// AVX-512 (F + BW) summation, 64 bytes per vector.
+    ///
+    /// Every vector is a whole 64-byte-aligned line: the first and the last
+    /// lines are read with masked loads (`vmovdqu8` with a zeroing byte mask),
+    /// so there is no head or tail loop and no scalar code at all, whatever the
+    /// length or alignment. Because words are formed at even *addresses*, an
+    /// odd start address only swaps the bytes of the final sum. Words are
+    /// biased to signed (`vpxorq` with 0x8000) and pair-summed into `i32` lanes
+    /// by `vpmaddwd` against ones, then added (`vpaddd`): three operations per
+    /// 64 bytes. Eight accumulators, widened to `i64` every 1 MiB; the bias
+    /// (32768 per word) is added back exactly at the end.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F and AVX-512BW.
+    fn accumulate_avx512, "avx512f,avx512bw", madd_step
+}
+
+avx512_kernel! {
+    /// [`accumulate_avx512`] with the `vpmaddwd` + `vpaddd` pair fused into the
+    /// AVX-512 VNNI `vpdpwssd`: two operations per 64 bytes.
+    ///
+    /// # Safety
+    /// The CPU must support AVX-512F, AVX-512BW and AVX-512 VNNI.
+    fn accumulate_avx512_vnni, "avx512f,avx512bw,avx512vnni", dpwssd_step
+}
+
+/// Lane-wise `i32` sum of eight accumulators (within the block bound).
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn sum8(a: [__m512i; 8]) -> __m512i {
+    let s0 = _mm512_add_epi32(_mm512_add_epi32(a[0], a[1]), _mm512_add_epi32(a[2], a[3]));
+    let s1 = _mm512_add_epi32(_mm512_add_epi32(a[4], a[5]), _mm512_add_epi32(a[6], a[7]));
+    _mm512_add_epi32(s0, s1)
+}
+
+/// Sign-extends sixteen `i32` lanes and adds them pairwise into eight `i64` lanes.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn widen_i32x16(s: __m512i) -> __m512i {
+    _mm512_add_epi64(
+        _mm512_cvtepi32_epi64(_mm512_castsi512_si256(s)),
+        _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(s)),
+    )
+}
+
+/// Whether the CPU can run [`accumulate_avx512`].
+pub(super) fn has_avx512() -> bool {
+    is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bw")
+}
+
+/// Whether the CPU can run [`accumulate_avx512_vnni`].
+pub(super) fn has_avx512_vnni() -> bool {
+    has_avx512() && is_x86_feature_detected!("avx512vnni")
+}
+
+/// [`accumulate_avx512`] after checking that the CPU has AVX-512F and BW.
+///
+/// # Panics
+/// If the CPU lacks either.
+pub(super) fn accumulate_avx512_checked(data: &[u8]) -> u64 {
+    assert!(has_avx512(), "AVX-512 checksum requested on a CPU without AVX-512F/BW");
+    // SAFETY: the CPU supports AVX-512F and AVX-512BW (checked just above).
+    unsafe { accumulate_avx512(data) }
+}
+
+/// [`accumulate_avx512_vnni`] after checking that the CPU has AVX-512F, BW
+/// and VNNI.
+///
+/// # Panics
+/// If the CPU lacks any of them.
+pub(super) fn accumulate_avx512_vnni_checked(data: &[u8]) -> u64 {
+    assert!(has_avx512_vnni(), "AVX-512 VNNI checksum requested on a CPU without AVX-512F/BW/VNNI");
+    // SAFETY: the CPU supports AVX-512F, BW and VNNI (checked just above).
+    unsafe { accumulate_avx512_vnni(data) }
+}
+
+// ------------------------------------------------ AVX2 fused copy + sum
+
+/// [`copy_accumulate_avx2`] after checking that the CPU has AVX2 and that the
+/// slices have the same length.
+///
+/// # Panics
+/// If the CPU lacks AVX2 or `dst.len() != src.len()`.
+pub(super) fn copy_accumulate_avx2_checked(dst: &mut [u8], src: &[u8]) -> u64 {
+    assert!(is_x86_feature_detected!("avx2"), "AVX2 copy-and-sum requested on a CPU without AVX2");
+    assert_eq!(dst.len(), src.len(), "copy-and-sum needs equal lengths");
+    // SAFETY: the CPU supports AVX2 and the lengths are equal (checked just above).
+    unsafe { copy_accumulate_avx2(dst, src) }
+}
+
+/// Copies `src` into `dst` and accumulates the copied bytes in the same pass
+/// (each 32-byte vector is loaded once, stored once and summed with the
+/// `full`/`high` scheme of [`accumulate_avx2`]). The result has the meaning of
+/// [`super::portable::accumulate`] over `src`.
+///
+/// # Safety
+/// The CPU must support AVX2 and `dst.len() == src.len()`.
+#[target_feature(enable = "avx2")]
+unsafe fn copy_accumulate_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
+    let len = src.len();
+    if len < 32 {
+        dst.copy_from_slice(src);
+        return super::portable::accumulate(src);
+    }
+    let s = src.as_ptr();
+    let d = dst.as_mut_ptr();
+    let zero = _mm256_setzero_si256();
+    let (mut f0, mut h0, mut f1, mut h1) = (zero, zero, zero, zero);
+    let mut blocks_total: u64 = 0;
+    let mut off = 0usize;
+    let mut iters = len / 128;
+    loop {
+        let n = iters.min(AVX2_BLOCK_ITERS);
+        for _ in 0..n {
+            // SAFETY: `off + 128 <= len` (there are `iters` whole 128-byte
+            // chunks from `off`) and `dst` has the length of `src`, so the four
+            // unaligned 32-byte loads and stores stay inside the slices, which
+            // cannot overlap (one is borrowed mutably).
+            let (v0, v1, v2, v3) = unsafe {
+                let q = s.add(off) as *const __m256i;
+                let v = (
+                    _mm256_loadu_si256(q),
+                    _mm256_loadu_si256(q.add(1)),
+                    _mm256_loadu_si256(q.add(2)),
+                    _mm256_loadu_si256(q.add(3)),
+                );
+                let w = d.add(off) as *mut __m256i;
+                _mm256_storeu_si256(w, v.0);
+                _mm256_storeu_si256(w.add(1), v.1);
+                _mm256_storeu_si256(w.add(2), v.2);
+                _mm256_storeu_si256(w.add(3), v.3);
+                v
+            };
+            f0 = _mm256_add_epi32(f0, v0);
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32(v0, 16));
+            f1 = _mm256_add_epi32(f1, v1);
+            h1 = _mm256_add_epi32(h1, _mm256_srli_epi32(v1, 16));
+            f0 = _mm256_add_epi32(f0, v2);
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32(v2, 16));
+            f1 = _mm256_add_epi32(f1, v3);
+            h1 = _mm256_add_epi32(h1, _mm256_srli_epi32(v3, 16));
+            off += 128;
+        }
+        iters -= n;
+        if iters == 0 {
+            break;
+        }
+        blocks_total += reduce_avx2(_mm256_add_epi32(f0, f1), _mm256_add_epi32(h0, h1));
+        (f0, h0, f1, h1) = (zero, zero, zero, zero);
+    }
+    // Up to three whole vectors (each lane then holds at most
+    // `2 * AVX2_BLOCK_ITERS + 3` vectors: inside the exactness bound).
+    while off + 32 <= len {
+        // SAFETY: `off + 32 <= len` for both slices; they do not overlap.
+        let v = unsafe {
+            let v = _mm256_loadu_si256(s.add(off) as *const __m256i);
+            _mm256_storeu_si256(d.add(off) as *mut __m256i, v);
+            v
+        };
+        f0 = _mm256_add_epi32(f0, v);
+        h0 = _mm256_add_epi32(h0, _mm256_srli_epi32(v, 16));
+        off += 32;
+    }
+    // Fewer than 32 bytes left, starting at an even offset (a multiple of 32),
+    // so word parity is preserved: copy and sum them with the scalar code.
+    let tail = &src[off..];
+    dst[off..].copy_from_slice(tail);
+    let rest = super::portable::accumulate(tail);
+    let last = reduce_avx2(_mm256_add_epi32(f0, f1), _mm256_add_epi32(h0, h1));
+    combine_u128(&[blocks_total, last, rest])
+}
+
+// ---------------------------------------------------------------- dispatch
+
+/// A summation kernel without its CPU-feature check: only ever called through
+/// [`SELECTED`], which holds kernels the CPU supports.
+type Kernel = unsafe fn(&[u8]) -> u64;
+
+/// The kernel [`accumulate_selected`] calls. It starts as
+/// [`select_and_accumulate`], which replaces itself with the kernel of
+/// [`super::Implementation::selected`] on the first call: afterwards a call
+/// costs one relaxed load and one indirect call (no feature checks, no match).
+static SELECTED: AtomicPtr<()> = AtomicPtr::new(select_and_accumulate as Kernel as *mut ());
+
+/// Accumulation of `data` with the selected implementation (the kernel behind
+/// [`super::ones_sum`]).
+#[inline]
+pub(super) fn accumulate_selected(data: &[u8]) -> u64 {
+    let f = SELECTED.load(Ordering::Relaxed);
+    // SAFETY: `SELECTED` only ever holds a `Kernel` cast to a pointer: its
+    // initial value, or one stored by `select_and_accumulate` from
+    // `kernel_for`, which returns only kernels whose CPU features are present.
+    unsafe { std::mem::transmute::<*mut (), Kernel>(f)(data) }
+}
+
+/// The initial [`SELECTED`] kernel: selects the implementation, stores its
+/// kernel and runs it.
+fn select_and_accumulate(data: &[u8]) -> u64 {
+    let kernel = kernel_for(super::Implementation::selected()).expect("the selected implementation is available");
+    SELECTED.store(kernel as *mut (), Ordering::Relaxed);
+    // SAFETY: `kernel_for` checked the CPU features this kernel needs.
+    unsafe { kernel(data) }
+}
+
+/// The kernel of `imp`, if this CPU supports it.
+fn kernel_for(imp: super::Implementation) -> Option<Kernel> {
+    use super::Implementation as I;
+    let avx2 = is_x86_feature_detected!("avx2");
+    match imp {
+        I::Portable => Some(super::portable::accumulate),
+        I::Sse2 => Some(accumulate_sse2),
+        I::Avx2 if avx2 => Some(accumulate_avx2),
+        I::AvxVnni if avx2 && has_avx_vnni() => Some(accumulate_avx_vnni),
+        I::Avx512 if has_avx512() => Some(accumulate_avx512),
+        I::Avx512Vnni if has_avx512_vnni() => Some(accumulate_avx512_vnni),
+        _ => None,
+    }
 }

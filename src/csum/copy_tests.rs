@@ -1,0 +1,44 @@
+//! Tests of the fused copy-and-checksum ([`copy_and_sum`]) against
+//! [`ones_sum`] plus a plain copy.
+
+use super::*;
+use proptest::prelude::*;
+
+fn check(src: &[u8], dst_offset: usize) {
+    let mut buf = vec![0xA5u8; src.len() + dst_offset + 1];
+    let dst = &mut buf[dst_offset..dst_offset + src.len()];
+    let s = copy_and_sum(dst, src);
+    assert_eq!(dst, src, "copied bytes (len {}, dst offset {dst_offset})", src.len());
+    assert_eq!(s, ones_sum(src), "sum (len {})", src.len());
+    let mut dst2 = vec![0u8; src.len()];
+    assert_eq!(copy_and_sum_portable(&mut dst2, src), ones_sum(src));
+    assert_eq!(dst2, src);
+    assert_eq!(buf[dst_offset + src.len()], 0xA5, "no write past the end");
+}
+
+#[test]
+fn every_small_length_and_alignment() {
+    let data: Vec<u8> = (0..700u32).map(|i| (i.wrapping_mul(151) ^ (i >> 3)) as u8).collect();
+    for len in 0..300 {
+        for start in 0..3 {
+            for dst_offset in 0..3 {
+                check(&data[start..start + len], dst_offset);
+            }
+        }
+    }
+}
+
+#[test]
+fn all_ones_beyond_one_block() {
+    // 0xFF everywhere maximises every lane; 600 KB exceeds one AVX2 block.
+    let data = vec![0xFFu8; 600_000 + 5];
+    check(&data, 1);
+}
+
+proptest! {
+    #[test]
+    fn matches_ones_sum_and_memcpy(data in proptest::collection::vec(any::<u8>(), 0..5000), start in 0usize..4, dst_offset in 0usize..40) {
+        let start = start.min(data.len());
+        check(&data[start..], dst_offset);
+    }
+}
