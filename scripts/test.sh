@@ -12,6 +12,9 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # tshark: cross-checks our notion of a valid frame against Wireshark's.
 need_pkgs=()
 command -v tshark >/dev/null 2>&1 || need_pkgs+=(tshark)
+# ip (iproute2) and ethtool: the privileged src/io tests and kernel oracles (namespaces, veth, TAP).
+command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
+command -v ethtool >/dev/null 2>&1 || need_pkgs+=(ethtool)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
     as_root apt-get update -qq

@@ -13,3 +13,4 @@ pub mod pcap;
 pub mod traffic;
 pub mod validate;
 pub mod wire;
+pub mod io;
