@@ -36,9 +36,11 @@ log "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
 log "cargo test"
-cargo test --locked --all-targets 2>&1 | tee target/test-output.txt
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+cargo test --locked --all-targets 2>&1 | tee "$results"
 # --all-targets runs the criterion benches once in test mode; doc tests run separately.
-cargo test --locked --doc 2>&1 | tee -a target/test-output.txt
+cargo test --locked --doc 2>&1 | tee -a "$results"
 
 # One closing line that counts every test run above.
-awk '/^test result:/ { p += $4; f += $6; s += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' target/test-output.txt
+awk '/^test result:/ { p += $4; f += $6; s += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' "$results"
