@@ -8,9 +8,9 @@
 pub mod bench;
 pub mod cli;
 pub mod csum;
+pub mod io;
 pub mod packet;
 pub mod pcap;
 pub mod traffic;
 pub mod validate;
 pub mod wire;
-pub mod io;
