@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cli;
 pub mod csum;
 pub mod io;
+pub mod offload;
 pub mod packet;
 pub mod pcap;
 pub mod traffic;

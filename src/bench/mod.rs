@@ -10,6 +10,7 @@
 //! every candidate alike, and ratios can be taken per round.
 
 pub mod csum;
+pub mod gso;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

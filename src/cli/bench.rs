@@ -1,6 +1,7 @@
 //! `superpacket bench ...`: benchmark scenarios, human table or `--json`.
 
 use super::{CliError, EXIT_OK, progress};
+use crate::bench::BenchReport;
 use crate::bench::csum::{self, CsumBenchOptions};
 use clap::{Args, Subcommand};
 
@@ -10,6 +11,9 @@ pub enum BenchScenario {
     /// Checksum throughput against memcpy throughput measured in the same run,
     /// at 64 B, 1500 B, 9000 B, 64 KB (in cache) and 64 MB (out of cache).
     Csum(CommonBenchArgs),
+    /// Software GSO (TSO/USO with checksum completion) payload throughput,
+    /// scatter-gather and linear, against memcpy of the same bytes.
+    Gso(CommonBenchArgs),
 }
 
 /// Options every scenario takes.
@@ -25,22 +29,36 @@ pub struct CommonBenchArgs {
 
 /// Runs the chosen scenario.
 pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
+    use crate::bench::gso;
     match scenario {
-        BenchScenario::Csum(args) => {
-            let opts = CsumBenchOptions { quick: args.quick };
-            let bar = progress::steps_bar(!args.json, "bench csum");
-            let report = csum::run_with_progress(&opts, &mut |step, done, total| {
-                bar.set_length(total as u64);
-                bar.set_position(done as u64);
-                bar.set_message(step.to_string());
-            });
-            bar.finish_and_clear();
-            if args.json {
-                println!("{}", report.to_json());
-            } else {
-                print!("{}", csum::render_human(&report));
-            }
-            Ok(EXIT_OK)
+        BenchScenario::Csum(a) => {
+            report(a, "csum", |quick, p| csum::run_with_progress(&CsumBenchOptions { quick }, p), csum::render_human)
+        }
+        BenchScenario::Gso(a) => {
+            report(a, "gso", |quick, p| gso::run_with_progress(&gso::GsoBenchOptions { quick }, p), gso::render_human)
         }
     }
+}
+
+/// Runs one scenario with a step progress bar (terminal only, never with
+/// `--json`) and prints its report as JSON or as the scenario's human table.
+fn report(
+    args: &CommonBenchArgs,
+    name: &str,
+    run: impl FnOnce(bool, &mut dyn FnMut(&str, usize, usize)) -> BenchReport,
+    render: fn(&BenchReport) -> String,
+) -> Result<u8, CliError> {
+    let bar = progress::steps_bar(!args.json, &format!("bench {name}"));
+    let report = run(args.quick, &mut |step, done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(step.to_string());
+    });
+    bar.finish_and_clear();
+    if args.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", render(&report));
+    }
+    Ok(EXIT_OK)
 }

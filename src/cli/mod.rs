@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod pcap_check;
+mod pcap_gso;
 mod progress;
 
 use clap::{Parser, Subcommand};
@@ -60,6 +61,10 @@ enum PcapCommand {
     /// Validate every frame: checksums (superpackets included), lengths,
     /// headers, VLAN stacks. Exit 0 if clean, 1 if any problem, 2 on error.
     Check(pcap_check::CheckArgs),
+    /// Segment superpackets (annotated GSO frames, or with --gso-size every
+    /// TCP/UDP frame longer than one segment) into frames with complete
+    /// checksums. Exit 0 ok, 1 if frames were dropped as bad, 2 on error.
+    Gso(pcap_gso::GsoArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
@@ -68,6 +73,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Pcap { command: PcapCommand::Check(args) } => pcap_check::run(&args),
+        Command::Pcap { command: PcapCommand::Gso(args) } => pcap_gso::run(&args),
         Command::Bench { scenario } => bench::run(&scenario),
     };
     match outcome {

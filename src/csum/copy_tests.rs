@@ -14,6 +14,20 @@ fn check(src: &[u8], dst_offset: usize) {
     assert_eq!(copy_and_sum_portable(&mut dst2, src), ones_sum(src));
     assert_eq!(dst2, src);
     assert_eq!(buf[dst_offset + src.len()], 0xA5, "no write past the end");
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        let mut dst3 = vec![0u8; src.len()];
+        let native = super::x86::copy_accumulate_avx2_checked(&mut dst3, src);
+        assert_eq!(fold_native(native), ones_sum(src), "AVX2 sum (len {})", src.len());
+        assert_eq!(dst3, src);
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::x86::has_avx512() {
+        let mut dst4 = vec![0u8; src.len()];
+        let native = super::x86::copy_accumulate_avx512_checked(&mut dst4, src);
+        assert_eq!(fold_native(native), ones_sum(src), "AVX-512 sum (len {})", src.len());
+        assert_eq!(dst4, src);
+    }
 }
 
 #[test]

@@ -10,7 +10,7 @@
 //!
 //! The bulk summation ([`ones_sum`]) is dispatched once per process to the
 //! fastest implementation the CPU supports (see [`Implementation`]); every
-//! implementation is property-tested against [`portable`].
+//! implementation is property-tested against the `portable` module.
 
 mod portable;
 #[cfg(target_arch = "x86_64")]
@@ -273,7 +273,7 @@ pub fn complete_partial(frame: &mut [u8], start: usize, offset: usize, zero_as_f
 /// (network order, not complemented, as [`ones_sum`]), in one pass over the
 /// data: the fused copy-and-checksum of software segmentation without
 /// scatter-gather (offload-rules 3.2: "computed in software during the copy").
-/// AVX2 when the CPU has it, the portable code otherwise; as for
+/// AVX-512 (F+BW) or AVX2 when the CPU has it, the portable code otherwise; as for
 /// [`ones_sum_at`], swap the result's bytes if `src` sits at an odd offset of
 /// the summed data.
 ///
@@ -283,8 +283,16 @@ pub fn complete_partial(frame: &mut [u8], start: usize, offset: usize, zero_as_f
 pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u16 {
     assert_eq!(dst.len(), src.len(), "copy_and_sum needs equal lengths");
     #[cfg(target_arch = "x86_64")]
-    if src.len() >= 64 && matches!(Implementation::selected(), Implementation::Avx2 | Implementation::AvxVnni) {
-        return fold_native(x86::copy_accumulate_avx2_checked(dst, src));
+    if src.len() >= 64 {
+        match Implementation::selected() {
+            Implementation::Avx512 | Implementation::Avx512Vnni => {
+                return fold_native(x86::copy_accumulate_avx512_checked(dst, src));
+            }
+            Implementation::Avx2 | Implementation::AvxVnni => {
+                return fold_native(x86::copy_accumulate_avx2_checked(dst, src));
+            }
+            _ => {}
+        }
     }
     fold_native(portable::copy_accumulate(dst, src))
 }

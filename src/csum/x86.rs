@@ -908,3 +908,117 @@ fn kernel_for(imp: super::Implementation) -> Option<Kernel> {
         _ => None,
     }
 }
+
+// ------------------------------------------------ AVX-512 fused copy + sum
+
+/// 256-byte iterations of [`copy_accumulate_avx512`] between two widenings:
+/// each 32-bit lane of `f0`/`f1` receives two vectors per iteration, plus at
+/// most three whole vectors and one masked tail after the loop, far below the
+/// `32768`-vector exactness bound of the `full`/`high` scheme.
+const AVX512_COPY_BLOCK_ITERS: usize = 4096;
+
+/// Exact sum of the words described by 512-bit `full`/`high` accumulators.
+#[inline]
+#[target_feature(enable = "avx512f")]
+fn reduce_avx512_full_high(full: __m512i, high: __m512i) -> u64 {
+    let lo = _mm512_sub_epi32(full, _mm512_slli_epi32(high, 16));
+    let x = _mm512_add_epi32(lo, high);
+    let w = _mm512_add_epi64(_mm512_and_si512(x, _mm512_set1_epi64(0xFFFF_FFFF)), _mm512_srli_epi64(x, 32));
+    _mm512_reduce_add_epi64(w) as u64
+}
+
+/// [`copy_accumulate_avx512`] after checking the CPU features and lengths.
+///
+/// # Panics
+/// If the CPU lacks AVX-512F/BW or `dst.len() != src.len()`.
+pub(super) fn copy_accumulate_avx512_checked(dst: &mut [u8], src: &[u8]) -> u64 {
+    assert!(has_avx512(), "AVX-512 copy-and-sum requested on a CPU without AVX-512F/BW");
+    assert_eq!(dst.len(), src.len(), "copy-and-sum needs equal lengths");
+    // SAFETY: the CPU supports AVX-512F and BW and the lengths are equal (checked just above).
+    unsafe { copy_accumulate_avx512(dst, src) }
+}
+
+/// Copies `src` into `dst` and accumulates the copied bytes in the same pass,
+/// 64 bytes per vector, the tail as one masked load and store (bytes beyond
+/// the end are neither read nor written, and read as zero: a lone last byte
+/// is then the zero-padded word RFC 1071 asks for). Same result as
+/// [`super::portable::accumulate`] over `src`.
+///
+/// # Safety
+/// The CPU must support AVX-512F and AVX-512BW and `dst.len() == src.len()`.
+#[target_feature(enable = "avx512f,avx512bw")]
+unsafe fn copy_accumulate_avx512(dst: &mut [u8], src: &[u8]) -> u64 {
+    let len = src.len();
+    let s = src.as_ptr();
+    let d = dst.as_mut_ptr();
+    let zero = _mm512_setzero_si512();
+    let (mut f0, mut h0, mut f1, mut h1) = (zero, zero, zero, zero);
+    let mut blocks_total: u64 = 0;
+    let mut off = 0usize;
+    let mut iters = len / 256;
+    loop {
+        let n = iters.min(AVX512_COPY_BLOCK_ITERS);
+        for _ in 0..n {
+            // SAFETY: `off + 256 <= len` (there are `iters` whole 256-byte
+            // chunks from `off`) and `dst` has the length of `src`, so the four
+            // 64-byte loads and stores stay inside the slices, which cannot
+            // overlap (one is borrowed mutably).
+            let (v0, v1, v2, v3) = unsafe {
+                let q = s.add(off) as *const __m512i;
+                let v = (
+                    _mm512_loadu_si512(q),
+                    _mm512_loadu_si512(q.add(1)),
+                    _mm512_loadu_si512(q.add(2)),
+                    _mm512_loadu_si512(q.add(3)),
+                );
+                let w = d.add(off) as *mut __m512i;
+                _mm512_storeu_si512(w, v.0);
+                _mm512_storeu_si512(w.add(1), v.1);
+                _mm512_storeu_si512(w.add(2), v.2);
+                _mm512_storeu_si512(w.add(3), v.3);
+                v
+            };
+            f0 = _mm512_add_epi32(f0, v0);
+            h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v0, 16));
+            f1 = _mm512_add_epi32(f1, v1);
+            h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v1, 16));
+            f0 = _mm512_add_epi32(f0, v2);
+            h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v2, 16));
+            f1 = _mm512_add_epi32(f1, v3);
+            h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v3, 16));
+            off += 256;
+        }
+        iters -= n;
+        if iters == 0 {
+            break;
+        }
+        blocks_total += reduce_avx512_full_high(_mm512_add_epi32(f0, f1), _mm512_add_epi32(h0, h1));
+        (f0, h0, f1, h1) = (zero, zero, zero, zero);
+    }
+    while off + 64 <= len {
+        // SAFETY: `off + 64 <= len` for both slices; they do not overlap.
+        let v = unsafe {
+            let v = _mm512_loadu_si512(s.add(off) as *const __m512i);
+            _mm512_storeu_si512(d.add(off) as *mut __m512i, v);
+            v
+        };
+        f0 = _mm512_add_epi32(f0, v);
+        h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
+        off += 64;
+    }
+    let rest = len - off; // below 64, from an even offset
+    if rest > 0 {
+        let mask: __mmask64 = (1u64 << rest) - 1;
+        // SAFETY: the mask selects only the `rest` bytes from `off`, which are
+        // inside both slices; masked-out bytes are neither accessed nor faulted.
+        let v = unsafe {
+            let v = _mm512_maskz_loadu_epi8(mask, s.add(off) as *const i8);
+            _mm512_mask_storeu_epi8(d.add(off) as *mut i8, mask, v);
+            v
+        };
+        f1 = _mm512_add_epi32(f1, v);
+        h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v, 16));
+    }
+    let last = reduce_avx512_full_high(_mm512_add_epi32(f0, f1), _mm512_add_epi32(h0, h1));
+    combine_u128(&[blocks_total, last])
+}

@@ -8,7 +8,12 @@
 //! ```
 //! The packet's bytes are the linear data followed by the segments, in order.
 //! The frag list is *not* part of [`Packet::len`]; [`Packet::total_len`]
-//! includes it, as Linux's `skb->len` includes `frag_list` data.
+//! includes it, as Linux's `skb->len` includes `frag_list` data. Likewise
+//! [`Packet::chunks`], [`Packet::copy_to`] and [`Packet::to_vec`] cover this
+//! packet's own bytes, [`Packet::all_chunks`] and [`Packet::copy_all_to`] the
+//! whole packet: anything that writes a packet to the wire or to a file
+//! uses the latter (a GRO aggregate of more than [`MAX_SEGMENTS`] + 1
+//! packets keeps the rest of its payload on the frag list).
 //!
 //! Invariants (kept by every method):
 //! - `head <= tail <= storage.len()`;
@@ -161,6 +166,7 @@ impl Segments {
     fn len(&self) -> usize {
         self.items.len()
     }
+    #[inline]
     fn push(&mut self, seg: Segment) -> Result<(), Segment> {
         if seg.is_empty() {
             return Ok(());
@@ -317,14 +323,43 @@ impl Packet {
             .chain(self.segments.items.iter().map(Segment::as_slice))
     }
 
+    /// Every byte of the packet as slices, frag list included: the linear
+    /// area, the segments, then each frag-list packet's own chunks. For a GRO
+    /// aggregate whose payload overflowed [`MAX_SEGMENTS`] (Linux `frag_list`
+    /// semantics) this is the whole superpacket, [`Packet::total_len`] bytes.
+    pub fn all_chunks(&self) -> impl Iterator<Item = &[u8]> {
+        self.chunks().chain(self.frag_list.iter().flat_map(|p| p.chunks()))
+    }
+
     /// Packets chained on the frag list.
     pub fn frag_list(&self) -> &[Packet] {
         &self.frag_list
     }
 
+    /// Packets chained on the frag list, writable (GRO appends payload to the
+    /// last one while it has free segment slots, as Linux's `skb_gro_receive`
+    /// does with `NAPI_GRO_CB(p)->last`).
+    pub fn frag_list_mut(&mut self) -> &mut [Packet] {
+        &mut self.frag_list
+    }
+
     /// Chains a packet on the frag list (fraglist GRO).
     pub fn push_frag(&mut self, p: Packet) {
         self.frag_list.push(p);
+    }
+
+    /// Reserves room for `additional` more payload segments (capped at
+    /// [`MAX_SEGMENTS`] in all), so that an aggregate allocates its segment
+    /// list once instead of growing it merge by merge (GRO).
+    pub fn reserve_segments(&mut self, additional: usize) {
+        let room = MAX_SEGMENTS.saturating_sub(self.segments.len()).min(additional);
+        self.segments.items.reserve(room);
+    }
+
+    /// Reserves room for `additional` more packets on the frag list (GRO
+    /// allocates an aggregate's frag list once).
+    pub fn reserve_frag_list(&mut self, additional: usize) {
+        self.frag_list.reserve(additional);
     }
 
     /// Removes and returns the frag list.
@@ -538,6 +573,7 @@ impl Packet {
     // Handing the 128-byte packet back by value avoids a heap allocation per
     // refused merge; boxing it would cost more than it saves.
     #[allow(clippy::result_large_err)]
+    #[inline]
     pub fn append_payload_of(&mut self, other: Packet, skip: usize) -> Result<(), Packet> {
         if skip > other.len() {
             return Err(other);
@@ -581,6 +617,17 @@ impl Packet {
         out.clear();
         out.reserve(self.len());
         for c in self.chunks() {
+            out.extend_from_slice(c);
+        }
+    }
+
+    /// Copies every byte of the packet, frag list included ([`Packet::all_chunks`]),
+    /// into `out`, replacing its content: the whole superpacket of a GRO
+    /// aggregate whose payload overflowed [`MAX_SEGMENTS`].
+    pub fn copy_all_to(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.total_len());
+        for c in self.all_chunks() {
             out.extend_from_slice(c);
         }
     }

@@ -174,3 +174,38 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn reserve_segments_and_frag_list_allocate_once() {
+    let mut agg = Packet::from_frame(&frame(100));
+    agg.reserve_segments(usize::MAX);
+    agg.reserve_frag_list(4);
+    let parts: Vec<Packet> = (0..MAX_SEGMENTS).map(|_| Packet::from_frame(&frame(80))).collect();
+    let info = allocation_counter::measure(|| {
+        for p in parts {
+            agg.append_payload_of(p, 54).unwrap();
+        }
+        agg.push_frag(Packet::default());
+    });
+    assert_eq!(info.count_total, 0, "no allocation once reserved");
+    assert_eq!(agg.segments().len(), MAX_SEGMENTS);
+}
+
+#[test]
+fn all_chunks_include_the_frag_list() {
+    let f = frame(200);
+    let mut p = Packet::from_frame(&f[..100]);
+    p.append_payload_of(Packet::from_frame(&f[100..150]), 0).unwrap();
+    let mut tail = Packet::from_frame(&f[140..200]);
+    tail.pull(10).unwrap();
+    p.push_frag(tail);
+    let all: Vec<u8> = p.all_chunks().flatten().copied().collect();
+    assert_eq!(all, f);
+    assert_eq!(all.len(), p.total_len());
+    let mut copied = vec![1, 2, 3];
+    p.copy_all_to(&mut copied);
+    assert_eq!(copied, f);
+    assert_eq!(p.to_vec(), &f[..150], "to_vec is the packet's own bytes only");
+    p.frag_list_mut()[0].trim(49).unwrap();
+    assert_eq!(p.total_len(), 199);
+}

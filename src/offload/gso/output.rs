@@ -1,0 +1,255 @@
+//! The two output forms and the sink that receives them.
+//!
+//! - **Scatter-gather** ([`SgFrame`]): a header owned by the segmenter plus
+//!   payload slices borrowed from the superpacket, for targets that take
+//!   iovecs (TAP `writev`, AF_PACKET `sendmsg`). No payload copy; the sink
+//!   must use the frame before returning (the header buffer is rewritten for
+//!   the next segment).
+//! - **Linear**: the whole frame written into a buffer the sink lends
+//!   ([`SegmentSink::linear_buffer`]), the payload copied and checksummed
+//!   in one pass, for targets that take one buffer per frame.
+//!
+//! A payload cursor walks a packet's payload (linear area, segments, then
+//! the frag list) and hands out slices or copies segment by segment.
+
+use crate::csum::{copy_and_sum, ones_add, ones_sum_at};
+use crate::packet::{OffloadMeta, Packet};
+
+/// Most payload slices in one [`SgFrame`]; a segment spread over more
+/// buffers is emitted in linear form instead (never happens with the
+/// packets GRO or a TAP produce: a segment spans a handful of buffers).
+pub const MAX_SG_SLICES: usize = 64;
+
+/// One output frame in scatter-gather form.
+#[derive(Debug, Clone, Copy)]
+pub struct SgFrame<'a> {
+    /// The frame's headers (L2 to L4), fixed for this segment.
+    pub header: &'a [u8],
+    /// The payload, in order, borrowed from the superpacket.
+    pub payload: &'a [&'a [u8]],
+    /// Metadata of the frame (checksum state; never GSO).
+    pub meta: OffloadMeta,
+}
+
+impl<'a> SgFrame<'a> {
+    /// Frame length.
+    pub fn len(&self) -> usize {
+        self.header.len() + self.payload.iter().map(|s| s.len()).sum::<usize>()
+    }
+
+    /// True if the frame holds no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The frame as iovec-style chunks: the header, then the payload slices.
+    pub fn chunks(&self) -> impl Iterator<Item = &'a [u8]> + '_ {
+        std::iter::once(self.header).chain(self.payload.iter().copied())
+    }
+
+    /// Copies the frame into `out` (replacing its content).
+    pub fn copy_to(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.reserve(self.len());
+        for c in self.chunks() {
+            out.extend_from_slice(c);
+        }
+    }
+}
+
+/// Receives the segmenter's output for one target.
+pub trait SegmentSink {
+    /// The target takes `packet` as it is, with metadata `meta` (for a
+    /// superpacket: DODGY validated away and `gso_segs` recomputed).
+    fn pass_through(&mut self, packet: &Packet, meta: &OffloadMeta);
+    /// One frame in scatter-gather form (only for targets with SG).
+    fn sg_frame(&mut self, frame: &SgFrame<'_>);
+    /// Lends a buffer of exactly `len` bytes for the next linear frame.
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8];
+    /// The buffer last lent holds a complete frame of `len` bytes.
+    fn linear_frame(&mut self, len: usize, meta: &OffloadMeta);
+}
+
+/// How an [`OutFrame`] was produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutKind {
+    /// The packet as it came (its frag-list packets' bytes appended).
+    PassThrough,
+    /// A scatter-gather frame, copied by the sink.
+    Sg,
+    /// A linear frame.
+    Linear,
+}
+
+/// One frame collected by [`VecSink`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutFrame {
+    /// The frame's bytes.
+    pub data: Vec<u8>,
+    /// Its metadata.
+    pub meta: OffloadMeta,
+    /// How it was produced.
+    pub kind: OutKind,
+}
+
+/// A sink that copies every frame into an owned vector: for tests, the CLI
+/// and anything that is not a hot path.
+#[derive(Debug, Default)]
+pub struct VecSink {
+    /// Frames in output order.
+    pub frames: Vec<OutFrame>,
+    buf: Vec<u8>,
+}
+
+impl VecSink {
+    /// An empty sink.
+    pub fn new() -> VecSink {
+        VecSink::default()
+    }
+}
+
+impl SegmentSink for VecSink {
+    fn pass_through(&mut self, packet: &Packet, meta: &OffloadMeta) {
+        let mut data = Vec::new();
+        packet.copy_all_to(&mut data);
+        self.frames.push(OutFrame { data, meta: *meta, kind: OutKind::PassThrough });
+    }
+
+    fn sg_frame(&mut self, frame: &SgFrame<'_>) {
+        let mut data = Vec::new();
+        frame.copy_to(&mut data);
+        self.frames.push(OutFrame { data, meta: frame.meta, kind: OutKind::Sg });
+    }
+
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
+        self.buf.clear();
+        self.buf.resize(len, 0);
+        &mut self.buf
+    }
+
+    fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
+        let mut data = std::mem::take(&mut self.buf);
+        data.truncate(len);
+        self.frames.push(OutFrame { data, meta: *meta, kind: OutKind::Linear });
+    }
+}
+
+/// The `j`-th chunk of a packet: 0 = linear area, then its segments.
+#[inline]
+fn chunk_of(p: &Packet, j: usize) -> Option<&[u8]> {
+    if j == 0 { Some(p.linear()) } else { p.segments().get(j - 1).map(|s| s.as_slice()) }
+}
+
+/// A position in a packet's payload: the head's chunks from a start offset,
+/// then each frag-list packet's chunks (from its own payload offset when
+/// `frag_headers`, else from its first byte).
+#[derive(Debug, Clone)]
+pub(crate) struct PayloadCursor<'a> {
+    pkt: &'a Packet,
+    /// 0 = the head, k >= 1 = `frag_list[k - 1]`.
+    part: usize,
+    /// Chunk index inside the current part.
+    chunk: usize,
+    /// Offset inside the current chunk.
+    pos: usize,
+    frag_headers: bool,
+}
+
+impl<'a> PayloadCursor<'a> {
+    /// A cursor at byte `skip` of the head packet.
+    pub(crate) fn new(pkt: &'a Packet, skip: usize, frag_headers: bool) -> PayloadCursor<'a> {
+        let mut c = PayloadCursor { pkt, part: 0, chunk: 0, pos: 0, frag_headers };
+        c.skip(skip);
+        c
+    }
+
+    fn current_part(&self) -> Option<&'a Packet> {
+        if self.part == 0 { Some(self.pkt) } else { self.pkt.frag_list().get(self.part - 1) }
+    }
+
+    /// Skips `n` bytes of the current part.
+    fn skip(&mut self, mut n: usize) {
+        while n > 0 {
+            match self.next_in_part(n) {
+                Some(s) => n -= s.len(),
+                None => return,
+            }
+        }
+    }
+
+    /// Up to `max` bytes from the current part, or `None` at its end.
+    fn next_in_part(&mut self, max: usize) -> Option<&'a [u8]> {
+        let p = self.current_part()?;
+        loop {
+            let c = chunk_of(p, self.chunk)?;
+            if self.pos < c.len() {
+                let n = (c.len() - self.pos).min(max);
+                let s = &c[self.pos..self.pos + n];
+                self.pos += n;
+                return Some(s);
+            }
+            self.chunk += 1;
+            self.pos = 0;
+        }
+    }
+
+    /// The next slice of at most `max` (> 0) bytes, or `None` at the end of the payload.
+    pub(crate) fn next_slice(&mut self, max: usize) -> Option<&'a [u8]> {
+        loop {
+            if let Some(s) = self.next_in_part(max) {
+                return Some(s);
+            }
+            self.part += 1;
+            self.chunk = 0;
+            self.pos = 0;
+            let p = self.current_part()?;
+            if self.frag_headers {
+                self.skip(super::fraglist::payload_offset(self.pkt, p));
+            }
+        }
+    }
+
+    /// Collects the next `len` bytes as slices into `out`; returns the slice
+    /// count and, with `sum`, their ones' complement sum (even parity at the
+    /// first byte). `None` if more than `out.len()` slices are needed (the
+    /// cursor is then left in between: restore a saved copy).
+    #[inline]
+    pub(crate) fn gather(&mut self, len: usize, out: &mut [&'a [u8]], sum: bool) -> Option<(usize, u16)> {
+        let mut n = 0;
+        let mut got = 0;
+        let mut psum = 0u16;
+        while got < len {
+            let s = self.next_slice(len - got)?;
+            if n == out.len() {
+                return None;
+            }
+            if sum {
+                psum = ones_add(psum, ones_sum_at(s, got));
+            }
+            out[n] = s;
+            n += 1;
+            got += s.len();
+        }
+        Some((n, psum))
+    }
+
+    /// Copies the next `dst.len()` bytes into `dst`, returning their sum
+    /// (with `sum`; fused with the copy) at even parity.
+    #[inline]
+    pub(crate) fn copy_into(&mut self, dst: &mut [u8], sum: bool) -> u16 {
+        let mut got = 0;
+        let mut psum = 0u16;
+        while got < dst.len() {
+            let Some(s) = self.next_slice(dst.len() - got) else { break };
+            let d = &mut dst[got..got + s.len()];
+            if sum {
+                let part = copy_and_sum(d, s);
+                psum = ones_add(psum, if got % 2 == 1 { part.swap_bytes() } else { part });
+            } else {
+                d.copy_from_slice(s);
+            }
+            got += s.len();
+        }
+        psum
+    }
+}
