@@ -10,6 +10,7 @@
 //! every candidate alike, and ratios can be taken per round.
 
 pub mod csum;
+pub mod gro;
 pub mod gso;
 
 use std::hint::black_box;

@@ -14,6 +14,9 @@ pub enum BenchScenario {
     /// Software GSO (TSO/USO with checksum completion) payload throughput,
     /// scatter-gather and linear, against memcpy of the same bytes.
     Gso(CommonBenchArgs),
+    /// GRO engine Mpps per core (1 flow, 64 interleaved flows, with and without
+    /// checksum verification) and aggregation at 1000 flows without and with LRO sorting.
+    Gro(CommonBenchArgs),
 }
 
 /// Options every scenario takes.
@@ -29,13 +32,16 @@ pub struct CommonBenchArgs {
 
 /// Runs the chosen scenario.
 pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
-    use crate::bench::gso;
+    use crate::bench::{gro, gso};
     match scenario {
         BenchScenario::Csum(a) => {
             report(a, "csum", |quick, p| csum::run_with_progress(&CsumBenchOptions { quick }, p), csum::render_human)
         }
         BenchScenario::Gso(a) => {
             report(a, "gso", |quick, p| gso::run_with_progress(&gso::GsoBenchOptions { quick }, p), gso::render_human)
+        }
+        BenchScenario::Gro(a) => {
+            report(a, "gro", |quick, p| gro::run_with_progress(&gro::GroBenchOptions { quick }, p), gro::render_human)
         }
     }
 }

@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod pcap_check;
+mod pcap_gro;
 mod pcap_gso;
 mod progress;
 
@@ -65,6 +66,9 @@ enum PcapCommand {
     /// TCP/UDP frame longer than one segment) into frames with complete
     /// checksums. Exit 0 ok, 1 if frames were dropped as bad, 2 on error.
     Gso(pcap_gso::GsoArgs),
+    /// Receive offload (GRO, or LRO with --lro): coalesce TCP/UDP flows into
+    /// superpackets, written as annotated pcapng in delivery order. Exit 0 ok, 2 on error.
+    Gro(pcap_gro::GroArgs),
 }
 
 /// Parses the arguments, runs the command and maps the outcome to an exit code.
@@ -74,6 +78,7 @@ pub fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Pcap { command: PcapCommand::Check(args) } => pcap_check::run(&args),
         Command::Pcap { command: PcapCommand::Gso(args) } => pcap_gso::run(&args),
+        Command::Pcap { command: PcapCommand::Gro(args) } => pcap_gro::run(&args),
         Command::Bench { scenario } => bench::run(&scenario),
     };
     match outcome {

@@ -2,4 +2,5 @@
 //! segmentation ([`gso`]), each layered like Linux's per-protocol offload
 //! callbacks (the core walks Ethernet/VLAN -> IPv4/IPv6 -> TCP/UDP).
 
+pub mod gro;
 pub mod gso;

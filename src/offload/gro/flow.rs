@@ -1,0 +1,263 @@
+//! Flow key, held aggregates and the bounded flow table (offload-rules 1.1).
+//!
+//! The kernel's flow pre-match (`gro_list_prepare`) compares the RX hash, the
+//! VLAN tag state and the MAC header; the IP layer then refines on protocol
+//! and addresses (IPv6: also flow label and extension-header bytes), and the
+//! L4 layer on the port pair. Everything that makes two packets "the same
+//! flow" is packed into one [`FlowKey`] (64 bytes compared at once); the
+//! IPv6 extension-header bytes, rare in practice, are compared separately
+//! when their length (part of the key) is not zero.
+//!
+//! Fields that must be equal *within* a flow for a merge (TTL, TOS, DF,
+//! ACK, window, options...) are not part of the key: a difference there
+//! flushes the held aggregate instead of starting a second one beside it,
+//! exactly as in Linux.
+
+use super::parse::GroHeaders;
+use crate::packet::Packet;
+
+/// The identity of a flow, built once per packet from its headers.
+///
+/// Layout (native-endian words of wire bytes): `[0]` MAC bytes 0..8; `[1]`
+/// MAC bytes 8..12, IPv6 extension length, tag count, IP protocol; `[2]` up to
+/// two VLAN tags (TPID + TCI each); `[3..7]` addresses (IPv4 uses `[3]`);
+/// `[7]` port pair and, for IPv6, the version + flow label word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct FlowKey(pub [u64; 8]);
+
+#[inline]
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+#[inline]
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+impl FlowKey {
+    /// Builds the key of a TCP/UDP frame over IPv4 or IPv6 with at most two
+    /// VLAN tags. `frame` must hold the headers `h` describes.
+    #[inline]
+    pub fn build(frame: &[u8], h: &GroHeaders) -> FlowKey {
+        let v6 = h.v6;
+        let protocol: u8 = if h.tcp { 6 } else { 17 };
+        let mut w = [0u64; 8];
+        w[0] = u64_at(frame, 0);
+        let tags = h.tags;
+        let ext_len = if v6 { (h.l4 - h.l3 - 40) as u64 } else { 0 };
+        w[1] = u32_at(frame, 8) as u64 | (ext_len & 0xFFFF) << 32 | (tags as u64) << 48 | (protocol as u64) << 56;
+        match tags {
+            0 => {}
+            1 => w[2] = u32_at(frame, 12) as u64,
+            _ => w[2] = u64_at(frame, 12),
+        }
+        let l3 = h.l3;
+        let ports = u32_at(frame, h.l4) as u64;
+        if v6 {
+            w[3] = u64_at(frame, l3 + 8);
+            w[4] = u64_at(frame, l3 + 16);
+            w[5] = u64_at(frame, l3 + 24);
+            w[6] = u64_at(frame, l3 + 32);
+            // Version nibble and flow label must match; traffic class is a
+            // within-flow field (offload-rules 1.2).
+            let first = u32::from_be_bytes([frame[l3], frame[l3 + 1], frame[l3 + 2], frame[l3 + 3]]) & 0xF00F_FFFF;
+            w[7] = ports | (first as u64) << 32;
+        } else {
+            w[3] = u64_at(frame, l3 + 12);
+            w[7] = ports | 0x4000_0000u64 << 32;
+        }
+        FlowKey(w)
+    }
+
+    /// A cheap, well-mixed hash of the addresses and ports, for frames that
+    /// carry no RSS hash (the kernel uses the flow dissector's hash).
+    #[inline]
+    pub fn cheap_hash(&self) -> u32 {
+        let w = &self.0;
+        let x = w[3] ^ w[4].rotate_left(17) ^ w[5].rotate_left(31) ^ w[6].rotate_left(47) ^ w[7];
+        let m = (x ^ (x >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        ((m ^ (m >> 32)) >> 16) as u32 ^ (m >> 40) as u32
+    }
+
+    /// Equality without a `memcmp` call: the XOR of all words, or-ed.
+    #[inline]
+    pub fn same(&self, other: &FlowKey) -> bool {
+        let (a, b) = (&self.0, &other.0);
+        ((a[0] ^ b[0]) | (a[1] ^ b[1]) | (a[2] ^ b[2]) | (a[3] ^ b[3]))
+            | ((a[4] ^ b[4]) | (a[5] ^ b[5]) | (a[6] ^ b[6]) | (a[7] ^ b[7]))
+            == 0
+    }
+
+    /// Length of the IPv6 extension headers (0 for IPv4).
+    #[inline]
+    pub fn ext_len(&self) -> usize {
+        ((self.0[1] >> 32) & 0xFFFF) as usize
+    }
+}
+
+/// An aggregate held in the table: the first packet (headers and payload as
+/// received) plus the payload of every merged segment, and the state the
+/// merge rules need.
+#[derive(Debug)]
+pub struct Held {
+    /// Flow identity.
+    pub key: FlowKey,
+    /// The aggregate.
+    pub pkt: Packet,
+    /// TCP (else UDP).
+    pub tcp: bool,
+    /// IPv6 (else IPv4).
+    pub v6: bool,
+    /// Fraglist mode: merged packets are chained whole (offload-rules 1.6, 2.3).
+    pub fraglist: bool,
+    /// Offset of the IP header.
+    pub l3: usize,
+    /// Offset of the TCP/UDP header.
+    pub l4: usize,
+    /// Offset of the first payload byte.
+    pub payload: usize,
+    /// L3 length of the aggregate so far (the size limit counts from the IP header).
+    pub l3_len: usize,
+    /// Wire segments in the aggregate (`NAPI_GRO_CB(p)->count`).
+    pub count: u32,
+    /// Segment size (`gso_size`): the first packet's payload length.
+    pub mss: u16,
+    /// TCP: the sequence number the next segment must carry.
+    pub next_seq: u32,
+    /// UDP: the length field of the first datagram (not updated while merging).
+    pub ulen: u16,
+    /// IPv4 fixed-ID latch (offload-rules 1.3 (b)).
+    pub fixed_id: bool,
+    /// Arrival time of the first packet, when known (for age flushes).
+    pub age_ns: Option<u64>,
+    /// At least one packet was merged in.
+    pub merged: bool,
+}
+
+/// The bounded flow table: `buckets` lists of at most `depth` aggregates each,
+/// oldest first (offload-rules 1.1: 8 x 8 in Linux).
+#[derive(Debug)]
+pub struct FlowTable {
+    buckets: Vec<Vec<Held>>,
+    depth: usize,
+    held: usize,
+}
+
+impl FlowTable {
+    /// An empty table.
+    pub fn new(buckets: usize, depth: usize) -> FlowTable {
+        let buckets = buckets.max(1);
+        let depth = depth.max(1);
+        FlowTable { buckets: (0..buckets).map(|_| Vec::with_capacity(depth)).collect(), depth, held: 0 }
+    }
+
+    /// Bucket of a hash (`hash & 7` for the kernel's 8 buckets).
+    #[inline]
+    pub fn bucket_of(&self, hash: u32) -> usize {
+        let n = self.buckets.len();
+        if n.is_power_of_two() { hash as usize & (n - 1) } else { hash as usize % n }
+    }
+
+    /// Number of aggregates held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.held
+    }
+
+    /// True when nothing is held.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.held == 0
+    }
+
+    /// Index in bucket `b` of the aggregate with this key. `ext` gives the
+    /// IPv6 extension-header bytes of the new packet (compared byte for byte
+    /// when the key says there are some).
+    #[inline]
+    pub fn find(&self, b: usize, key: &FlowKey, ext: &[u8]) -> Option<usize> {
+        let bucket = &self.buckets[b];
+        for (i, held) in bucket.iter().enumerate() {
+            if held.key.same(key) {
+                if key.ext_len() != 0 {
+                    let lin = held.pkt.linear();
+                    if &lin[held.l3 + 40..held.l4] != ext {
+                        continue;
+                    }
+                }
+                return Some(i);
+            }
+        }
+        None
+    }
+
+    /// The aggregate at `(b, i)`.
+    #[inline]
+    pub fn get(&self, b: usize, i: usize) -> &Held {
+        &self.buckets[b][i]
+    }
+
+    /// The aggregate at `(b, i)`, writable.
+    #[inline]
+    pub fn get_mut(&mut self, b: usize, i: usize) -> &mut Held {
+        &mut self.buckets[b][i]
+    }
+
+    /// Removes the aggregate at `(b, i)`.
+    #[inline]
+    pub fn remove(&mut self, b: usize, i: usize) -> Held {
+        self.held -= 1;
+        self.buckets[b].remove(i)
+    }
+
+    /// Inserts a new aggregate as the newest of bucket `b`; if the bucket was
+    /// full, its oldest aggregate is removed first and returned.
+    #[inline]
+    pub fn insert(&mut self, b: usize, held: Held) -> Option<Held> {
+        let bucket = &mut self.buckets[b];
+        let evicted = if bucket.len() >= self.depth {
+            self.held -= 1;
+            Some(bucket.remove(0))
+        } else {
+            None
+        };
+        bucket.push(held);
+        self.held += 1;
+        evicted
+    }
+
+    /// Removes every aggregate, bucket by bucket, oldest first within a
+    /// bucket (the order of the kernel's `napi_gro_flush`).
+    pub fn drain_all(&mut self, mut f: impl FnMut(Held)) {
+        if self.is_empty() {
+            return;
+        }
+        for bucket in &mut self.buckets {
+            for held in bucket.drain(..) {
+                f(held);
+            }
+        }
+        self.held = 0;
+    }
+
+    /// Removes the aggregates for which `pred` is true (same order as
+    /// [`FlowTable::drain_all`]).
+    pub fn drain_where(&mut self, mut pred: impl FnMut(&Held) -> bool, mut f: impl FnMut(Held)) {
+        for bucket in &mut self.buckets {
+            let mut i = 0;
+            while i < bucket.len() {
+                if pred(&bucket[i]) {
+                    f(bucket.remove(i));
+                    self.held -= 1;
+                } else {
+                    i += 1;
+                }
+            }
+        }
+    }
+
+    /// Iterates the held aggregates.
+    pub fn iter(&self) -> impl Iterator<Item = &Held> {
+        self.buckets.iter().flatten()
+    }
+}

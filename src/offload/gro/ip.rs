@@ -1,0 +1,156 @@
+//! IPv4 / IPv6 layer of GRO: early rejection (offload-rules 1.2), the
+//! network-header flush rules shared by TCP and UDP (offload-rules 1.3 (b),
+//! `gro_receive_network_flush`) with the IPv4 ID latch, and the length
+//! rewrite of a completed aggregate (offload-rules 1.4).
+
+use super::counters::{BypassReason, FlushReason};
+use super::flow::Held;
+use super::parse::GroHeaders;
+use super::{FixedIdRule, GroConfig};
+use crate::csum;
+
+/// IPv4 flag bits in the 16-bit flags/fragment-offset word.
+const IPV4_DF: u8 = 0x40;
+/// The reserved ("evil") IPv4 flag bit.
+const IPV4_RESERVED: u8 = 0x80;
+
+/// Extension headers GRO skips (offload-rules 1.2: those flagged GSO-capable:
+/// hop-by-hop, routing, destination options). A Fragment header (44) or
+/// anything else has no GRO handler.
+const fn skippable_ext(nh: u8) -> bool {
+    matches!(nh, 0 | 43 | 60)
+}
+
+/// The IPv4 header checksum over 20 bytes verifies (`ip_fast_csum`).
+#[inline]
+pub fn ipv4_header_ok(hdr: &[u8]) -> bool {
+    // Five native-order 32-bit words: a ones' complement sum is byte-order
+    // independent as long as the fold is (RFC 1071 2(B)); all-ones either way.
+    let w = |i: usize| u32::from_ne_bytes([hdr[i], hdr[i + 1], hdr[i + 2], hdr[i + 3]]) as u64;
+    let acc = w(0) + w(4) + w(8) + w(12) + w(16);
+    csum::fold64(acc) == 0xFFFF
+}
+
+/// Outcome of the IP-layer entry checks for an accepted packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L3Checks {
+    /// The packet must not be merged but still reaches L4, where a matching
+    /// aggregate is flushed (IPv4 reserved flag; offload-rules 1.2).
+    pub flush_mark: bool,
+}
+
+/// Early rejection at the IP layer (offload-rules 1.2): IPv4 with options,
+/// fragments, a bad IPv4 header checksum, IPv6 fragments and extension
+/// headers without a GRO handler. A rejected packet is delivered normally
+/// and no held aggregate is touched.
+#[inline]
+pub fn check_l3(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> {
+    let ip = &frame[h.l3..];
+    let v6 = h.v6;
+    if !v6 {
+        if ip[0] != 0x45 {
+            return Err(BypassReason::IpOptions);
+        }
+        if h.is_fragment {
+            return Err(BypassReason::Fragment);
+        }
+        if !ipv4_header_ok(ip) {
+            return Err(BypassReason::BadIpChecksum);
+        }
+        return Ok(L3Checks { flush_mark: ip[6] & IPV4_RESERVED != 0 });
+    }
+    if h.has_fragment_header {
+        return Err(BypassReason::Fragment);
+    }
+    if h.l3_header_len > 40 {
+        // Walk the chain: only HBH / routing / destination options may come
+        // before the upper-layer header.
+        let mut nh = ip[6];
+        let mut at = 40;
+        while at < h.l3_header_len {
+            if !skippable_ext(nh) {
+                return Err(BypassReason::Ipv6Ext);
+            }
+            nh = ip[at];
+            at += (ip[at + 1] as usize + 1) * 8;
+        }
+    }
+    Ok(L3Checks { flush_mark: false })
+}
+
+/// The network-header flush rules between the aggregate's first header and
+/// the new packet's (offload-rules 1.3 (b)): IPv4 TTL, TOS (ECN included) and
+/// DF must be equal and the ID must increment by one per segment or stay
+/// fixed (latched at the second packet); IPv6 traffic class and hop limit
+/// must be equal.
+///
+/// Returns whether the fixed-ID latch is to be set (the caller applies it when
+/// it merges), or [`FlushReason::Mismatch`].
+#[inline]
+pub fn network_flush(
+    p: &Held,
+    p_frame: &[u8],
+    n_frame: &[u8],
+    n_l3: usize,
+    cfg: &GroConfig,
+) -> Result<bool, FlushReason> {
+    let a = &p_frame[p.l3..];
+    let b = &n_frame[n_l3..];
+    if p.v6 {
+        // Traffic class spans bytes 0-1 (mask 0x0FF0_0000 of the first word).
+        let tc_differs = ((a[0] ^ b[0]) & 0x0F) != 0 || ((a[1] ^ b[1]) & 0xF0) != 0;
+        if tc_differs || a[7] != b[7] {
+            return Err(FlushReason::Mismatch);
+        }
+        return Ok(false);
+    }
+    // TTL, TOS, DF.
+    if a[8] != b[8] || a[1] != b[1] || ((a[6] ^ b[6]) & IPV4_DF) != 0 {
+        return Err(FlushReason::Mismatch);
+    }
+    let id_p = u16::from_be_bytes([a[4], a[5]]);
+    let id_n = u16::from_be_bytes([b[4], b[5]]);
+    let off = id_n.wrapping_sub(id_p);
+    let count = p.count as u16;
+    let df = b[6] & IPV4_DF != 0;
+    let may_latch = match cfg.fixed_id {
+        FixedIdRule::Current => true,
+        FixedIdRule::Legacy => df,
+    };
+    let latch = p.count == 1 && off == 0 && may_latch;
+    let fixed = p.fixed_id || latch;
+    let ok = if fixed { off == 0 } else { off == count };
+    if ok { Ok(latch) } else { Err(FlushReason::Mismatch) }
+}
+
+/// Rewrites the IP length of a completed aggregate: IPv4 total length with an
+/// incremental header-checksum update, IPv6 payload length.
+#[inline]
+pub fn set_l3_len(frame: &mut [u8], l3: usize, v6: bool, l3_len: usize) {
+    let ip = &mut frame[l3..];
+    if v6 {
+        let payload = (l3_len - 40) as u16;
+        ip[4..6].copy_from_slice(&payload.to_be_bytes());
+    } else {
+        let old = u16::from_be_bytes([ip[2], ip[3]]);
+        let new = l3_len as u16;
+        let check = u16::from_be_bytes([ip[10], ip[11]]);
+        ip[2..4].copy_from_slice(&new.to_be_bytes());
+        ip[10..12].copy_from_slice(&csum::update_u16(check, old, new).to_be_bytes());
+    }
+}
+
+/// Pseudo-header sum for an L4 length, from the IP header at `l3`.
+#[inline]
+pub fn pseudo_sum(frame: &[u8], l3: usize, v6: bool, protocol: u8, l4_len: usize) -> u16 {
+    let ip = &frame[l3..];
+    if v6 {
+        let src: [u8; 16] = ip[8..24].try_into().expect("16 bytes");
+        let dst: [u8; 16] = ip[24..40].try_into().expect("16 bytes");
+        csum::pseudo_header_v6(src, dst, protocol, l4_len as u32)
+    } else {
+        let src: [u8; 4] = ip[12..16].try_into().expect("4 bytes");
+        let dst: [u8; 4] = ip[16..20].try_into().expect("4 bytes");
+        csum::pseudo_header_v4(src, dst, protocol, l4_len as u16)
+    }
+}

@@ -1,0 +1,200 @@
+//! Property tests of the GRO invariants (offload-rules 9.3): byte
+//! conservation and per-flow order across any input, no aggregate above an
+//! L3 length of 65535, every delivered frame valid, and no merge across any
+//! differing field the spec lists.
+
+use super::tests::{VARIANTS, Variant, flow, refresh};
+use super::*;
+use crate::packet::Packet;
+use crate::traffic::{Flow, Transport};
+use crate::validate::{self, LinkLayer};
+use crate::wire::{FrameHeaders, TcpFlags};
+use proptest::prelude::*;
+use std::collections::HashMap;
+
+/// One generated arrival.
+#[derive(Debug, Clone)]
+struct Ev {
+    flow: usize,
+    len: usize,
+    flags: u8,
+    ttl_bump: bool,
+    skip: bool,
+    corrupt: bool,
+    flush: bool,
+}
+
+fn ev() -> impl Strategy<Value = Ev> {
+    (
+        0usize..5,
+        prop_oneof![6 => Just(1448usize), 2 => Just(700usize), 2 => 0usize..1500],
+        prop_oneof![12 => Just(0u8), 1 => any::<u8>()],
+        prop::bool::weighted(0.03),
+        prop::bool::weighted(0.03),
+        prop::bool::weighted(0.03),
+        prop::bool::weighted(0.05),
+    )
+        .prop_map(|(flow, len, flags, ttl_bump, skip, corrupt, flush)| Ev {
+            flow,
+            len,
+            flags,
+            ttl_bump,
+            skip,
+            corrupt,
+            flush,
+        })
+}
+
+/// The flows of the property run: TCP and UDP, IPv4 and IPv6, untagged,
+/// 802.1Q and QinQ, distinct source ports.
+fn flows() -> Vec<Flow> {
+    let v = |i: usize| -> &'static Variant { &VARIANTS[i] };
+    vec![
+        flow(v(0), Transport::Tcp, 0),
+        flow(v(5), Transport::Tcp, 1),
+        flow(v(1), Transport::Udp, 2),
+        flow(v(3), Transport::Udp, 3),
+        flow(v(2), Transport::Tcp, 4),
+    ]
+}
+
+fn configs() -> impl Strategy<Value = GroConfig> {
+    prop_oneof![
+        Just(GroConfig::forwarder()),
+        Just(GroConfig { udp: UdpGroMode::Fraglist, tcp_fraglist: true, ..GroConfig::default() }),
+        Just(GroConfig { lro: true, ..GroConfig::forwarder() }),
+        Just(GroConfig { trim_padding: false, cwr: CwrRule::Legacy, ..GroConfig::forwarder() }),
+        Just(GroConfig { buckets: 1, bucket_depth: 2, ..GroConfig::forwarder() }),
+        Just(GroConfig { max_size: 9000, ..GroConfig::forwarder() }),
+    ]
+}
+
+const FLAG_BITS: [TcpFlags; 7] =
+    [TcpFlags::PSH, TcpFlags::FIN, TcpFlags::SYN, TcpFlags::RST, TcpFlags::URG, TcpFlags::CWR, TcpFlags::ECE];
+
+fn tcp_flags(bits: u8) -> TcpFlags {
+    let mut f = TcpFlags::empty();
+    for (i, b) in FLAG_BITS.iter().enumerate() {
+        if bits & (1 << i) != 0 {
+            f |= *b;
+        }
+    }
+    f
+}
+
+/// Flow index of a frame (by source port: 10000 + index).
+fn flow_of(frame: &[u8], h: &FrameHeaders) -> usize {
+    (u16::from_be_bytes([frame[h.l4_offset], frame[h.l4_offset + 1]]) - 10000) as usize
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    /// Byte conservation, per-flow order, size bound, validity.
+    #[test]
+    fn conservation_order_and_bounds(events in prop::collection::vec(ev(), 1..220), cfg in configs(), batch in 8usize..80) {
+        let mut flows = flows();
+        let mut g = Gro::new(cfg);
+        let mut sent: HashMap<usize, Vec<u8>> = HashMap::new();
+        let mut corrupted: Vec<Vec<u8>> = Vec::new();
+        let mut n_in = 0u64;
+        for (i, e) in events.iter().enumerate() {
+            let f = &mut flows[e.flow];
+            if e.ttl_bump {
+                f.spec.ttl ^= 1;
+            }
+            let frame = f.frame(e.len, tcp_flags(e.flags)).unwrap();
+            if e.skip {
+                continue; // lost on the wire: a sequence gap
+            }
+            let mut frame = frame;
+            if e.corrupt {
+                let h = FrameHeaders::parse(&frame).unwrap();
+                frame[h.l4_offset + 4] ^= 0x01; // TCP seq / UDP length field changes: checksum breaks
+                corrupted.push(frame.clone());
+            } else {
+                let h = FrameHeaders::parse(&frame).unwrap();
+                sent.entry(e.flow).or_default().extend_from_slice(h.payload_bytes(&frame));
+            }
+            g.receive_frame(&frame);
+            n_in += 1;
+            if e.flush || (i + 1) % batch == 0 {
+                g.flush();
+            }
+        }
+        g.flush();
+        let out: Vec<Packet> = g.drain_delivered().collect();
+        let c = *g.counters();
+        prop_assert_eq!(c.packets_in, n_in);
+        prop_assert_eq!(c.packets_out, out.len() as u64);
+        let mut got: HashMap<usize, Vec<u8>> = HashMap::new();
+        let mut segs_out = 0u64;
+        let mut bytes = Vec::new();
+        let mut problems = Vec::new();
+        for p in &out {
+            let meta = capture_bytes(p, &mut bytes);
+            let h = FrameHeaders::parse(&bytes);
+            // A corrupted UDP length makes a frame unparsable: it must be one we broke.
+            let Ok(h) = h else {
+                prop_assert!(corrupted.contains(&bytes), "unparsable output that was not corrupted on input");
+                segs_out += 1;
+                continue;
+            };
+            prop_assert!(h.l3_len <= 65535, "L3 length {}", h.l3_len);
+            prop_assert!(h.l3_len < cfg.max_size.max(1600), "gro_max_size {} exceeded: {}", cfg.max_size, h.l3_len);
+            problems.clear();
+            validate::validate_frame(&bytes, LinkLayer::Ethernet, &meta, false, &mut problems);
+            segs_out += if meta.is_gso() { meta.gso_segs as u64 } else { 1 };
+            if !problems.is_empty() {
+                prop_assert!(corrupted.contains(&bytes), "invalid output {:?} that was not corrupted on input", problems);
+                continue;
+            }
+            if meta.is_gso() && h.l4 == crate::wire::L4Kind::Udp {
+                prop_assert!(meta.gso_segs as u32 <= UDP_GRO_CNT_MAX);
+            }
+            got.entry(flow_of(&bytes, &h)).or_default().extend_from_slice(h.payload_bytes(&bytes));
+        }
+        prop_assert_eq!(segs_out, n_in, "wire segments in = out");
+        for (flow, bytes) in &sent {
+            let empty = Vec::new();
+            let g = got.get(flow).unwrap_or(&empty);
+            prop_assert!(g == bytes, "flow {}: {} bytes sent, {} delivered (or reordered)", flow, bytes.len(), g.len());
+        }
+    }
+
+    /// No merge across any differing field of offload-rules 9.3 ("no merge
+    /// across"), for every family and tag stack.
+    #[test]
+    fn no_merge_across_differing_fields(variant in 0usize..6, field in 0usize..13, len in 1usize..1400) {
+        let v = &VARIANTS[variant];
+        let mut f = flow(v, Transport::Tcp, 7);
+        let a = f.frame(len, TcpFlags::empty()).unwrap();
+        let mut b = f.frame(len, TcpFlags::empty()).unwrap();
+        let h = FrameHeaders::parse(&b).unwrap();
+        let (l3, l4) = (h.l3_offset, h.l4_offset);
+        let applicable = match field {
+            0 => { b[l4] ^= 1; true }                      // source port
+            1 => { b[l4 + 3] ^= 1; true }                  // destination port
+            2 => { b[l3 + if v.v6 { 8 } else { 12 }] ^= 1; true } // source address
+            3 => { b[0] ^= 0x10; true }                    // MAC header
+            4 => { if v.tags.is_empty() { false } else { b[15] ^= 1; true } } // VLAN tag
+            5 => { b[l3 + if v.v6 { 7 } else { 8 }] ^= 1; true } // TTL / hop limit
+            6 => { if v.v6 { b[l3 + 1] ^= 0x10 } else { b[l3 + 1] ^= 0x01 }; true } // TOS/TC (ECN bit)
+            7 => { if v.v6 { false } else { b[l3 + 6] ^= 0x40; true } } // DF
+            8 => { if v.v6 { b[l3 + 3] ^= 1; true } else { false } } // flow label
+            9 => { b[l4 + 25] ^= 1; true }                 // TCP option (TSval)
+            10 => { b[l4 + 11] ^= 1; true }                // ACK number
+            11 => { b[l4 + 15] ^= 1; true }                // window
+            _ => { b[l4 + 13] |= 0x40; true }              // ECE flag
+        };
+        prop_assume!(applicable);
+        refresh(&mut b);
+        let mut g = Gro::default();
+        g.receive_frame(&a);
+        g.receive_frame(&b);
+        g.flush();
+        let out: Vec<Packet> = g.drain_delivered().collect();
+        prop_assert_eq!(out.len(), 2, "field {} merged", field);
+        prop_assert!(out.iter().all(|p| !p.meta.is_gso()));
+    }
+}
