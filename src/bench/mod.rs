@@ -10,6 +10,7 @@
 //! every candidate alike, and ratios can be taken per round.
 
 pub mod csum;
+pub mod defrag;
 pub mod gro;
 pub mod gso;
 

@@ -11,6 +11,11 @@ pub enum BenchScenario {
     /// Checksum throughput against memcpy throughput measured in the same run,
     /// at 64 B, 1500 B, 9000 B, 64 KB (in cache) and 64 MB (out of cache).
     Csum(CommonBenchArgs),
+    /// Reassembly with and without fragment coalescing in a receive-ring
+    /// model (60 KB UDP datagrams, 256 buffers, random loss), and in-order
+    /// reassembly throughput against memcpy.
+    #[command(name = "defrag-coalesce")]
+    DefragCoalesce(CommonBenchArgs),
     /// Software GSO (TSO/USO with checksum completion) payload throughput,
     /// scatter-gather and linear, against memcpy of the same bytes.
     Gso(CommonBenchArgs),
@@ -32,11 +37,17 @@ pub struct CommonBenchArgs {
 
 /// Runs the chosen scenario.
 pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
-    use crate::bench::{gro, gso};
+    use crate::bench::{defrag, gro, gso};
     match scenario {
         BenchScenario::Csum(a) => {
             report(a, "csum", |quick, p| csum::run_with_progress(&CsumBenchOptions { quick }, p), csum::render_human)
         }
+        BenchScenario::DefragCoalesce(a) => report(
+            a,
+            "defrag-coalesce",
+            |quick, p| defrag::run_with_progress(&defrag::DefragBenchOptions { quick }, p),
+            defrag::render_human,
+        ),
         BenchScenario::Gso(a) => {
             report(a, "gso", |quick, p| gso::run_with_progress(&gso::GsoBenchOptions { quick }, p), gso::render_human)
         }

@@ -5,6 +5,7 @@
 mod bench;
 mod demo;
 mod pcap_check;
+mod pcap_defrag;
 mod pcap_gro;
 mod pcap_gso;
 mod progress;
@@ -62,6 +63,9 @@ enum PcapCommand {
     /// Validate every frame: checksums (superpackets included), lengths,
     /// headers, VLAN stacks. Exit 0 if clean, 1 if any problem, 2 on error.
     Check(pcap_check::CheckArgs),
+    /// Reassemble IPv4/IPv6 fragments: each datagram written once, other
+    /// frames unchanged. Exit 0 ok, 1 if fragments were dropped or left incomplete, 2 on error.
+    Defrag(pcap_defrag::DefragArgs),
     /// Segment superpackets (annotated GSO frames, or with --gso-size every
     /// TCP/UDP frame longer than one segment) into frames with complete
     /// checksums. Exit 0 ok, 1 if frames were dropped as bad, 2 on error.
@@ -77,6 +81,7 @@ pub fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Demo(args) => demo::run(&args),
         Command::Pcap { command: PcapCommand::Check(args) } => pcap_check::run(&args),
+        Command::Pcap { command: PcapCommand::Defrag(args) } => pcap_defrag::run(&args),
         Command::Pcap { command: PcapCommand::Gso(args) } => pcap_gso::run(&args),
         Command::Pcap { command: PcapCommand::Gro(args) } => pcap_gro::run(&args),
         Command::Bench { scenario } => bench::run(&scenario),
