@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod cli;
 pub mod csum;
+pub mod device;
 pub mod io;
 pub mod offload;
 pub mod packet;

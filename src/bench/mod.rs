@@ -13,6 +13,8 @@ pub mod csum;
 pub mod defrag;
 pub mod gro;
 pub mod gso;
+pub mod seed_qinq_tso;
+pub mod seed_vlan_nat;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -22,6 +22,14 @@ pub enum BenchScenario {
     /// GRO engine Mpps per core (1 flow, 64 interleaved flows, with and without
     /// checksum verification) and aggregation at 1000 flows without and with LRO sorting.
     Gro(CommonBenchArgs),
+    /// TCP TSO superpackets over 802.1Q on 802.1ad on a bond and a team of
+    /// two in-memory ports: CPU per GB with passthrough against `legacy`.
+    #[command(name = "seed-qinq-tso")]
+    SeedQinqTso(CommonBenchArgs),
+    /// A VLAN NAT router forwarding UDP L4 and fraglist superpackets between
+    /// in-memory ports: payload Gbps with passthrough against `legacy`.
+    #[command(name = "seed-vlan-nat")]
+    SeedVlanNat(CommonBenchArgs),
 }
 
 /// Options every scenario takes.
@@ -37,7 +45,7 @@ pub struct CommonBenchArgs {
 
 /// Runs the chosen scenario.
 pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
-    use crate::bench::{defrag, gro, gso};
+    use crate::bench::{defrag, gro, gso, seed_qinq_tso, seed_vlan_nat};
     match scenario {
         BenchScenario::Csum(a) => {
             report(a, "csum", |quick, p| csum::run_with_progress(&CsumBenchOptions { quick }, p), csum::render_human)
@@ -54,6 +62,18 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
         BenchScenario::Gro(a) => {
             report(a, "gro", |quick, p| gro::run_with_progress(&gro::GroBenchOptions { quick }, p), gro::render_human)
         }
+        BenchScenario::SeedQinqTso(a) => report(
+            a,
+            "seed-qinq-tso",
+            |quick, _| seed_qinq_tso::run(&seed_qinq_tso::QinqTsoOptions { quick }),
+            BenchReport::to_table,
+        ),
+        BenchScenario::SeedVlanNat(a) => report(
+            a,
+            "seed-vlan-nat",
+            |quick, _| seed_vlan_nat::run(&seed_vlan_nat::VlanNatOptions { quick }),
+            BenchReport::to_table,
+        ),
     }
 }
 

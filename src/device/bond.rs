@@ -1,0 +1,120 @@
+//! Bonding (offload-rules 6.5): active-backup with link failover and
+//! balance-xor with layer2 or layer3+4 transmit hashing. Features come from
+//! [`super::features::compute_master_features`]; the slave is chosen per
+//! packet by [`super::Graph`], which keeps a flow on one slave while the set
+//! of usable slaves does not change (per-flow order).
+
+use super::DeviceId;
+use serde::{Deserialize, Serialize};
+
+/// Bonding mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BondMode {
+    /// One active slave; another takes over when its carrier goes down.
+    ActiveBackup,
+    /// Slave = hash of the frame modulo the usable slaves.
+    BalanceXor,
+}
+
+/// `xmit_hash_policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum HashPolicy {
+    /// MAC addresses and EtherType.
+    #[default]
+    #[serde(rename = "layer2")]
+    Layer2,
+    /// IP addresses and TCP/UDP ports (MACs for non-IP).
+    #[serde(rename = "layer3+4")]
+    Layer34,
+}
+
+/// A bond's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Bond {
+    /// Mode.
+    pub mode: BondMode,
+    /// Hash policy (balance-xor).
+    pub hash: HashPolicy,
+    /// Current active slave (active-backup).
+    pub active: Option<DeviceId>,
+    /// Failovers so far.
+    pub failovers: u64,
+    /// Preferred slave (`primary`): active whenever its carrier is up.
+    pub primary: Option<DeviceId>,
+}
+
+impl Bond {
+    /// A bond without slaves.
+    pub fn new(mode: BondMode, hash: HashPolicy) -> Bond {
+        Bond { mode, hash, active: None, failovers: 0, primary: None }
+    }
+}
+
+/// Skips VLAN tags: the offset of the EtherType field and its value.
+fn ethertype(frame: &[u8]) -> (usize, u16) {
+    let mut off = 12;
+    let mut et = 0;
+    while off + 2 <= frame.len() {
+        et = u16::from_be_bytes([frame[off], frame[off + 1]]);
+        if !matches!(et, 0x8100 | 0x88A8 | 0x9100) {
+            break;
+        }
+        off += 4;
+    }
+    (off, et)
+}
+
+/// Linux `bond_xmit_hash` layer2: last MAC bytes XOR EtherType.
+pub fn hash_layer2(frame: &[u8]) -> u32 {
+    if frame.len() < 14 {
+        return 0;
+    }
+    let (_, et) = ethertype(frame);
+    let h = u32::from_be_bytes([frame[2], frame[3], frame[4], frame[5]])
+        ^ u32::from_be_bytes([frame[8], frame[9], frame[10], frame[11]])
+        ^ u32::from(et);
+    h ^ (h >> 16) ^ (h >> 8)
+}
+
+/// Linux `bond_xmit_hash` layer3+4: addresses XOR ports, folded; falls back
+/// to layer2 for non-IP frames. Fragments hash without ports.
+pub fn hash_layer34(frame: &[u8]) -> u32 {
+    let (off, et) = ethertype(frame);
+    let l3 = off + 2;
+    let (mut h, l4, proto) = match et {
+        0x0800 if frame.len() >= l3 + 20 => {
+            let ihl = usize::from(frame[l3] & 0x0F) * 4;
+            let frag = u16::from_be_bytes([frame[l3 + 6], frame[l3 + 7]]) & 0x3FFF != 0;
+            let a = u32::from_be_bytes([frame[l3 + 12], frame[l3 + 13], frame[l3 + 14], frame[l3 + 15]]);
+            let b = u32::from_be_bytes([frame[l3 + 16], frame[l3 + 17], frame[l3 + 18], frame[l3 + 19]]);
+            (a ^ b, (!frag).then_some(l3 + ihl), frame[l3 + 9])
+        }
+        0x86DD if frame.len() >= l3 + 40 => {
+            let mut h = 0u32;
+            for i in 0..8 {
+                let o = l3 + 8 + 4 * i;
+                h ^= u32::from_be_bytes([frame[o], frame[o + 1], frame[o + 2], frame[o + 3]]);
+            }
+            (h, Some(l3 + 40), frame[l3 + 6])
+        }
+        _ => return hash_layer2(frame),
+    };
+    if let Some(l4) = l4
+        && matches!(proto, 6 | 17)
+        && frame.len() >= l4 + 4
+    {
+        h ^= u32::from_be_bytes([frame[l4], frame[l4 + 1], frame[l4 + 2], frame[l4 + 3]]);
+    }
+    h ^= h >> 16;
+    h ^= h >> 8;
+    h >> 1
+}
+
+/// The hash of `frame` under `policy`.
+pub fn hash(policy: HashPolicy, frame: &[u8]) -> u32 {
+    match policy {
+        HashPolicy::Layer2 => hash_layer2(frame),
+        HashPolicy::Layer34 => hash_layer34(frame),
+    }
+}
