@@ -49,26 +49,33 @@ fn tcp_segment(pseudo: impl Fn(usize) -> u16, payload: usize) -> Vec<u8> {
     seg
 }
 
-/// TCP/IPv4, 1448-byte payload with timestamps (a typical bulk segment).
-fn tcp_ipv4() -> Vec<u8> {
-    let (s, d) = ([10, 0, 0, 1], [10, 0, 0, 2]);
-    let seg = tcp_segment(|l| csum::pseudo_header_v4(s, d, 6, l as u16), 1448);
+/// An option-less IPv4 packet (TTL 64, ID 1, not a fragment) from `s` to `d`
+/// carrying the L4 bytes `seg`.
+fn ipv4_packet(s: [u8; 4], d: [u8; 4], protocol: IpProtocol, dont_frag: bool, seg: &[u8]) -> Vec<u8> {
     let ip = Ipv4Repr {
         src_addr: s.into(),
         dst_addr: d.into(),
-        protocol: IpProtocol::TCP,
+        protocol,
         payload_len: seg.len(),
         ttl: 64,
         tos: 0,
         ident: 1,
-        dont_frag: true,
+        dont_frag,
         more_frags: false,
         frag_offset: 0,
         options: Ipv4Options::NONE,
     };
     let mut l3 = vec![0u8; ip.buffer_len()];
     ip.emit(&mut Ipv4Packet::new_unchecked(&mut l3[..])).unwrap();
-    l3[20..].copy_from_slice(&seg);
+    l3[20..].copy_from_slice(seg);
+    l3
+}
+
+/// TCP/IPv4, 1448-byte payload with timestamps (a typical bulk segment).
+fn tcp_ipv4() -> Vec<u8> {
+    let (s, d) = ([10, 0, 0, 1], [10, 0, 0, 2]);
+    let seg = tcp_segment(|l| csum::pseudo_header_v4(s, d, 6, l as u16), 1448);
+    let l3 = ipv4_packet(s, d, IpProtocol::TCP, true, &seg);
     ethernet(&[], EtherType::IPV4, &l3)
 }
 
@@ -109,22 +116,7 @@ fn qinq_udp() -> Vec<u8> {
     let mut u = UdpPacket::new_unchecked(&mut seg[..]);
     UdpRepr { src_port: 5000, dst_port: 4789, payload_len: 512 }.emit(&mut u).unwrap();
     u.fill_checksum(csum::pseudo_header_v4(s, d, 17, 520));
-    let ip = Ipv4Repr {
-        src_addr: s.into(),
-        dst_addr: d.into(),
-        protocol: IpProtocol::UDP,
-        payload_len: seg.len(),
-        ttl: 64,
-        tos: 0,
-        ident: 1,
-        dont_frag: false,
-        more_frags: false,
-        frag_offset: 0,
-        options: Ipv4Options::NONE,
-    };
-    let mut l3 = vec![0u8; ip.buffer_len()];
-    ip.emit(&mut Ipv4Packet::new_unchecked(&mut l3[..])).unwrap();
-    l3[20..].copy_from_slice(&seg);
+    let l3 = ipv4_packet(s, d, IpProtocol::UDP, false, &seg);
     ethernet(&[tag(EtherType::QINQ, 100), tag(EtherType::VLAN, 200)], EtherType::IPV4, &l3)
 }
 

@@ -9,10 +9,12 @@
 //! [`superpacket::io::oracle::GsoOracle`]); fails with the reason if not
 //! root, unless `SUPERPACKET_SKIP_PRIVILEGED=1` (then prints a skip note).
 
+mod common;
+
 use superpacket::io::oracle::{Delivered, GsoOracle};
 use superpacket::offload::gso::{Segmenter, TargetCaps, VecSink};
 use superpacket::packet::virtio::VirtioNetHdr;
-use superpacket::packet::{ChecksumState, GsoType, Packet};
+use superpacket::packet::{GsoType, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::validate::{LinkLayer, validate_frame};
 use superpacket::wire::TcpFlags;
@@ -47,21 +49,7 @@ struct Scenario {
 /// Inserts an 8-byte Destination Options header (PadN) after the IPv6 header
 /// of an untagged superpacket, keeping its metadata valid.
 fn with_ipv6_ext(pkt: &Packet) -> Packet {
-    let f = pkt.to_vec();
-    let l3 = 14;
-    let mut out = f[..l3 + 40].to_vec();
-    let nh = out[l3 + 6];
-    out[l3 + 6] = 60;
-    let pl = u16::from_be_bytes([out[l3 + 4], out[l3 + 5]]) + 8;
-    out[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
-    out.extend_from_slice(&[nh, 0, 1, 4, 0, 0, 0, 0]);
-    out.extend_from_slice(&f[l3 + 40..]);
-    let mut p = Packet::from_frame(&out);
-    p.meta = pkt.meta;
-    if let ChecksumState::Partial { start, offset } = p.meta.csum {
-        p.meta.csum = ChecksumState::Partial { start: start + 8, offset };
-    }
-    p
+    common::ipv6_ext::insert_ipv6_dstopts(pkt, 14)
 }
 
 fn scenarios() -> Vec<Scenario> {

@@ -12,6 +12,8 @@
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 use superpacket::offload::gso::{CsumCaps, Segmenter, TargetCaps, VecSink};
 use superpacket::packet::{ChecksumState, GsoType, Packet};
 use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType};
@@ -134,20 +136,9 @@ fn pcap_gso_cli_segments_and_output_checks_clean() {
     assert_eq!(run(&["pcap", "gso", i, o, "--gso-size", "0"]).0, Some(2));
 }
 
-fn tshark_available() -> bool {
-    if Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return true;
-    }
-    if std::env::var("SUPERPACKET_SKIP_TSHARK").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: tshark not installed and SUPERPACKET_SKIP_TSHARK=1");
-        return false;
-    }
-    panic!("tshark not installed: `apt-get install tshark`, or set SUPERPACKET_SKIP_TSHARK=1 to skip");
-}
-
 #[test]
 fn tshark_validates_every_gso_checksum() {
-    if !tshark_available() {
+    if !common::wireshark_tools_available(&["tshark"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

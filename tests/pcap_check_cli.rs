@@ -7,6 +7,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::process::Command;
 
+mod common;
+
 use superpacket::pcap::{CaptureFormat, CaptureWriter, FrameAnnotation, LinkType};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::wire::TcpFlags;
@@ -229,22 +231,9 @@ fn usage_and_io_errors_exit_2() {
     assert!(v["error"].as_str().is_some_and(|e| e.contains("frame 49")), "{v}");
 }
 
-/// Whether tshark is installed: panics with a clear message if not, unless
-/// `SUPERPACKET_SKIP_TSHARK=1`.
-fn tshark_available() -> bool {
-    if Command::new("tshark").arg("--version").output().is_ok_and(|o| o.status.success()) {
-        return true;
-    }
-    if std::env::var("SUPERPACKET_SKIP_TSHARK").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: tshark not installed and SUPERPACKET_SKIP_TSHARK=1");
-        return false;
-    }
-    panic!("tshark not installed (apt-get install tshark), or set SUPERPACKET_SKIP_TSHARK=1");
-}
-
 #[test]
 fn agrees_with_tshark_on_checksums() {
-    if !tshark_available() {
+    if !common::wireshark_tools_available(&["tshark"]) {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,6 @@
 
 use std::io::Cursor;
 use std::path::Path;
-use std::process::Command;
 
 use superpacket::csum::{checksum, ones_add, ones_sum, pseudo_header_v4};
 use superpacket::pcap::{
@@ -15,40 +14,17 @@ use superpacket::pcap::{
     WriterOptions,
 };
 
+mod common;
+
+use common::{run_tool as run, tshark_fields, wireshark_tools_available};
+
 const SRC: [u8; 4] = [10, 0, 0, 1];
 const DST: [u8; 4] = [10, 0, 0, 2];
 const BASE_TS: u64 = 1_700_000_000_123_456_789;
 
-/// Whether Wireshark's tools can be used: panics with a clear message if they
-/// are missing, unless `SUPERPACKET_SKIP_TSHARK=1`.
+/// Whether Wireshark's tools can be used (see [`wireshark_tools_available`]).
 fn tools_available() -> bool {
-    let missing: Vec<&str> = ["tshark", "editcap", "text2pcap"]
-        .into_iter()
-        .filter(|tool| !Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success()))
-        .collect();
-    if missing.is_empty() {
-        return true;
-    }
-    if std::env::var("SUPERPACKET_SKIP_TSHARK").as_deref() == Ok("1") {
-        eprintln!("SKIPPED: {} not installed and SUPERPACKET_SKIP_TSHARK=1", missing.join(", "));
-        return false;
-    }
-    panic!(
-        "{} not installed: these interop tests need Wireshark's command-line tools \
-         (`apt-get install tshark`), or set SUPERPACKET_SKIP_TSHARK=1 to skip them",
-        missing.join(", ")
-    );
-}
-
-/// Runs a tool, asserting success and no complaint about the file; returns stdout.
-fn run(tool: &str, args: &[&str]) -> String {
-    let out = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("running {tool}: {e}"));
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{tool} {args:?} failed ({}): {stderr}", out.status);
-    for complaint in ["damaged", "corrupt", "cut short", "isn't", "bigger than", "too big"] {
-        assert!(!stderr.contains(complaint), "{tool} {args:?} complained: {stderr}");
-    }
-    String::from_utf8(out.stdout).expect("tool output is UTF-8")
+    wireshark_tools_available(&["tshark", "editcap", "text2pcap"])
 }
 
 /// An Ethernet/IPv4/UDP frame with valid IPv4 checksum. The UDP checksum is
@@ -173,32 +149,16 @@ fn tshark_reads_our_pcapng_with_comments() {
             WriterOptions { byte_order: order, ..WriterOptions::default() },
             &frames,
         );
-        let out = run(
-            "tshark",
+        let out = tshark_fields(
+            &path,
+            &["ip.check_checksum:TRUE", "udp.check_checksum:TRUE"],
             &[
-                "-r",
-                path.to_str().unwrap(),
-                "-o",
-                "ip.check_checksum:TRUE",
-                "-o",
-                "udp.check_checksum:TRUE",
-                "-T",
-                "fields",
-                "-E",
-                "separator=|",
-                "-e",
                 "frame.len",
-                "-e",
                 "frame.cap_len",
-                "-e",
                 "frame.time_epoch",
-                "-e",
                 "udp.length",
-                "-e",
                 "ip.checksum.status",
-                "-e",
                 "udp.checksum.status",
-                "-e",
                 "frame.comment",
             ],
         );
@@ -233,21 +193,7 @@ fn tshark_reads_our_pcap_micros_and_nanos() {
     for (format, digits) in [(CaptureFormat::PcapMicros, 6), (CaptureFormat::PcapNanos, 9)] {
         let path = dir.path().join(format!("ours.{format}"));
         write_frames(&path, format, WriterOptions::default(), &frames);
-        let out = run(
-            "tshark",
-            &[
-                "-r",
-                path.to_str().unwrap(),
-                "-T",
-                "fields",
-                "-E",
-                "separator=|",
-                "-e",
-                "frame.len",
-                "-e",
-                "frame.time_epoch",
-            ],
-        );
+        let out = tshark_fields(&path, &[], &["frame.len", "frame.time_epoch"]);
         eprintln!("tshark ({format}):\n{out}");
         let lines: Vec<&str> = out.lines().collect();
         assert_eq!(lines.len(), frames.len(), "{out}");
@@ -380,23 +326,7 @@ fn tshark_accepts_frames_larger_than_64k() {
         w.write_frame(&frame, BASE_TS, &ann).unwrap();
         w.write_frame_with_original_len(&frame[..1000], 200_000, BASE_TS + 1, &ann).unwrap();
         w.finish().unwrap();
-        let out = run(
-            "tshark",
-            &[
-                "-r",
-                path.to_str().unwrap(),
-                "-T",
-                "fields",
-                "-E",
-                "separator=|",
-                "-e",
-                "frame.len",
-                "-e",
-                "frame.cap_len",
-                "-e",
-                "frame.comment",
-            ],
-        );
+        let out = tshark_fields(&path, &[], &["frame.len", "frame.cap_len", "frame.comment"]);
         let comment = if format.supports_comments() { annotation.to_string() } else { String::new() };
         assert_eq!(out, format!("200000|200000|{comment}\n200000|1000|{comment}\n"), "{format}");
     }

@@ -57,16 +57,11 @@ pub struct ArpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> ArpPacket<T> {
-    /// Wraps without checks; accessors may panic on a short buffer.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        ArpPacket { buffer }
-    }
-
-    /// Wraps after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
+    view_constructors! {
+        /// Wraps without checks; accessors may panic on a short buffer.
+        fn new_unchecked;
+        /// Wraps after [`check_len`](Self::check_len).
+        fn new_checked;
     }
 
     /// Ensures the fixed part and all four addresses are present.
@@ -79,11 +74,6 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
     /// Length implied by `hlen` and `plen`: `8 + 2 * (hlen + plen)`.
     pub fn packet_len(&self) -> usize {
         ARP_FIXED_LEN + 2 * (self.hardware_len() as usize + self.protocol_len() as usize)
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Hardware type (1 = Ethernet).

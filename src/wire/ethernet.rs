@@ -164,27 +164,17 @@ pub struct EthernetFrame<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> EthernetFrame<T> {
-    /// Wraps a buffer without checking anything; accessors panic if it is
-    /// shorter than [`ETHERNET_HEADER_LEN`].
-    pub const fn new_unchecked(buffer: T) -> Self {
-        EthernetFrame { buffer }
-    }
-
-    /// Wraps a buffer after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let f = Self::new_unchecked(buffer);
-        f.check_len()?;
-        Ok(f)
+    view_constructors! {
+        /// Wraps a buffer without checking anything; accessors panic if it is
+        /// shorter than [`ETHERNET_HEADER_LEN`].
+        fn new_unchecked;
+        /// Wraps a buffer after [`check_len`](Self::check_len).
+        fn new_checked;
     }
 
     /// Ensures the buffer holds the 14-byte header.
     pub fn check_len(&self) -> Result<()> {
         check_len("ethernet", ETHERNET_HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Destination address.
@@ -294,26 +284,16 @@ pub struct VlanTagView<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> VlanTagView<T> {
-    /// Wraps without checks; accessors panic on a buffer shorter than 4.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        VlanTagView { buffer }
-    }
-
-    /// Wraps after checking the length (4 bytes).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let v = Self::new_unchecked(buffer);
-        v.check_len()?;
-        Ok(v)
+    view_constructors! {
+        /// Wraps without checks; accessors panic on a buffer shorter than 4.
+        fn new_unchecked;
+        /// Wraps after checking the length (4 bytes).
+        fn new_checked;
     }
 
     /// Ensures 4 bytes are present.
     pub fn check_len(&self) -> Result<()> {
         check_len("vlan", VLAN_TAG_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Tag protocol identifier.

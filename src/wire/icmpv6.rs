@@ -92,26 +92,16 @@ pub struct Icmpv6Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
-    /// Wraps without checks.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Icmpv6Packet { buffer }
-    }
-
-    /// Wraps after checking 8 bytes are present.
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
+    view_constructors! {
+        /// Wraps without checks.
+        fn new_unchecked;
+        /// Wraps after checking 8 bytes are present.
+        fn new_checked;
     }
 
     /// Ensures 8 bytes are present.
     pub fn check_len(&self) -> Result<()> {
         check_len("icmpv6", ICMPV6_HEADER_LEN, self.buffer.as_ref().len())
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Message type.

@@ -42,16 +42,11 @@ pub struct Ipv4Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv4Packet<T> {
-    /// Wraps without checks; fixed-field accessors panic on fewer than 20 bytes.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Ipv4Packet { buffer }
-    }
-
-    /// Wraps after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
+    view_constructors! {
+        /// Wraps without checks; fixed-field accessors panic on fewer than 20 bytes.
+        fn new_unchecked;
+        /// Wraps after [`check_len`](Self::check_len).
+        fn new_checked;
     }
 
     /// Runs the validations listed in the module documentation.
@@ -71,11 +66,6 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
             return Err(WireError::malformed("ipv4", "total length shorter than header"));
         }
         check_len("ipv4", total, len)
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The whole underlying buffer (including any padding).

@@ -39,16 +39,11 @@ pub struct Ipv6Packet<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> Ipv6Packet<T> {
-    /// Wraps without checks; accessors panic on fewer than 40 bytes.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        Ipv6Packet { buffer }
-    }
-
-    /// Wraps after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
+    view_constructors! {
+        /// Wraps without checks; accessors panic on fewer than 40 bytes.
+        fn new_unchecked;
+        /// Wraps after [`check_len`](Self::check_len).
+        fn new_checked;
     }
 
     /// Runs the validations listed in the module documentation.
@@ -62,11 +57,6 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
             return Err(WireError::unsupported("ipv6", "jumbogram (payload length 0)"));
         }
         check_len("ipv6", self.total_len(), len)
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The whole underlying buffer.

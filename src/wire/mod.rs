@@ -56,6 +56,34 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+/// The constructors every zero-copy view `FooPacket<T: AsRef<[u8]>> { buffer: T }` shares, written
+/// once: `new_unchecked` (wraps the buffer), `new_checked` (wraps it, then runs the view's own
+/// `check_len`) and `into_inner` (gives the buffer back). Used inside the view's
+/// `impl<T: AsRef<[u8]>>` block; each view keeps its own doc comments for the two constructors.
+macro_rules! view_constructors {
+    (
+        $(#[$unchecked_doc:meta])* fn new_unchecked;
+        $(#[$checked_doc:meta])* fn new_checked;
+    ) => {
+        $(#[$unchecked_doc])*
+        pub const fn new_unchecked(buffer: T) -> Self {
+            Self { buffer }
+        }
+
+        $(#[$checked_doc])*
+        pub fn new_checked(buffer: T) -> $crate::wire::Result<Self> {
+            let view = Self::new_unchecked(buffer);
+            view.check_len()?;
+            Ok(view)
+        }
+
+        /// Gives the buffer back.
+        pub fn into_inner(self) -> T {
+            self.buffer
+        }
+    };
+}
+
 pub mod arp;
 pub mod error;
 pub mod ethernet;

@@ -179,16 +179,11 @@ pub struct TcpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> TcpPacket<T> {
-    /// Wraps without checks; fixed-field accessors panic on fewer than 20 bytes.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        TcpPacket { buffer }
-    }
-
-    /// Wraps after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
+    view_constructors! {
+        /// Wraps without checks; fixed-field accessors panic on fewer than 20 bytes.
+        fn new_unchecked;
+        /// Wraps after [`check_len`](Self::check_len).
+        fn new_checked;
     }
 
     /// 20 bytes present (`Truncated`), data offset >= 5 (`Malformed`), whole
@@ -201,11 +196,6 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
             return Err(WireError::malformed("tcp", "data offset < 5"));
         }
         check_len("tcp", hl, len)
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// The whole segment.

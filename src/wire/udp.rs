@@ -48,16 +48,11 @@ pub struct UdpPacket<T: AsRef<[u8]>> {
 }
 
 impl<T: AsRef<[u8]>> UdpPacket<T> {
-    /// Wraps without checks; accessors panic on fewer than 8 bytes.
-    pub const fn new_unchecked(buffer: T) -> Self {
-        UdpPacket { buffer }
-    }
-
-    /// Wraps after [`check_len`](Self::check_len).
-    pub fn new_checked(buffer: T) -> Result<Self> {
-        let p = Self::new_unchecked(buffer);
-        p.check_len()?;
-        Ok(p)
+    view_constructors! {
+        /// Wraps without checks; accessors panic on fewer than 8 bytes.
+        fn new_unchecked;
+        /// Wraps after [`check_len`](Self::check_len).
+        fn new_checked;
     }
 
     /// Runs the validations listed in the module documentation.
@@ -69,11 +64,6 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
             1..UDP_HEADER_LEN => Err(WireError::malformed("udp", "length field < 8")),
             l => check_len("udp", l, len),
         }
-    }
-
-    /// Gives the buffer back.
-    pub fn into_inner(self) -> T {
-        self.buffer
     }
 
     /// Source port.

@@ -126,26 +126,7 @@ pub(crate) fn segment<S: SegmentSink + ?Sized>(
         return Ok(GsoOutcome::Segmented { segments, csum_completed: plan.sw_csum });
     }
     let segs = 1 + pkt.frag_list().len();
-    if proto == GsoProtocol::UdpL4 && segs > caps.udp_max_segments as usize {
-        return Err(GsoError::TooManySegments { segments: segs, max: caps.udp_max_segments as usize });
-    }
-    if meta.gso_segs != 0 && meta.gso_segs as usize != segs && !meta.gso_type.contains(GsoType::DODGY) {
-        return Err(GsoError::GsoSegsMismatch { found: meta.gso_segs, computed: segs });
-    }
-    if max_l3 > caps.mtu {
-        return Err(GsoError::SegmentExceedsMtu { len: max_l3, mtu: caps.mtu });
-    }
-    let need = meta.gso_type.without(GsoType::DODGY);
-    if caps.gso.contains(need)
-        && caps.fraglist
-        && lay.vlan_count <= caps.max_offload_tags as usize
-        && segs <= caps.max_segs as usize
-        && lay.l3_end() < caps.gso_max_size
-    {
-        let mut out = meta;
-        out.gso_type = need;
-        out.gso_segs = segs as u16;
-        sink.pass_through(pkt, &out);
+    if pass_through_intact(pkt, caps, sink, &lay, proto, segs, max_l3)? {
         return Ok(GsoOutcome::PassedThrough);
     }
     split(seg, pkt, caps, sink, &lay, proto);
@@ -183,14 +164,42 @@ fn pulled<S: SegmentSink + ?Sized>(
         return Ok(GsoOutcome::Segmented { segments, csum_completed: plan.sw_csum });
     }
     let segs = 1 + frags.len();
+    let longest = frags.iter().map(Packet::len).max().unwrap_or(0).max(head_payload);
+    let max_l3 = lay.hdr_len - lay.l3_offset + longest;
+    if pass_through_intact(pkt, caps, sink, &lay, proto, segs, max_l3)? {
+        return Ok(GsoOutcome::PassedThrough);
+    }
+    let mut plan = Segmenter::plan(pkt, caps, lay, proto, payload_len, false, false)?;
+    plan.partial_in = false;
+    plan.keep_flags = true;
+    plan.segs = segs;
+    let lengths = std::iter::once(head_payload).chain(frags.iter().map(Packet::len));
+    let segments = seg.cut_at(pkt, caps, &plan, sink, lengths);
+    Ok(GsoOutcome::Segmented { segments, csum_completed: plan.sw_csum })
+}
+
+/// The checks both shapes of an intact aggregate share, once its segment
+/// count `segs` and its longest segment's L3 length `max_l3` are known: too
+/// many UDP segments, a `gso_segs` that disagrees (unless DODGY) or a segment
+/// over the MTU is an error. Then, if the target takes the aggregate as it is
+/// (fraglist GSO, tag depth, segment count, size), passes it through with
+/// DODGY cleared and `gso_segs` set, and returns `true`.
+fn pass_through_intact<S: SegmentSink + ?Sized>(
+    pkt: &Packet,
+    caps: &TargetCaps,
+    sink: &mut S,
+    lay: &Layout,
+    proto: GsoProtocol,
+    segs: usize,
+    max_l3: usize,
+) -> Result<bool, GsoError> {
+    let meta = pkt.meta;
     if proto == GsoProtocol::UdpL4 && segs > caps.udp_max_segments as usize {
         return Err(GsoError::TooManySegments { segments: segs, max: caps.udp_max_segments as usize });
     }
     if meta.gso_segs != 0 && meta.gso_segs as usize != segs && !meta.gso_type.contains(GsoType::DODGY) {
         return Err(GsoError::GsoSegsMismatch { found: meta.gso_segs, computed: segs });
     }
-    let longest = frags.iter().map(Packet::len).max().unwrap_or(0).max(head_payload);
-    let max_l3 = lay.hdr_len - lay.l3_offset + longest;
     if max_l3 > caps.mtu {
         return Err(GsoError::SegmentExceedsMtu { len: max_l3, mtu: caps.mtu });
     }
@@ -205,15 +214,9 @@ fn pulled<S: SegmentSink + ?Sized>(
         out.gso_type = need;
         out.gso_segs = segs as u16;
         sink.pass_through(pkt, &out);
-        return Ok(GsoOutcome::PassedThrough);
+        return Ok(true);
     }
-    let mut plan = Segmenter::plan(pkt, caps, lay, proto, payload_len, false, false)?;
-    plan.partial_in = false;
-    plan.keep_flags = true;
-    plan.segs = segs;
-    let lengths = std::iter::once(head_payload).chain(frags.iter().map(Packet::len));
-    let segments = seg.cut_at(pkt, caps, &plan, sink, lengths);
-    Ok(GsoOutcome::Segmented { segments, csum_completed: plan.sw_csum })
+    Ok(false)
 }
 
 /// Address/port bytes that NAT may rewrite: (offset in L3, length) pairs.

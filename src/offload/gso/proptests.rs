@@ -118,12 +118,7 @@ proptest! {
         let cuts: Vec<usize> = (1..count.min(17)).map(|i| i * mss).collect();
         let frag_at = (count > 17).then_some(17 * mss);
         let agg = fragment_payload(&merged, hl, &cuts, frag_at);
-        let caps = if sg { TargetCaps::new(9000).with_sg() } else { TargetCaps::new(9000) };
-        let (r, frames) = run(&agg, &caps);
-        prop_assert!(r.is_ok());
-        assert_valid(&frames, 9000);
-        let got: Vec<Vec<u8>> = frames.into_iter().map(|f| f.data).collect();
-        prop_assert_eq!(got, originals);
+        splits_into_originals(&agg, sg, &originals)?;
     }
 
     /// Fraglist aggregates split back into exactly their packets.
@@ -142,13 +137,20 @@ proptest! {
         let originals: Vec<Vec<u8>> =
             (0..count).map(|i| f.frame(if i + 1 == count { last.min(mss) } else { mss }, TcpFlags::empty()).unwrap()).collect();
         let agg = fraglist_aggregate(&originals, chain);
-        let caps = if sg { TargetCaps::new(9000).with_sg() } else { TargetCaps::new(9000) };
-        let (r, frames) = run(&agg, &caps);
-        prop_assert!(r.is_ok());
-        assert_valid(&frames, 9000);
-        let got: Vec<Vec<u8>> = frames.into_iter().map(|f| f.data).collect();
-        prop_assert_eq!(got, originals);
+        splits_into_originals(&agg, sg, &originals)?;
     }
+}
+
+/// Segments `agg` for a 9000-byte MTU target (with scatter-gather if `sg`):
+/// it must succeed, give valid frames, and give exactly `originals`.
+fn splits_into_originals(agg: &crate::packet::Packet, sg: bool, originals: &[Vec<u8>]) -> Result<(), TestCaseError> {
+    let caps = if sg { TargetCaps::new(9000).with_sg() } else { TargetCaps::new(9000) };
+    let (r, frames) = run(agg, &caps);
+    prop_assert!(r.is_ok());
+    assert_valid(&frames, 9000);
+    let got: Vec<Vec<u8>> = frames.into_iter().map(|f| f.data).collect();
+    prop_assert_eq!(got, originals);
+    Ok(())
 }
 
 fn superpacket_of(

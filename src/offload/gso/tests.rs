@@ -312,25 +312,15 @@ fn ipv6_extension_headers() {
     }
 }
 
+/// Test support shared with the integration tests.
+#[path = "../../../tests/common/ipv6_ext.rs"]
+mod ipv6_ext;
+
 /// Inserts an 8-byte Destination Options header after the IPv6 header of a
 /// (superpacket) frame, keeping its metadata valid.
 pub(super) fn with_ipv6_ext(pkt: &Packet) -> Packet {
-    let f = pkt.to_vec();
-    let h = crate::wire::FrameHeaders::parse(&f).unwrap();
-    let l3 = h.l3_offset;
-    let mut out = f[..l3 + 40].to_vec();
-    let nh = out[l3 + 6];
-    out[l3 + 6] = 60;
-    let pl = u16::from_be_bytes([out[l3 + 4], out[l3 + 5]]) + 8;
-    out[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
-    out.extend_from_slice(&[nh, 0, 1, 4, 0, 0, 0, 0]);
-    out.extend_from_slice(&f[l3 + 40..]);
-    let mut p = Packet::from_frame(&out);
-    p.meta = pkt.meta;
-    if let ChecksumState::Partial { start, offset } = p.meta.csum {
-        p.meta.csum = ChecksumState::Partial { start: start + 8, offset };
-    }
-    p
+    let l3 = crate::wire::FrameHeaders::parse(&pkt.to_vec()).unwrap().l3_offset;
+    ipv6_ext::insert_ipv6_dstopts(pkt, l3)
 }
 
 fn strip_ipv6_ext(f: &[u8], l3: usize) -> Vec<u8> {
