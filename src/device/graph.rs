@@ -113,7 +113,10 @@ impl DeviceCounters {
         self.drops.values().sum()
     }
     fn drop(&mut self, reason: &'static str) {
-        *self.drops.entry(reason).or_insert(0) += 1;
+        self.drop_n(reason, 1);
+    }
+    fn drop_n(&mut self, reason: &'static str, n: u64) {
+        *self.drops.entry(reason).or_insert(0) += n;
     }
 }
 
@@ -780,8 +783,8 @@ impl Graph {
         let f = effective_features(&d.feat, &info, &d.check, mode);
         if takes_as_is(f, &info) {
             d.counters.tx_passthrough += 1;
-            if driver.xmit_len(pkt, len).is_err() {
-                d.counters.drop("driver-error");
+            if let Err(e) = driver.xmit_len(pkt, len) {
+                d.counters.drop(e.reason);
             }
             return;
         }
@@ -791,6 +794,8 @@ impl Graph {
             Ok(o) => record_outcome(&mut d.counters, &o),
             Err(e) => d.counters.drop(e.reason()),
         }
+        let counters = &mut d.counters;
+        driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
     }
 
     // ---------------------------------------------------------------- bridge
@@ -953,6 +958,11 @@ impl Graph {
                 let len = p.total_len();
                 self.rx(DeviceId(i), p, len, 0);
                 n += 1;
+            }
+            let d = &mut self.devices[i];
+            if let DeviceKind::Port(driver) = &mut d.kind {
+                let counters = &mut d.counters;
+                driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
             }
         }
         n

@@ -5,7 +5,7 @@
 //!
 //! - [`features`]: the netdev feature sets and their rules (6.1, 6.2, 6.4, 6.5).
 //! - [`graph`]: the device graph, transmit and receive paths, counters.
-//! - [`port`]: port drivers (in-memory, pcap).
+//! - [`port`]: port drivers (in-memory, pcap); [`port_io`]: TAP and AF_PACKET ports.
 //! - [`vlan`], [`bond`], [`team`], [`bridge`]: device kinds.
 //! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT.
 //! - [`topology`]: graphs from TOML topology files (`docs/topology.md`).
@@ -16,6 +16,7 @@ pub mod features;
 pub mod graph;
 pub mod nat;
 pub mod port;
+pub mod port_io;
 pub mod router;
 pub mod superpackets;
 pub mod team;
@@ -31,5 +32,6 @@ mod tests_topology;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, DeviceKind, Graph};
-pub use port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
+pub use port::{DriverError, MemoryDriver, MemoryMode, PcapDriver, PortDriver};
+pub use port_io::{IoPortDriver, PacketSocketDriver, TapDriver};
 pub use topology::{BuildOptions, Topology, TopologyError};

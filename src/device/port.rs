@@ -5,7 +5,8 @@
 //! Drivers here: [`MemoryDriver`] (in-memory queues, for tests, benches and
 //! topologies without I/O) and [`PcapDriver`] (writes what it transmits to a
 //! pcapng file with offload annotations, reads what it receives from a
-//! capture). Real I/O ports (TAP, AF_PACKET) implement the same trait.
+//! capture). Real I/O ports (TAP, AF_PACKET) implement the same trait in
+//! [`super::port_io`].
 
 use super::features::{FeaturesCheck, NetdevFeatures};
 use crate::offload::gso::{SegmentSink, SgFrame};
@@ -18,10 +19,23 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
 
-/// A driver failed to take or produce a packet.
+/// A driver failed to open, or to take or produce a packet.
 #[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct DriverError(pub String);
+#[error("{message}")]
+pub struct DriverError {
+    /// Short stable name, used as the drop reason when the graph counts a
+    /// packet the driver refused (`tx-refused`, `tx-io-error`, ...).
+    pub reason: &'static str,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl DriverError {
+    /// An error with drop reason `reason`.
+    pub fn new(reason: &'static str, message: impl Into<String>) -> DriverError {
+        DriverError { reason, message: message.into() }
+    }
+}
 
 /// What moves frames between a port and the outside world. The port has
 /// already decided everything (3.1): [`PortDriver::xmit`] gets packets the
@@ -61,6 +75,14 @@ pub trait PortDriver: fmt::Debug + Send {
     fn sink(&mut self) -> &mut dyn SegmentSink;
     /// The next received packet, if any.
     fn recv(&mut self) -> Option<Packet>;
+    /// Reports, then forgets, the drops the driver counted itself since the
+    /// last call, as `(reason, count)`: frames given to [`PortDriver::sink`]
+    /// that could not be written, received packets refused (a bad
+    /// virtio_net_hdr). The graph adds them to the port's counters after each
+    /// software segmentation and each poll. Default: none.
+    fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
+        let _ = report;
+    }
     /// For downcasting to the concrete driver.
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }
@@ -239,11 +261,13 @@ impl PcapDriver {
     /// # Errors
     /// If a file cannot be created or opened.
     pub fn new(out: &Path, input: Option<&Path>, hw: NetdevFeatures) -> Result<PcapDriver, DriverError> {
-        let file = File::create(out).map_err(|e| DriverError(format!("{}: {e}", out.display())))?;
+        let file = File::create(out).map_err(|e| DriverError::new("pcap-create", format!("{}: {e}", out.display())))?;
         let writer = CaptureWriter::new(BufWriter::new(file), CaptureFormat::PcapNg, LinkType::ETHERNET)
-            .map_err(|e| DriverError(e.to_string()))?;
+            .map_err(|e| DriverError::new("pcap-write", e.to_string()))?;
         let reader = match input {
-            Some(p) => Some(CaptureReader::open(p).map_err(|e| DriverError(format!("{}: {e}", p.display())))?),
+            Some(p) => Some(
+                CaptureReader::open(p).map_err(|e| DriverError::new("pcap-open", format!("{}: {e}", p.display())))?,
+            ),
             None => None,
         };
         let hw = hw.without(NetdevFeatures::FRAGLIST | NetdevFeatures::GSO_FRAGLIST);
@@ -255,7 +279,7 @@ impl PcapDriver {
     /// # Errors
     /// On a write error.
     pub fn flush(&mut self) -> Result<(), DriverError> {
-        self.writer.flush().map_err(|e| DriverError(e.to_string()))
+        self.writer.flush().map_err(|e| DriverError::new("pcap-write", e.to_string()))
     }
 
     fn write(&mut self, data: &[u8], meta: &OffloadMeta) {

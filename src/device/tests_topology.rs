@@ -197,7 +197,24 @@ fn bad_files_name_the_line_and_the_problem() {
             &["stacking loop"],
         ),
         // ports
-        (&format!("{BASE}kind = \"port\"\ndriver = \"tap\"\n"), 14, &["tap", "not", "yet"]),
+        (&format!("{BASE}kind = \"port\"\ndriver = \"tap\"\n"), 14, &["tap driver is a table", "name"]),
+        (&format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"tap\" }}\n"), 14, &["needs `name`"]),
+        (&format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"af_packet\" }}\n"), 14, &["needs `interface`"]),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"tap\", name = \"x0\", path = \"a.pcap\" }}\n"),
+            14,
+            &["`path` does not apply to a tap driver"],
+        ),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"pcap\", path = \"a\", interface = \"veth9\" }}\n"),
+            14,
+            &["`interface` does not apply to a pcap driver"],
+        ),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"memory\", path = \"a.pcap\" }}\n"),
+            14,
+            &["`path` does not apply to a memory driver"],
+        ),
         (&format!("{BASE}kind = \"port\"\ndriver = \"dpdk\"\n"), 14, &["unknown driver", "dpdk"]),
         (&format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"pcap\" }}\n"), 14, &["needs `path`"]),
         (&format!("{BASE}kind = \"port\"\nfeatures_check = \"maybe\"\n"), 14, &["features_check", "maybe"]),

@@ -21,6 +21,7 @@ use super::features::{FeaturesCheck, NetdevFeatures, StackMode};
 use super::graph::{DeviceId, DeviceKind, Graph};
 use super::nat::{NatRule, NatTimeouts};
 use super::port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
+use super::port_io::{PacketSocketDriver, TapDriver};
 use super::router::Route;
 use super::team::TeamMode;
 use super::vlan::VlanProto;
@@ -100,7 +101,8 @@ pub struct DeviceSpec {
     pub name: Spanned<String>,
     /// `port`, `vlan`, `bond`, `team` or `bridge`.
     pub kind: Spanned<String>,
-    /// Port: `memory` (default), `{ kind = "pcap", path, input }`.
+    /// Port: `memory` (default), `{ kind = "pcap", path, input }`,
+    /// `{ kind = "tap", name, netns }`, `{ kind = "af_packet", interface, netns }`.
     pub driver: Option<Spanned<DriverSpec>>,
     /// Port: `any` (parses every VLAN depth) or `vlan` (Linux's default hook).
     pub features_check: Option<Spanned<String>>,
@@ -150,20 +152,28 @@ pub struct DeviceSpec {
 pub enum DriverSpec {
     /// `driver = "memory"`.
     Name(String),
-    /// `driver = { kind = "pcap", path = "...", input = "..." }`.
-    Table(DriverTable),
+    /// `driver = { kind = "pcap", path = "...", input = "..." }` (or `tap`,
+    /// `af_packet` with their keys).
+    Table(Box<DriverTable>),
 }
 
 /// The table form of a driver.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DriverTable {
-    /// `memory` or `pcap` (`tap`, `af_packet`: not available from files yet).
+    /// `memory`, `pcap`, `tap` or `af_packet`.
     pub kind: Spanned<String>,
     /// pcap: output file (relative to the topology file).
     pub path: Option<Spanned<String>>,
     /// pcap: capture to receive from.
     pub input: Option<Spanned<String>>,
+    /// tap: the TAP device to create (or attach to).
+    pub name: Option<Spanned<String>>,
+    /// af_packet: the interface the socket is bound to.
+    pub interface: Option<Spanned<String>>,
+    /// tap, af_packet: the named network namespace (`ip netns`) the device
+    /// lives in; omitted: the current one.
+    pub netns: Option<Spanned<String>>,
 }
 
 impl<'de> Deserialize<'de> for DriverSpec {
@@ -178,7 +188,8 @@ impl<'de> Deserialize<'de> for DriverSpec {
                 Ok(DriverSpec::Name(s.to_string()))
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<DriverSpec, A::Error> {
-                DriverTable::deserialize(de::value::MapAccessDeserializer::new(map)).map(DriverSpec::Table)
+                DriverTable::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(|t| DriverSpec::Table(Box::new(t)))
             }
         }
         d.deserialize_any(V)
@@ -845,17 +856,35 @@ impl Topology {
         let Some(spec) = &d.driver else { return Ok(memory()) };
         let (kind, span, table) = match spec.get_ref() {
             DriverSpec::Name(n) => (n.as_str(), spec.span(), None),
-            DriverSpec::Table(t) => (t.kind.get_ref().as_str(), t.kind.span(), Some(t)),
+            DriverSpec::Table(t) => (t.kind.get_ref().as_str(), t.kind.span(), Some(&**t)),
         };
-        match kind {
-            "memory" => {
-                if let Some(t) = table
-                    && let Some(p) = t.path.as_ref().or(t.input.as_ref())
+        if let Some(t) = table {
+            // Keys that belong to other driver kinds.
+            let allowed: &[&str] = match kind {
+                "pcap" => &["path", "input"],
+                "tap" => &["name", "netns"],
+                "af_packet" => &["interface", "netns"],
+                _ => &[],
+            };
+            let keys = [
+                ("path", &t.path),
+                ("input", &t.input),
+                ("name", &t.name),
+                ("interface", &t.interface),
+                ("netns", &t.netns),
+            ];
+            for (key, v) in keys {
+                if let Some(v) = v
+                    && !allowed.contains(&key)
+                    && matches!(kind, "memory" | "pcap" | "tap" | "af_packet")
                 {
-                    return Err(self.err(&p.span(), "a memory driver takes no files"));
+                    let at = key_span(&self.src, &spec.span(), key).unwrap_or_else(|| v.span());
+                    return Err(self.err(&at, format!("key `{key}` does not apply to a {kind} driver")));
                 }
-                Ok(memory())
             }
+        }
+        match kind {
+            "memory" => Ok(memory()),
             "pcap" => {
                 let t = table.ok_or_else(|| self.err(&span, "a pcap driver is a table { kind = \"pcap\", path }"))?;
                 let path = t.path.as_ref().ok_or_else(|| self.err(&span, "a pcap driver needs `path`"))?;
@@ -866,7 +895,7 @@ impl Topology {
                 let input = t.input.as_ref().map(|i| resolve(i.get_ref()));
                 let drv = PcapDriver::new(&resolve(path.get_ref()), input.as_deref(), NetdevFeatures::FULL_NIC)
                     .map_err(|e| {
-                        let at = match (&t.input, e.0.contains(path.get_ref().as_str())) {
+                        let at = match (&t.input, e.message.contains(path.get_ref().as_str())) {
                             (Some(i), false) => i.span(),
                             _ => path.span(),
                         };
@@ -877,9 +906,32 @@ impl Topology {
                 }
                 Ok(Box::new(drv))
             }
-            "tap" | "af_packet" => Err(self
-                .err(&span, format!("driver `{kind}` cannot be configured from a topology file yet (memory, pcap)"))),
-            other => Err(self.err(&span, format!("unknown driver `{other}` (memory, pcap)"))),
+            "tap" | "af_packet" => {
+                let (key, example) =
+                    if kind == "tap" { ("name", "name = \"sp0\"") } else { ("interface", "interface = \"veth0\"") };
+                let t = table.ok_or_else(|| {
+                    self.err(&span, format!("a {kind} driver is a table {{ kind = \"{kind}\", {example} }}"))
+                })?;
+                let dev = if kind == "tap" { &t.name } else { &t.interface };
+                let dev = dev.as_ref().ok_or_else(|| self.err(&span, format!("a {kind} driver needs `{key}`")))?;
+                let ns = match &t.netns {
+                    None => None,
+                    Some(n) => Some(crate::io::NetNs::attach(n.get_ref()).map_err(|e| {
+                        self.err(&n.span(), format!("{kind} driver: network namespace `{}`: {e}", n.get_ref()))
+                    })?),
+                };
+                let opened: Result<Box<dyn PortDriver>, _> = if kind == "tap" {
+                    TapDriver::open(dev.get_ref(), ns.as_ref()).map(|d| Box::new(d) as Box<dyn PortDriver>)
+                } else {
+                    PacketSocketDriver::open(dev.get_ref(), ns.as_ref()).map(|d| Box::new(d) as Box<dyn PortDriver>)
+                };
+                opened.map_err(|e| {
+                    let hint =
+                        if crate::io::privileges_available().is_err() { " (needs root: CAP_NET_ADMIN)" } else { "" };
+                    self.err(&dev.span(), format!("{kind} driver: {e}{hint}"))
+                })
+            }
+            other => Err(self.err(&span, format!("unknown driver `{other}` (memory, pcap, tap, af_packet)"))),
         }
     }
 

@@ -58,6 +58,8 @@ pub struct NetNs {
     name: String,
     /// `/run/netns/NAME`, the handle for `setns`.
     handle: File,
+    /// Created here (deleted on drop), or attached to ([`NetNs::attach`]: left alone).
+    owned: bool,
 }
 
 impl NetNs {
@@ -84,9 +86,31 @@ impl NetNs {
                 return Err(IoError::Syscall { call: "open", what: path, source });
             }
         };
-        let ns = NetNs { name, handle };
+        let ns = NetNs { name, handle, owned: true };
         ns.link_up("lo")?;
         Ok(ns)
+    }
+
+    /// Attaches to an existing named namespace (`/run/netns/NAME`, as `ip
+    /// netns add` creates them) without owning it: dropping the handle
+    /// leaves the namespace in place. For configuration that names a
+    /// namespace someone else manages (topology files).
+    ///
+    /// # Errors
+    /// An invalid name, or no such namespace.
+    pub fn attach(name: &str) -> Result<NetNs> {
+        check_chars(name)?;
+        if name.is_empty() || name.len() > 255 {
+            return Err(IoError::InvalidName { name: name.into(), reason: "namespace name empty or too long" });
+        }
+        let path = format!("/run/netns/{name}");
+        let handle = File::open(&path).map_err(|source| IoError::Syscall { call: "open", what: path, source })?;
+        Ok(NetNs { name: name.to_string(), handle, owned: false })
+    }
+
+    /// True if this handle created the namespace and deletes it on drop.
+    pub fn is_owned(&self) -> bool {
+        self.owned
     }
 
     /// The namespace name (as `ip netns list` shows it).
@@ -273,6 +297,9 @@ impl NetNs {
 
 impl Drop for NetNs {
     fn drop(&mut self) {
+        if !self.owned {
+            return;
+        }
         match output_of(Command::new("ip").args(["netns", "del", &self.name])) {
             Ok(out) if out.status.success() => {}
             Ok(out) => eprintln!(

@@ -366,10 +366,14 @@ impl AsFd for TapDevice {
     }
 }
 
-/// Builds `[header, parts...]` as iovecs (on the stack for up to 31 parts)
-/// and calls `f`.
+/// Most frame parts [`with_iovecs`] lays out on the stack (more are placed
+/// in a heap vector): enough for a frag-list GRO aggregate of 64 KiB.
+pub const STACK_PARTS: usize = 127;
+
+/// Builds `[header, parts...]` as iovecs (on the stack for up to
+/// [`STACK_PARTS`] parts) and calls `f`.
 pub(crate) fn with_iovecs(header: &[u8], parts: &[&[u8]], f: impl FnOnce(&[libc::iovec]) -> isize) -> Result<isize> {
-    const STACK: usize = 32;
+    const STACK: usize = STACK_PARTS + 1;
     if parts.len() + 1 > 1024 {
         return Err(IoError::Unsupported(format!("{} frame parts (at most 1023)", parts.len())));
     }
