@@ -155,6 +155,13 @@ impl Segment {
     }
 }
 
+/// `items.push(seg)` when `items` has to grow (kept out of the hot path).
+#[cold]
+#[inline(never)]
+fn push_cold(items: &mut Vec<Segment>, seg: Segment) {
+    items.push(seg);
+}
+
 /// The list of payload segments, at most [`MAX_SEGMENTS`]. An empty list
 /// does not allocate; a merged aggregate allocates its list once.
 #[derive(Clone, Default)]
@@ -574,16 +581,51 @@ impl Packet {
     // refused merge; boxing it would cost more than it saves.
     #[allow(clippy::result_large_err)]
     #[inline]
-    pub fn append_payload_of(&mut self, other: Packet, skip: usize) -> Result<(), Packet> {
-        if skip > other.len() {
-            return Err(other);
+    pub fn append_payload_of(&mut self, mut other: Packet, skip: usize) -> Result<(), Packet> {
+        if self.append_payload_from(&mut other, skip) { Ok(()) } else { Err(other) }
+    }
+
+    /// As [`Packet::append_payload_of`], without moving `other`: on success
+    /// its storage and segments are moved into this packet (no payload copy)
+    /// and `other` is left with no bytes (its metadata and frag list stay);
+    /// on failure (`skip` beyond it, or the segments would not fit in
+    /// [`MAX_SEGMENTS`]) nothing changes and `false` is returned. GRO's merge
+    /// uses this to move only the buffer, not the whole packet.
+    #[inline]
+    pub fn append_payload_from(&mut self, other: &mut Packet, skip: usize) -> bool {
+        let headlen = other.headlen();
+        let linear_part = headlen.saturating_sub(skip);
+        if linear_part > 0 && other.segments.len() == 0 {
+            // The usual GRO case: one received buffer, headers skipped.
+            if self.segments.len() >= MAX_SEGMENTS {
+                return false;
+            }
+            let (start, end) = (other.head + skip, other.tail);
+            other.head = 0;
+            other.tail = 0;
+            let items = &mut self.segments.items;
+            if items.len() < items.capacity() {
+                // No reallocation can happen here, so the segment is written
+                // straight into its slot (no stack temporary, which the CPU
+                // would have to re-read across two stores).
+                items.push(Segment::Owned { buf: std::mem::take(&mut other.storage), start, end });
+            } else {
+                push_cold(items, Segment::Owned { buf: std::mem::take(&mut other.storage), start, end });
+            }
+            return true;
         }
-        let linear_part = other.headlen().saturating_sub(skip);
+        if skip > other.len() {
+            return false;
+        }
         let needed = usize::from(linear_part > 0) + other.segments.len();
         if self.segments.len() + needed > MAX_SEGMENTS {
-            return Err(other);
+            return false;
         }
-        let Packet { storage, head, tail, mut segments, .. } = other;
+        let storage = std::mem::take(&mut other.storage);
+        let (head, tail) = (other.head, other.tail);
+        other.head = 0;
+        other.tail = 0;
+        let mut segments = std::mem::take(&mut other.segments);
         let rest = if linear_part > 0 {
             let _ = self.segments.push(Segment::Owned { buf: storage, start: head + skip, end: tail });
             segments
@@ -593,7 +635,7 @@ impl Packet {
         for seg in rest.items {
             let _ = self.segments.push(seg);
         }
-        Ok(())
+        true
     }
 
     /// Copies the segments into the linear area (for targets without

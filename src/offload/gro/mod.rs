@@ -49,7 +49,7 @@
 //! - Delivery order: a flushed aggregate goes out at its flush point; at the
 //!   end of a batch, aggregates go out bucket by bucket, oldest first.
 //! - Zero copy: a merge moves the new packet's buffer into the aggregate as a
-//!   payload segment ([`Packet::append_payload_of`]); once the
+//!   payload segment ([`Packet::append_payload_from`]); once the
 //!   [`crate::packet::MAX_SEGMENTS`] slots are used, further packets are chained
 //!   on the frag list with their headers pulled, as Linux does with
 //!   `frag_list` (so [`Packet::total_len`] is the aggregate's length).
@@ -303,7 +303,8 @@ impl Gro {
         {
             self.flush_aged(now);
         }
-        self.gro_one(pkt, None);
+        let mut pkt = pkt;
+        self.gro_one(&mut pkt, None);
     }
 
     /// Receives a burst of packets (a receive ring's worth) in order, as
@@ -314,9 +315,20 @@ impl Gro {
     /// measured: it gains about 5% on a ring far larger than the caches and
     /// loses about 7% on a cache-sized one, so it is not done.)
     pub fn receive_burst(&mut self, pkts: &mut Vec<Packet>) {
-        for pkt in pkts.drain(..) {
-            self.receive(pkt);
+        if self.cfg.lro || self.cfg.flush_age_ns.is_some() {
+            for pkt in pkts.drain(..) {
+                self.receive(pkt);
+            }
+            return;
         }
+        // The plain case of `receive`, working on the packets in place: a
+        // merged packet only gives up its buffer, a held or delivered one is
+        // moved out once; what is left (empty packets) is dropped at the end.
+        for pkt in pkts.iter_mut() {
+            self.counters.packets_in += 1;
+            self.gro_one(pkt, None);
+        }
+        pkts.clear();
     }
 
     /// Receives a copy of `frame` (see [`Gro::receive`]).
@@ -373,7 +385,8 @@ impl Gro {
                 }
                 current = Some(hash);
             }
-            self.gro_one(pkt, Some(hash));
+            let mut pkt = pkt;
+            self.gro_one(&mut pkt, Some(hash));
         });
         self.lro = queue;
         self.counters.lro_batches += 1;
@@ -393,24 +406,27 @@ impl Gro {
     }
 
     #[inline]
-    fn bypass(&mut self, pkt: Packet, reason: BypassReason) {
+    fn bypass(&mut self, pkt: &mut Packet, reason: BypassReason) {
         self.counters.bypass(reason);
         if reason == BypassReason::BadChecksum {
             self.counters.bad_checksums += 1;
         }
-        self.deliver(pkt);
+        self.deliver(std::mem::take(pkt));
     }
 
-    #[inline]
+    #[inline(never)]
     fn flush_at(&mut self, b: usize, i: usize, reason: FlushReason) {
         let held = self.table.remove(b, i);
         finish(held, reason, &mut self.out, &mut self.counters);
     }
 
     /// One packet through the GRO layers.
+    ///
+    /// `pkt` is consumed: moved out (held or delivered) or emptied (merged);
+    /// the caller drops what is left.
     #[inline]
-    fn gro_one(&mut self, mut pkt: Packet, hash: Option<u32>) {
-        let n = match self.prepare(&mut pkt, hash) {
+    fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
+        let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(reason) => return self.bypass(pkt, reason),
         };
@@ -529,10 +545,10 @@ impl Gro {
 
     /// The TCP outcome matrix (offload-rules 1.3).
     #[inline]
-    fn tcp_receive(&mut self, pkt: Packet, n: &Incoming, b: usize, found: Option<usize>) {
+    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<usize>) {
         let w = tcp::word3(&pkt.linear()[n.l4..]);
         if let Some(i) = found {
-            match tcp::can_merge(self.table.get(b, i), &pkt, n, &self.cfg) {
+            match tcp::can_merge(self.table.get(b, i), pkt, n, &self.cfg) {
                 Ok(latch) => return self.tcp_merge(pkt, n, b, i, latch, w),
                 Err(reason) => self.flush_at(b, i, reason),
             }
@@ -551,7 +567,7 @@ impl Gro {
     }
 
     #[inline]
-    fn tcp_merge(&mut self, pkt: Packet, n: &Incoming, b: usize, i: usize, latch: bool, w: u32) {
+    fn tcp_merge(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, i: usize, latch: bool, w: u32) {
         let p = self.table.get_mut(b, i);
         p.fixed_id |= latch;
         p.count += n.segs;
@@ -575,10 +591,11 @@ impl Gro {
         }
     }
 
-    /// The UDP rules (offload-rules 2.3).
-    #[inline]
-    fn udp_receive(&mut self, pkt: Packet, n: &Incoming, b: usize, found: Option<usize>) {
-        if let Err(reason) = udp::check_entry(&pkt, n) {
+    /// The UDP rules (offload-rules 2.3). Out of line: it keeps the TCP path
+    /// (the common case) compact.
+    #[inline(never)]
+    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<usize>) {
+        if let Err(reason) = udp::check_entry(pkt, n) {
             return self.bypass(pkt, reason);
         }
         if let Some(i) = found {
@@ -586,7 +603,7 @@ impl Gro {
                 self.flush_at(b, i, FlushReason::Mismatch);
                 return self.bypass(pkt, BypassReason::Mode);
             }
-            match udp::decide(self.table.get(b, i), &pkt, n, &self.cfg) {
+            match udp::decide(self.table.get(b, i), pkt, n, &self.cfg) {
                 UdpDecision::Merge { latch } => {
                     let ulen = u16::from_be_bytes([pkt.linear()[n.l4 + 4], pkt.linear()[n.l4 + 5]]);
                     let p = self.table.get_mut(b, i);
@@ -617,7 +634,7 @@ impl Gro {
     /// Holds the packet as a new aggregate; a full bucket first loses its
     /// oldest aggregate (offload-rules 1.1).
     #[inline]
-    fn hold(&mut self, pkt: Packet, n: &Incoming, b: usize) {
+    fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize) {
         let l4 = &pkt.linear()[n.l4..];
         let (next_seq, ulen) = if n.tcp {
             (tcp::seq(l4).wrapping_add(n.payload_len as u32), 0)
@@ -645,7 +662,7 @@ impl Gro {
             fixed_id: false,
             age_ns,
             merged: false,
-            pkt,
+            pkt: std::mem::take(pkt),
         };
         self.counters.held += 1;
         if let Some(evicted) = self.table.insert(b, held) {
@@ -673,22 +690,33 @@ fn trim_padding(pkt: &mut Packet, h: &GroHeaders) {
 /// is chained on the frag list and collects the following payloads. In
 /// fraglist mode every packet is chained, intact behind its pulled headers.
 #[inline]
-fn attach(p: &mut Packet, mut n: Packet, payload: usize, fraglist: bool) {
+fn attach(p: &mut Packet, n: &mut Packet, payload: usize, fraglist: bool) {
     use crate::packet::MAX_SEGMENTS;
     if !fraglist {
         let appended = if p.frag_list().is_empty() {
             if p.segments().is_empty() {
                 p.reserve_segments(MAX_SEGMENTS);
             }
-            p.append_payload_of(n, payload)
+            p.append_payload_from(n, payload)
         } else {
             let frags = p.frag_list_mut();
-            frags[frags.len() - 1].append_payload_of(n, payload)
+            frags[frags.len() - 1].append_payload_from(n, payload)
         };
-        match appended {
-            Ok(()) => return,
-            Err(back) => n = back,
+        if !appended {
+            chain(p, std::mem::take(n), payload, false);
         }
+    } else {
+        chain(p, std::mem::take(n), payload, true);
+    }
+}
+
+/// The slow half of [`attach`]: chains `n` on `p`'s frag list, its headers
+/// pulled.
+#[cold]
+#[inline(never)]
+fn chain(p: &mut Packet, mut n: Packet, payload: usize, fraglist: bool) {
+    use crate::packet::MAX_SEGMENTS;
+    if !fraglist {
         n.meta = OffloadMeta::default();
         n.reserve_segments(MAX_SEGMENTS);
         if p.frag_list().is_empty() {
