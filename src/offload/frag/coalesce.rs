@@ -44,6 +44,7 @@ impl Coalesced {
 
     /// Copies `data` to payload offset `offset`. `target` is the capacity to
     /// allocate if the buffer must grow (payload bytes; 0 = unknown).
+    #[inline]
     pub fn place(&mut self, data: &[u8], offset: usize, target: usize) {
         let at = RESERVE + offset;
         let need = at + data.len();

@@ -5,16 +5,16 @@ use super::reasm::{FragDesc, ecn_bit};
 use super::{DropReason, Family, MAX_DATAGRAM};
 use crate::wire::{IpProtocol, Ipv4Packet};
 
-/// Reads an IPv4 packet at `frame[l3..]`: `Ok(None)` when it is not a
-/// fragment (or not parsable: not ours to judge), the fragment's description
-/// otherwise. Rules applied here: offset = field x 8; end = offset + payload
+/// Reads an IPv4 packet at `frame[l3..]`: `Ok(false)` when it is not a
+/// fragment (or not parsable: not ours to judge), `Ok(true)` with the
+/// fragment's description in `out` otherwise. Rules applied here: offset = field x 8; end = offset + payload
 /// (header and options excluded); a non-last fragment's end is rounded down
 /// to a multiple of 8 (its checksum state then degrades, 5.2).
 #[inline]
-pub(crate) fn parse(frame: &[u8], l3: usize, verify_checksum: bool) -> Result<Option<FragDesc>, DropReason> {
-    let Ok(ip) = Ipv4Packet::new_checked(&frame[l3..]) else { return Ok(None) };
+pub(crate) fn parse(frame: &[u8], l3: usize, verify_checksum: bool, out: &mut FragDesc) -> Result<bool, DropReason> {
+    let Ok(ip) = Ipv4Packet::new_checked(&frame[l3..]) else { return Ok(false) };
     if !ip.is_fragment() {
-        return Ok(None);
+        return Ok(false);
     }
     if verify_checksum && !header_checksum_ok(ip.header()) {
         return Err(DropReason::BadHeaderChecksum);
@@ -34,14 +34,10 @@ pub(crate) fn parse(frame: &[u8], l3: usize, verify_checksum: bool) -> Result<Op
     if offset == 0 && ip.protocol() == IpProtocol::UDP && total - hl >= 8 {
         len_hint = u32::from(u16::from_be_bytes([frame[data_start + 4], frame[data_start + 5]]));
     }
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    src[..4].copy_from_slice(&ip.src_bytes());
-    dst[..4].copy_from_slice(&ip.dst_bytes());
-    Ok(Some(FragDesc {
+    let addrs = [u64::from(u32::from_le_bytes(ip.src_bytes())), 0, u64::from(u32::from_le_bytes(ip.dst_bytes())), 0];
+    *out = FragDesc {
         family: Family::V4,
-        src,
-        dst,
+        addrs,
         ident: u32::from(ip.ident()),
         proto: ip.protocol().0,
         l3,
@@ -51,13 +47,14 @@ pub(crate) fn parse(frame: &[u8], l3: usize, verify_checksum: bool) -> Result<Op
         more,
         ecn: ecn_bit(ip.tos()),
         dont_frag: ip.dont_frag(),
-        frag_size: total as u16,
+        frag_size: u32::from(total as u16),
         trimmed: rounded || data_start + (end.max(offset) - offset) as usize != frame.len(),
         unfrag_len: hl,
         nh_off: 0,
         next_header: ip.protocol().0,
         len_hint,
-    }))
+    };
+    Ok(true)
 }
 
 /// Largest fragment end that can still make a valid datagram with an
@@ -82,10 +79,12 @@ pub(crate) fn finish_header(ip: &mut [u8], payload_len: usize, dont_frag: bool, 
     p.fill_checksum();
 }
 
-/// RFC 1071 check of an IPv4 header (at most 60 bytes): inline, no dispatch.
+/// RFC 1071 check of an IPv4 header (IHL x 4 bytes, at most 60): inline, no
+/// dispatch; summed in 32-bit words (5 for a plain header) and folded, which
+/// gives the same ones'-complement sum as 16-bit words.
 #[inline]
 fn header_checksum_ok(h: &[u8]) -> bool {
-    let mut sum: u32 = h.chunks_exact(2).map(|w| u32::from(u16::from_be_bytes([w[0], w[1]]))).sum();
+    let mut sum: u64 = h.chunks_exact(4).map(|w| u64::from(u32::from_be_bytes([w[0], w[1], w[2], w[3]]))).sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);
     }

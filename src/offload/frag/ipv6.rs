@@ -17,8 +17,8 @@ pub(crate) enum V6Parse {
     NotFragment,
     /// Offset 0 and M = 0: processed as unfragmented (RFC 6946).
     Atomic,
-    /// A real fragment.
-    Fragment(FragDesc),
+    /// A real fragment (described in the `out` argument).
+    Fragment,
 }
 
 fn drop_with(reason: DropReason, l3: &[u8], code: u8, pointer: usize) -> (DropReason, Option<IcmpError>) {
@@ -48,7 +48,7 @@ fn is_ext(nh: u8) -> bool {
 /// the offset field; a non-last fragment not a multiple of 8 long ->
 /// parameter problem at the payload length.
 #[inline]
-pub(crate) fn parse(frame: &[u8], l3: usize) -> Result<V6Parse, (DropReason, Option<IcmpError>)> {
+pub(crate) fn parse(frame: &[u8], l3: usize, out: &mut FragDesc) -> Result<V6Parse, (DropReason, Option<IcmpError>)> {
     let p = &frame[l3..];
     if p.len() < 40 || p[0] >> 4 != 6 {
         return Ok(V6Parse::NotFragment);
@@ -108,15 +108,12 @@ pub(crate) fn parse(frame: &[u8], l3: usize) -> Result<V6Parse, (DropReason, Opt
     if offset == 0 && frag_nh == 17 && total - data >= 8 {
         len_hint = u32::from(u16::from_be_bytes([pkt[data + 4], pkt[data + 5]]));
     }
-    let mut src = [0u8; 16];
-    let mut dst = [0u8; 16];
-    src.copy_from_slice(&p[8..24]);
-    dst.copy_from_slice(&p[24..40]);
+    let word = |at: usize| u64::from_le_bytes(p[at..at + 8].try_into().expect("8 bytes"));
+    let addrs = [word(8), word(16), word(24), word(32)];
     let tc = ((u16::from_be_bytes([p[0], p[1]]) >> 4) & 0xff) as u8;
-    Ok(V6Parse::Fragment(FragDesc {
+    *out = FragDesc {
         family: Family::V6,
-        src,
-        dst,
+        addrs,
         ident,
         proto: 0,
         l3,
@@ -126,13 +123,14 @@ pub(crate) fn parse(frame: &[u8], l3: usize) -> Result<V6Parse, (DropReason, Opt
         more,
         ecn: ecn_bit(tc),
         dont_frag: false,
-        frag_size: total as u16,
+        frag_size: u32::from(total as u16),
         trimmed: l3 + total != frame.len(),
         unfrag_len: off,
         nh_off,
         next_header: frag_nh,
         len_hint,
-    }))
+    };
+    Ok(V6Parse::Fragment)
 }
 
 /// RFC 8200 4.5: the first fragment holds every header after the Fragment

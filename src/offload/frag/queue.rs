@@ -63,6 +63,7 @@ impl Runs {
     }
 
     /// Places `start..end` (non-empty) following offload-rules 5.1.
+    #[inline]
     pub fn insert(&mut self, start: u32, end: u32) -> Placement {
         debug_assert!(start < end);
         let Some(last) = self.runs.last_mut() else {
