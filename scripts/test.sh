@@ -35,6 +35,9 @@ cargo fmt --all -- --check
 log "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --locked -- -D warnings
 
+log "cargo doc (warnings are errors)"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked --quiet
+
 log "cargo test"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT

@@ -366,7 +366,7 @@ impl AsFd for TapDevice {
     }
 }
 
-/// Most frame parts [`with_iovecs`] lays out on the stack (more are placed
+/// Most frame parts `with_iovecs` lays out on the stack (more are placed
 /// in a heap vector): enough for a frag-list GRO aggregate of 64 KiB.
 pub const STACK_PARTS: usize = 127;
 

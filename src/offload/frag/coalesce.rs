@@ -1,6 +1,6 @@
 //! Where a queue keeps its data (offload-rules 5.1, "Coalescing").
 //!
-//! - [`Coalesced`] (local delivery): one datagram buffer. Each fragment's
+//! - `Coalesced` (local delivery): one datagram buffer. Each fragment's
 //!   payload is copied into place as it is accepted and the fragment's packet
 //!   (its receive buffer) is released at once, so buffers go back to the
 //!   port's ring while the datagram is incomplete. The buffer starts with
@@ -10,7 +10,7 @@
 //!   last fragment, or the UDP length of the first fragment as a hint) and
 //!   grows geometrically otherwise, never beyond `RESERVE + 65535`; in-order
 //!   arrival appends without zero-filling.
-//! - [`Held`] (forwarding): the fragments' packets, ordered by offset,
+//! - `Held` (forwarding): the fragments' packets, ordered by offset,
 //!   chained on the result's frag list; nothing is copied, and the geometry
 //!   (largest fragment) is kept for re-fragmentation.
 
