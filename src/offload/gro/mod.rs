@@ -169,22 +169,29 @@ pub struct GroConfig {
     pub lro_queue_max: usize,
 }
 
+impl GroConfig {
+    /// Current Linux defaults (offload-rules 1.1, 9.2): an 8 x 8 flow table,
+    /// 64 KB aggregates, current CWR and fixed-ID rules, UDP GRO off,
+    /// padding trimmed (9.1.1), VLAN-tagged flows coalesced.
+    pub const LINUX: GroConfig = GroConfig {
+        buckets: 8,
+        bucket_depth: 8,
+        max_size: GRO_MAX_SIZE,
+        cwr: CwrRule::Current,
+        fixed_id: FixedIdRule::Current,
+        udp: UdpGroMode::Off,
+        tcp_fraglist: false,
+        trim_padding: true,
+        vlan: true,
+        flush_age_ns: None,
+        lro: false,
+        lro_queue_max: 1024,
+    };
+}
+
 impl Default for GroConfig {
     fn default() -> Self {
-        GroConfig {
-            buckets: 8,
-            bucket_depth: 8,
-            max_size: GRO_MAX_SIZE,
-            cwr: CwrRule::Current,
-            fixed_id: FixedIdRule::Current,
-            udp: UdpGroMode::Off,
-            tcp_fraglist: false,
-            trim_padding: true,
-            vlan: true,
-            flush_age_ns: None,
-            lro: false,
-            lro_queue_max: 1024,
-        }
+        GroConfig::LINUX
     }
 }
 

@@ -233,20 +233,7 @@ fn case(name: &'static str, build: fn(&Variant) -> Vec<In>, want: &[Out]) -> Cas
     Case { name, v4_only: false, v6_only: false, cfg: LINUX, build, want: want.to_vec() }
 }
 
-const LINUX: GroConfig = GroConfig {
-    buckets: 8,
-    bucket_depth: 8,
-    max_size: GRO_MAX_SIZE,
-    cwr: CwrRule::Current,
-    fixed_id: FixedIdRule::Current,
-    udp: UdpGroMode::Off,
-    tcp_fraglist: false,
-    trim_padding: true,
-    vlan: true,
-    flush_age_ns: None,
-    lro: false,
-    lro_queue_max: 1024,
-};
+const LINUX: GroConfig = GroConfig::LINUX;
 
 const UDP_FWD: GroConfig = GroConfig { udp: UdpGroMode::Forward, ..LINUX };
 const STRICT: GroConfig = GroConfig { trim_padding: false, ..LINUX };
