@@ -117,7 +117,7 @@ const BATCH: usize = 32;
 pub const SEED_TOPOLOGY: &str = include_str!("../../examples/seed-qinq-tso.toml");
 
 fn build(mode: StackMode, team: bool) -> Engine {
-    let opts = BuildOptions { mode: Some(mode), memory_mode: MemoryMode::Count, base_dir: None };
+    let opts = BuildOptions { mode: Some(mode), memory_mode: MemoryMode::Count, ..BuildOptions::default() };
     let g = Topology::parse(SEED_TOPOLOGY).and_then(|t| t.build_with(&opts)).expect("the seed example is valid");
     let (top, names) = if team { ("team0.100.200", ["eth2", "eth3"]) } else { ("bond0.100.200", ["eth0", "eth1"]) };
     let c = g.id(top).expect("in the seed example");

@@ -41,7 +41,7 @@ pub const SEED_TOPOLOGY: &str = include_str!("../../examples/seed-vlan-nat.toml"
 /// route via 203.0.113.254. Returns the graph and the LAN host flow spec
 /// template.
 pub fn seed_router(mode: StackMode, memory_mode: MemoryMode) -> (Graph, FlowSpec) {
-    let opts = BuildOptions { mode: Some(mode), memory_mode, base_dir: None };
+    let opts = BuildOptions { mode: Some(mode), memory_mode, ..BuildOptions::default() };
     let g = Topology::parse(SEED_TOPOLOGY).and_then(|t| t.build_with(&opts)).expect("the seed example is valid");
     let lan10 = g.id("lan.10").expect("in the seed example");
     let mut spec = FlowSpec::new(Transport::Udp, false, 0).with_vlans(&[(0x8100, 10)]).expect("one tag");

@@ -33,5 +33,5 @@ mod tests_topology;
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, DeviceKind, Graph};
 pub use port::{DriverError, MemoryDriver, MemoryMode, PcapDriver, PortDriver};
-pub use port_io::{IoPortDriver, PacketSocketDriver, TapDriver};
+pub use port_io::{IoPortDriver, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
 pub use topology::{BuildOptions, Topology, TopologyError};

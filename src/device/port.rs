@@ -83,6 +83,33 @@ pub trait PortDriver: fmt::Debug + Send {
     fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
         let _ = report;
     }
+    /// The descriptor an event loop waits on (readable when [`PortDriver::recv`]
+    /// has something); `None` for drivers without one, which the engine
+    /// polls every round (memory and pcap ports).
+    fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Writes out whatever the driver queued for a batched send (the end of
+    /// an engine round). Default: nothing is queued.
+    fn flush(&mut self) {}
+    /// The driver's own counters, as `(name, value)` (what reached the
+    /// kernel, batching figures, ...). Default: none.
+    fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {
+        let _ = report;
+    }
+    /// The device behind the driver has gone away (interface deleted, TAP
+    /// removed): the engine takes the port's carrier down and calls
+    /// [`PortDriver::reopen`] from time to time.
+    fn is_gone(&self) -> bool {
+        false
+    }
+    /// Opens the device again after [`PortDriver::is_gone`].
+    ///
+    /// # Errors
+    /// The device is still missing (or cannot be reopened by this driver).
+    fn reopen(&mut self) -> Result<(), DriverError> {
+        Err(DriverError::new("reopen-unsupported", format!("a {} port cannot be reopened", self.kind())))
+    }
     /// For downcasting to the concrete driver.
     fn as_any_mut(&mut self) -> &mut dyn Any;
 }

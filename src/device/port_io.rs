@@ -64,6 +64,48 @@ use std::process::Command;
 /// The `TUN_F_*` offloads a TAP port asks for.
 pub const TAP_OFFLOADS: u32 = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_USO4 | TUN_F_USO6;
 
+/// How a TAP port is opened (topology `driver = { kind = "tap", ... }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TapPortOptions {
+    /// `TUN_F_*` offloads asked for with `TUNSETOFFLOAD` (default
+    /// [`TAP_OFFLOADS`]); the kernel may accept fewer
+    /// ([`TapDevice::negotiate_offload`]).
+    pub offloads: u32,
+    /// `IFF_MULTI_QUEUE`: each engine worker opens its own queue of the TAP
+    /// and the kernel spreads flows over them by flow hash.
+    pub multi_queue: bool,
+}
+
+impl Default for TapPortOptions {
+    fn default() -> Self {
+        TapPortOptions { offloads: TAP_OFFLOADS, multi_queue: false }
+    }
+}
+
+/// How an AF_PACKET port is opened (topology `driver = { kind = "af_packet", ... }`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PacketPortOptions {
+    /// `PACKET_QDISC_BYPASS`: sends skip the interface's qdisc.
+    pub qdisc_bypass: bool,
+    /// `PACKET_FANOUT` group shared by the engine's workers (`None`: one
+    /// socket receives everything).
+    pub fanout_group: Option<u16>,
+    /// Frames per batched receive or send system call (1: one call per frame).
+    pub batch: usize,
+}
+
+impl Default for PacketPortOptions {
+    fn default() -> Self {
+        PacketPortOptions { qdisc_bypass: false, fanout_group: None, batch: DEFAULT_BATCH }
+    }
+}
+
+/// Default frames per batched system call on AF_PACKET ports.
+pub const DEFAULT_BATCH: usize = 32;
+
+/// Most frames per batched system call on AF_PACKET ports.
+pub const MAX_BATCH: usize = 1024;
+
 /// Receive buffer size: more than a 64 KiB GSO packet with its headers.
 pub const RECV_BUF: usize = 128 * 1024;
 
@@ -224,14 +266,22 @@ impl IoPortDriver<TapDevice> {
     /// Opening, `TUNSETOFFLOAD` or `ip link set up` failing (needs
     /// CAP_NET_ADMIN); the message names the step.
     pub fn open(name: &str, netns: Option<&NetNs>) -> Result<TapDriver, DriverError> {
-        let cfg = TapConfig { nonblocking: true, ..TapConfig::named(name) };
+        TapDriver::open_with(name, netns, &TapPortOptions::default())
+    }
+
+    /// [`TapDriver::open`] with `opts` (offloads asked for, multi-queue).
+    ///
+    /// # Errors
+    /// As [`TapDriver::open`].
+    pub fn open_with(name: &str, netns: Option<&NetNs>, opts: &TapPortOptions) -> Result<TapDriver, DriverError> {
+        let cfg = TapConfig { nonblocking: true, multi_queue: opts.multi_queue, ..TapConfig::named(name) };
         let what = format!("opening TAP {name}");
         let tap = match netns {
             Some(ns) => TapDevice::open_in(ns, &cfg),
             None => TapDevice::open(&cfg),
         }
         .map_err(|e| io_driver_error(&what, e))?;
-        let drv = TapDriver::from_tap(tap, TAP_OFFLOADS)?;
+        let drv = TapDriver::from_tap(tap, opts.offloads)?;
         link_up(name, netns)?;
         Ok(drv)
     }
@@ -288,7 +338,25 @@ impl IoPortDriver<PacketSocket> {
     /// # Errors
     /// No such interface, or the socket calls failing (needs CAP_NET_RAW).
     pub fn open(interface: &str, netns: Option<&NetNs>) -> Result<PacketSocketDriver, DriverError> {
-        let cfg = PacketSocketConfig { incoming_only: true, auxdata: true, nonblocking: true, ..Default::default() };
+        PacketSocketDriver::open_with(interface, netns, &PacketPortOptions::default())
+    }
+
+    /// [`PacketSocketDriver::open`] with `opts` (qdisc bypass, fanout, batch size).
+    ///
+    /// # Errors
+    /// As [`PacketSocketDriver::open`].
+    pub fn open_with(
+        interface: &str,
+        netns: Option<&NetNs>,
+        opts: &PacketPortOptions,
+    ) -> Result<PacketSocketDriver, DriverError> {
+        let cfg = PacketSocketConfig {
+            incoming_only: true,
+            auxdata: true,
+            nonblocking: true,
+            qdisc_bypass: opts.qdisc_bypass,
+            ..Default::default()
+        };
         let sock = match netns {
             Some(ns) => PacketSocket::open_in(ns, interface, &cfg),
             None => PacketSocket::open(interface, &cfg),

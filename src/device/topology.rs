@@ -21,7 +21,8 @@ use super::features::{FeaturesCheck, NetdevFeatures, StackMode};
 use super::graph::{DeviceId, DeviceKind, Graph};
 use super::nat::{NatRule, NatTimeouts};
 use super::port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
-use super::port_io::{PacketSocketDriver, TapDriver};
+use super::port_io::{MAX_BATCH, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
+use crate::io::tap::{TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
 use super::router::Route;
 use super::team::TeamMode;
 use super::vlan::VlanProto;
@@ -110,6 +111,8 @@ pub struct DeviceSpec {
     pub gso_max_size: Option<Spanned<u32>>,
     /// Port: `gso_max_segs`.
     pub gso_max_segs: Option<Spanned<u16>>,
+    /// Port: software GRO on what the port receives (`superpacket run`).
+    pub gro: Option<Spanned<bool>>,
     /// VLAN: the lower device.
     pub lower: Option<Spanned<String>>,
     /// VLAN: `802.1Q` (default) or `802.1ad`.
@@ -174,6 +177,13 @@ pub struct DriverTable {
     /// tap, af_packet: the named network namespace (`ip netns`) the device
     /// lives in; omitted: the current one.
     pub netns: Option<Spanned<String>>,
+    /// tap: the offloads asked for (`csum`, `tso4`, `tso6`, `tso-ecn`, `uso`;
+    /// default all of them).
+    pub offloads: Option<Spanned<Vec<Spanned<String>>>>,
+    /// af_packet: `PACKET_QDISC_BYPASS`.
+    pub qdisc_bypass: Option<Spanned<bool>>,
+    /// af_packet: frames per batched receive or send call.
+    pub batch: Option<Spanned<u32>>,
 }
 
 impl<'de> Deserialize<'de> for DriverSpec {
@@ -313,6 +323,12 @@ pub struct BuildOptions {
     pub memory_mode: MemoryMode,
     /// Directory relative pcap paths are resolved against.
     pub base_dir: Option<PathBuf>,
+    /// Engine workers sharing each real port (0 or 1: one). With more, TAPs
+    /// are opened multi-queue (one queue per worker) and AF_PACKET sockets
+    /// join the fanout group [`BuildOptions::fanout_group`].
+    pub workers: usize,
+    /// `PACKET_FANOUT` group id base for AF_PACKET ports (each port adds its index).
+    pub fanout_group: u16,
 }
 
 /// A parsed topology file, ready to build a [`Graph`].
@@ -353,6 +369,7 @@ const KIND_KEYS: &[(&str, &[&str])] = &[
     ("features_check", &["port"]),
     ("gso_max_size", &["port"]),
     ("gso_max_segs", &["port"]),
+    ("gro", &["port"]),
     ("lower", &["vlan"]),
     ("protocol", &["vlan"]),
     ("id", &["vlan"]),
@@ -376,6 +393,7 @@ impl DeviceSpec {
             "features_check" => self.features_check.as_ref().map(Spanned::span),
             "gso_max_size" => self.gso_max_size.as_ref().map(Spanned::span),
             "gso_max_segs" => self.gso_max_segs.as_ref().map(Spanned::span),
+            "gro" => self.gro.as_ref().map(Spanned::span),
             "lower" => self.lower.as_ref().map(Spanned::span),
             "protocol" => self.protocol.as_ref().map(Spanned::span),
             "id" => self.id.as_ref().map(Spanned::span),
@@ -702,7 +720,7 @@ impl Topology {
         let map_dev = |span: &Range<usize>, e: super::graph::DeviceError| self.err(span, e.to_string());
         let id = match d.kind.get_ref().as_str() {
             "port" => {
-                let driver = self.driver(d, opts)?;
+                let driver = self.driver(d, opts, index[name])?;
                 g.add_port(name, driver).map_err(|e| map_dev(&d.name.span(), e))?
             }
             "vlan" => {
@@ -843,7 +861,12 @@ impl Topology {
         Ok(id)
     }
 
-    fn driver(&self, d: &DeviceSpec, opts: &BuildOptions) -> Result<Box<dyn PortDriver>, TopologyError> {
+    fn driver(
+        &self,
+        d: &DeviceSpec,
+        opts: &BuildOptions,
+        port_index: usize,
+    ) -> Result<Box<dyn PortDriver>, TopologyError> {
         let check = match &d.features_check {
             None => FeaturesCheck::Any,
             Some(c) => match c.get_ref().as_str() {
@@ -862,8 +885,8 @@ impl Topology {
             // Keys that belong to other driver kinds.
             let allowed: &[&str] = match kind {
                 "pcap" => &["path", "input"],
-                "tap" => &["name", "netns"],
-                "af_packet" => &["interface", "netns"],
+                "tap" => &["name", "netns", "offloads"],
+                "af_packet" => &["interface", "netns", "qdisc_bypass", "batch"],
                 _ => &[],
             };
             let keys = [
@@ -873,12 +896,18 @@ impl Topology {
                 ("interface", &t.interface),
                 ("netns", &t.netns),
             ];
+            let spans = [
+                ("offloads", t.offloads.as_ref().map(Spanned::span)),
+                ("qdisc_bypass", t.qdisc_bypass.as_ref().map(Spanned::span)),
+                ("batch", t.batch.as_ref().map(Spanned::span)),
+            ];
+            let keys = keys.iter().map(|(k, v)| (*k, v.as_ref().map(Spanned::span))).chain(spans);
             for (key, v) in keys {
                 if let Some(v) = v
                     && !allowed.contains(&key)
                     && matches!(kind, "memory" | "pcap" | "tap" | "af_packet")
                 {
-                    let at = key_span(&self.src, &spec.span(), key).unwrap_or_else(|| v.span());
+                    let at = key_span(&self.src, &spec.span(), key).unwrap_or(v);
                     return Err(self.err(&at, format!("key `{key}` does not apply to a {kind} driver")));
                 }
             }
@@ -921,9 +950,13 @@ impl Topology {
                     })?),
                 };
                 let opened: Result<Box<dyn PortDriver>, _> = if kind == "tap" {
-                    TapDriver::open(dev.get_ref(), ns.as_ref()).map(|d| Box::new(d) as Box<dyn PortDriver>)
+                    let tap_opts = self.tap_options(t, opts)?;
+                    TapDriver::open_with(dev.get_ref(), ns.as_ref(), &tap_opts)
+                        .map(|d| Box::new(d) as Box<dyn PortDriver>)
                 } else {
-                    PacketSocketDriver::open(dev.get_ref(), ns.as_ref()).map(|d| Box::new(d) as Box<dyn PortDriver>)
+                    let pkt_opts = self.packet_options(t, opts, port_index)?;
+                    PacketSocketDriver::open_with(dev.get_ref(), ns.as_ref(), &pkt_opts)
+                        .map(|d| Box::new(d) as Box<dyn PortDriver>)
                 };
                 opened.map_err(|e| {
                     let hint =
@@ -933,6 +966,60 @@ impl Topology {
             }
             other => Err(self.err(&span, format!("unknown driver `{other}` (memory, pcap, tap, af_packet)"))),
         }
+    }
+
+    fn tap_options(&self, t: &DriverTable, opts: &BuildOptions) -> Result<TapPortOptions, TopologyError> {
+        let mut o = TapPortOptions { multi_queue: opts.workers > 1, ..TapPortOptions::default() };
+        if let Some(list) = &t.offloads {
+            o.offloads = 0;
+            for name in list.get_ref() {
+                o.offloads |= match name.get_ref().as_str() {
+                    "csum" => TUN_F_CSUM,
+                    "tso4" => TUN_F_TSO4,
+                    "tso6" => TUN_F_TSO6,
+                    "tso-ecn" => TUN_F_TSO_ECN,
+                    "uso" => TUN_F_USO4 | TUN_F_USO6,
+                    other => {
+                        return Err(self.err(
+                            &name.span(),
+                            format!("unknown TAP offload `{other}` (csum, tso4, tso6, tso-ecn, uso)"),
+                        ));
+                    }
+                };
+            }
+        }
+        Ok(o)
+    }
+
+    fn packet_options(
+        &self,
+        t: &DriverTable,
+        opts: &BuildOptions,
+        port_index: usize,
+    ) -> Result<PacketPortOptions, TopologyError> {
+        let mut o = PacketPortOptions {
+            qdisc_bypass: t.qdisc_bypass.as_ref().is_some_and(|b| *b.get_ref()),
+            fanout_group: (opts.workers > 1).then(|| opts.fanout_group.wrapping_add(port_index as u16)),
+            ..PacketPortOptions::default()
+        };
+        if let Some(b) = &t.batch {
+            let n = *b.get_ref() as usize;
+            if !(1..=MAX_BATCH).contains(&n) {
+                return Err(self.err(&b.span(), format!("batch {n} is outside 1..={MAX_BATCH}")));
+            }
+            o.batch = n;
+        }
+        Ok(o)
+    }
+
+    /// Names of the ports with `gro = true` (software GRO on ingress).
+    pub fn gro_ports(&self) -> Vec<String> {
+        self.spec
+            .devices
+            .iter()
+            .filter(|d| d.gro.as_ref().is_some_and(|g| *g.get_ref()))
+            .map(|d| d.name.get_ref().clone())
+            .collect()
     }
 
     fn port_vlans(&self, t: &BridgePortSpec) -> Result<PortVlans, TopologyError> {
