@@ -9,6 +9,7 @@ pub mod bench;
 pub mod cli;
 pub mod csum;
 pub mod device;
+pub mod engine;
 pub mod io;
 pub mod offload;
 pub mod packet;

@@ -9,7 +9,7 @@ const BIN: &str = env!("CARGO_BIN_EXE_superpacket");
 fn demo_runs_clean_and_conserves_bytes() {
     let dir = tempfile::tempdir().unwrap();
     let capture = dir.path().join("demo.pcapng");
-    let out = Command::new(BIN).args(["demo", "--json", "--out"]).arg(&capture).output().unwrap();
+    let out = Command::new(BIN).args(["demo", "--offline", "--json", "--out"]).arg(&capture).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["mode"], "offline");
@@ -25,6 +25,6 @@ fn demo_runs_clean_and_conserves_bytes() {
     let check = Command::new(BIN).args(["pcap", "check"]).arg(&capture).output().unwrap();
     assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
     // The human form says it is the offline pipeline.
-    let human = Command::new(BIN).args(["demo", "--out"]).arg(&capture).output().unwrap();
+    let human = Command::new(BIN).args(["demo", "--offline", "--out"]).arg(&capture).output().unwrap();
     assert!(String::from_utf8_lossy(&human.stdout).contains("OFFLINE pipeline"));
 }

@@ -45,6 +45,12 @@ pub struct DemoArgs {
     /// Print one JSON object instead of the human summary.
     #[arg(long)]
     pub json: bool,
+    /// Run the offline pipeline even as root.
+    #[arg(long)]
+    pub offline: bool,
+    /// Seconds per live transfer (TCP, then UDP, in each of four configurations).
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -83,6 +89,22 @@ struct PipelineReport {
 
 /// Runs the demo; exit 0 when every stage did what it should, 1 otherwise.
 pub fn run(args: &DemoArgs) -> Result<u8, CliError> {
+    if !(0.2..=600.0).contains(&args.seconds) {
+        return Err(CliError(format!("--seconds {} is outside 0.2..=600", args.seconds)));
+    }
+    if !args.offline {
+        match crate::io::privileges_available() {
+            Ok(()) => return super::demo_live::run(args.seconds, args.json),
+            Err(why) => eprintln!(
+                "superpacket demo: the live data path needs root ({why}); running the offline pipeline instead"
+            ),
+        }
+    }
+    run_offline(args)
+}
+
+/// The offline pipeline (no privileges needed).
+fn run_offline(args: &DemoArgs) -> Result<u8, CliError> {
     let started = Instant::now();
     let out = args.out.clone().unwrap_or_else(|| std::env::temp_dir().join("superpacket-demo.pcapng"));
     let mut report = DemoReport { mode: "offline", capture: out.display().to_string(), ..DemoReport::default() };

@@ -4,11 +4,14 @@
 
 mod bench;
 mod demo;
+mod demo_live;
 mod pcap_check;
 mod pcap_defrag;
 mod pcap_gro;
 mod pcap_gso;
 mod progress;
+mod run;
+mod stats;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -51,6 +54,11 @@ enum Command {
         #[command(subcommand)]
         command: PcapCommand,
     },
+    /// Run the engine on a topology file until SIGINT/SIGTERM (TAP, AF_PACKET,
+    /// pcap and memory ports; see docs/topology.md).
+    Run(run::RunArgs),
+    /// Show the counters of a running engine.
+    Stats(stats::StatsArgs),
     /// Run benchmarks (figures for the README and for regressions).
     Bench {
         #[command(subcommand)]
@@ -85,6 +93,8 @@ pub fn main() -> ExitCode {
         Command::Pcap { command: PcapCommand::Gso(args) } => pcap_gso::run(&args),
         Command::Pcap { command: PcapCommand::Gro(args) } => pcap_gro::run(&args),
         Command::Bench { scenario } => bench::run(&scenario),
+        Command::Run(args) => run::run(&args),
+        Command::Stats(args) => stats::run(&args),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

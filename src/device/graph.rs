@@ -892,7 +892,10 @@ impl Graph {
                     .filter(|(p, v)| *p != ingress && (!b.vlan_filtering || v.member(vid).is_some()))
                     .map(|(p, _)| *p)
                     .collect();
-                let to_self = ingress != bridge && (!b.vlan_filtering || b.self_vlans.member(vid).is_some());
+                // Unknown unicast is not passed up (Linux: only a promiscuous
+                // bridge receives it); broadcast and multicast are.
+                let to_self =
+                    ingress != bridge && !dst.is_unicast() && (!b.vlan_filtering || b.self_vlans.member(vid).is_some());
                 for p in members {
                     self.bridge_egress(bridge, p, pkt.clone(), len, class, depth);
                 }
@@ -973,6 +976,45 @@ impl Graph {
             DeviceKind::Port(d) => d.recv(),
             _ => None,
         }
+    }
+
+    /// The driver of port `id` (`None` for other devices).
+    pub fn port_driver_mut(&mut self, id: DeviceId) -> Option<&mut dyn PortDriver> {
+        match &mut self.devices[id.0].kind {
+            DeviceKind::Port(d) => Some(d.as_mut()),
+            _ => None,
+        }
+    }
+
+    /// Adds the drops port `id`'s driver counted itself
+    /// ([`PortDriver::take_drops`]) to the port's counters.
+    pub fn collect_driver_drops(&mut self, id: DeviceId) {
+        let d = &mut self.devices[id.0];
+        if let DeviceKind::Port(driver) = &mut d.kind {
+            let counters = &mut d.counters;
+            driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
+        }
+    }
+
+    /// Counts `n` drops of `reason` on device `id`.
+    pub fn count_drops(&mut self, id: DeviceId, reason: &'static str, n: u64) {
+        self.devices[id.0].counters.drop_n(reason, n);
+    }
+
+    /// Discards every packet waiting in a [`Device::local`] queue, counting
+    /// each as a drop `no-host-stack` on its device: for a running engine,
+    /// which has no host stack above its devices. Returns how many.
+    pub fn discard_local(&mut self) -> u64 {
+        let mut total = 0;
+        for d in &mut self.devices {
+            let n = d.local.len() as u64;
+            if n > 0 {
+                d.local.clear();
+                d.counters.drop_n("no-host-stack", n);
+                total += n;
+            }
+        }
+        total
     }
 
     /// Takes the oldest packet delivered locally on `id`.

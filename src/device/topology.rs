@@ -22,10 +22,10 @@ use super::graph::{DeviceId, DeviceKind, Graph};
 use super::nat::{NatRule, NatTimeouts};
 use super::port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
 use super::port_io::{MAX_BATCH, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
-use crate::io::tap::{TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
 use super::router::Route;
 use super::team::TeamMode;
 use super::vlan::VlanProto;
+use crate::io::tap::{TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
 use crate::wire::MacAddr;
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -329,6 +329,9 @@ pub struct BuildOptions {
     pub workers: usize,
     /// `PACKET_FANOUT` group id base for AF_PACKET ports (each port adds its index).
     pub fanout_group: u16,
+    /// Overrides the `offloads` of every TAP port (`TUN_F_*`; e.g. 0 for
+    /// per-frame I/O).
+    pub tap_offloads: Option<u32>,
 }
 
 /// A parsed topology file, ready to build a [`Graph`].
@@ -988,6 +991,9 @@ impl Topology {
                 };
             }
         }
+        if let Some(over) = opts.tap_offloads {
+            o.offloads = over;
+        }
         Ok(o)
     }
 
@@ -1010,6 +1016,15 @@ impl Topology {
             o.batch = n;
         }
         Ok(o)
+    }
+
+    /// True if a port has a pcap driver.
+    pub fn has_pcap_ports(&self) -> bool {
+        self.spec.devices.iter().any(|d| match d.driver.as_ref().map(Spanned::get_ref) {
+            Some(DriverSpec::Name(n)) => n == "pcap",
+            Some(DriverSpec::Table(t)) => t.kind.get_ref() == "pcap",
+            None => false,
+        })
     }
 
     /// Names of the ports with `gro = true` (software GRO on ingress).

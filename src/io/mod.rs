@@ -94,9 +94,12 @@
 
 pub mod cputime;
 pub mod error;
+pub mod event;
 pub mod netns;
 pub mod oracle;
+pub mod packet_ring;
 pub mod packet_socket;
+pub mod streams;
 mod sys;
 pub mod tap;
 

@@ -9,14 +9,23 @@
 //! 12 here, host byte order), moved with `readv`/`writev` so that the frame is
 //! never concatenated with its header.
 //!
-//! The device is not persistent: it disappears when its last descriptor is
-//! closed (and with its namespace).
+//! A device created here is not persistent: it disappears when its last
+//! descriptor is closed (and with its namespace). A device that existed
+//! before (persistent, e.g. `ip tuntap add dev X mode tap vnet_hdr`, or
+//! another process's multi-queue TAP) keeps the offloads `TUNSETOFFLOAD`
+//! sets after we let go, so [`TapDevice::open`] remembers the offloads in
+//! effect (read from the device's netdev features with `SIOCETHTOOL`,
+//! [`TapDevice::netdev_offloads`]) and the last queue this process holds
+//! restores them on drop (best effort). [`TapDevice::keep_offloads_on_drop`]
+//! opts out.
 
 use super::error::{IoError, Result};
 use super::netns::NetNs;
 use super::sys;
 use crate::packet::virtio::{HdrByteOrder, HdrLayout, VirtioNetHdr};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// `TUN_F_CSUM`: userspace accepts `CHECKSUM_PARTIAL` packets.
@@ -57,6 +66,65 @@ const TUNGETFEATURES: libc::c_ulong = 0x8004_54cf;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const TUNGETVNETHDRSZ: libc::c_ulong = 0x8004_54d7;
 const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
+
+// ethtool ioctl (linux/sockios.h, linux/ethtool.h).
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GSTRINGS: u32 = 0x1b;
+const ETHTOOL_GSSET_INFO: u32 = 0x37;
+const ETHTOOL_GFEATURES: u32 = 0x3a;
+const ETH_SS_FEATURES: u32 = 4;
+const ETH_GSTRING_LEN: usize = 32;
+
+/// The netdev features (ethtool names) that `TUNSETOFFLOAD` switches, with
+/// the `TUN_F_*` flags that turn them on (drivers/net/tun.c `set_offload`).
+pub const OFFLOAD_FEATURES: [(&str, u32); 5] = [
+    ("tx-checksum-ip-generic", TUN_F_CSUM),
+    ("tx-tcp-segmentation", TUN_F_TSO4),
+    ("tx-tcp6-segmentation", TUN_F_TSO6),
+    ("tx-tcp-ecn-segmentation", TUN_F_TSO_ECN),
+    ("tx-udp-segmentation", TUN_F_USO4 | TUN_F_USO6),
+];
+
+/// The `TUN_F_*` flags whose effect is the given set of active netdev
+/// features (ethtool names): the inverse of tun's `set_offload`. Without
+/// `tx-checksum-ip-generic` nothing else can be on, so the result is 0.
+pub fn offloads_from_features<'a>(active: impl IntoIterator<Item = &'a str>) -> u32 {
+    let mut flags = 0;
+    for name in active {
+        if let Some((_, f)) = OFFLOAD_FEATURES.iter().find(|(n, _)| *n == name) {
+            flags |= f;
+        }
+    }
+    if flags & TUN_F_CSUM == 0 { 0 } else { flags }
+}
+
+/// `struct ifreq` with a pointer in its union (`SIOCETHTOOL`), 40 bytes.
+#[repr(C)]
+struct IfReqPtr {
+    name: [u8; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+/// Which device a queue belongs to: (network namespace inode, ifindex).
+type DeviceKey = (u64, u32);
+
+/// One device this process has queues of.
+struct Held {
+    key: DeviceKey,
+    /// Open [`TapDevice`]s of this process on the device.
+    queues: usize,
+    /// `TUN_F_*` flags to set again when the last of them goes.
+    restore: Option<u32>,
+}
+
+/// The devices this process holds, so that queues of one multi-queue TAP
+/// remember the offloads once and restore them once, when the last goes.
+static HELD: Mutex<Vec<Held>> = Mutex::new(Vec::new());
+
+fn held() -> std::sync::MutexGuard<'static, Vec<Held>> {
+    HELD.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 /// `struct ifreq` as used by `TUNSETIFF`: name plus a short of flags, padded
 /// to the 40 bytes of the kernel's union.
@@ -125,6 +193,12 @@ pub struct TapDevice {
     fd: OwnedFd,
     name: String,
     layout: HdrLayout,
+    /// A datagram socket in the TAP's namespace, for `SIOCETHTOOL`.
+    ctl: Option<OwnedFd>,
+    /// The device's identity in [`HELD`] (`None`: unknown, nothing restored).
+    key: Option<DeviceKey>,
+    /// The device existed before this queue was opened.
+    existed: bool,
 }
 
 impl TapDevice {
@@ -141,6 +215,8 @@ impl TapDevice {
             sys::check_ifname(name)?;
             ifr.name[..name.len()].copy_from_slice(name.as_bytes());
         }
+        // A device of that name already there (persistent, or another queue) keeps what we change.
+        let existed = cfg.name.as_deref().is_some_and(|n| sys::if_index(n).is_ok());
         let mut oflags = libc::O_RDWR | libc::O_CLOEXEC;
         if cfg.nonblocking {
             oflags |= libc::O_NONBLOCK;
@@ -160,11 +236,133 @@ impl TapDevice {
         }
         let end = ifr.name.iter().position(|&b| b == 0).unwrap_or(libc::IFNAMSIZ);
         let name = String::from_utf8_lossy(&ifr.name[..end]).into_owned();
-        let mut tap = TapDevice { fd, name, layout: HdrLayout::Basic };
+        // Best effort: without these the TAP works, only its offloads are not restored.
+        let ctl = control_socket();
+        let key = device_key(&name);
+        let mut tap = TapDevice { fd, name, layout: HdrLayout::Basic, ctl, key, existed };
+        tap.register();
         if layout != HdrLayout::Basic {
             tap.set_vnet_hdr_len(layout.len())?;
         }
         Ok(tap)
+    }
+
+    /// Counts this queue in [`HELD`]; the first queue of a device that
+    /// existed before remembers its offloads.
+    fn register(&mut self) {
+        let Some(key) = self.key else { return };
+        let mut held = held();
+        if let Some(h) = held.iter_mut().find(|h| h.key == key) {
+            h.queues += 1;
+            return;
+        }
+        let restore = if self.existed { self.netdev_offloads().ok() } else { None };
+        held.push(Held { key, queues: 1, restore });
+    }
+
+    /// Whether the device existed before this queue was opened (a persistent
+    /// TAP, or a queue of a multi-queue TAP opened before).
+    pub fn existed_before(&self) -> bool {
+        self.existed
+    }
+
+    /// The `TUN_F_*` offloads in effect, read from the device's active
+    /// netdev features (`SIOCETHTOOL` `ETHTOOL_GFEATURES`, mapped by
+    /// [`OFFLOAD_FEATURES`]). Works from any thread.
+    ///
+    /// # Errors
+    /// No control socket, or the ethtool ioctls failing.
+    pub fn netdev_offloads(&self) -> Result<u32> {
+        let active = self.active_features()?;
+        Ok(offloads_from_features(active.iter().map(String::as_str)))
+    }
+
+    /// Records the offloads in effect now as those to restore when the last
+    /// queue of this device held by this process is dropped; returns them.
+    ///
+    /// # Errors
+    /// Reading the features fails, or the device could not be identified.
+    pub fn remember_offloads(&mut self) -> Result<u32> {
+        let key = self.key.ok_or_else(|| IoError::Unsupported(format!("identifying {} to restore it", self.name)))?;
+        let flags = self.netdev_offloads()?;
+        if let Some(h) = held().iter_mut().find(|h| h.key == key) {
+            h.restore = Some(flags);
+        }
+        Ok(flags)
+    }
+
+    /// The `TUN_F_*` flags that will be set again when the last queue of
+    /// this device goes (`None`: the offloads are left as they are).
+    pub fn restore_on_drop(&self) -> Option<u32> {
+        let key = self.key?;
+        held().iter().find(|h| h.key == key).and_then(|h| h.restore)
+    }
+
+    /// Leaves the offloads as they are when the device is let go.
+    pub fn keep_offloads_on_drop(&mut self) {
+        if let Some(key) = self.key
+            && let Some(h) = held().iter_mut().find(|h| h.key == key)
+        {
+            h.restore = None;
+        }
+    }
+
+    /// The ethtool names of the device's active netdev features.
+    fn active_features(&self) -> Result<Vec<String>> {
+        let ctl = self
+            .ctl
+            .as_ref()
+            .ok_or_else(|| IoError::Unsupported(format!("no control socket to query {}", self.name)))?;
+        // ETHTOOL_GSSET_INFO: how many feature names (struct ethtool_sset_info + one u32).
+        let mut info = [0u8; 20];
+        info[..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
+        info[8..16].copy_from_slice(&(1u64 << ETH_SS_FEATURES).to_ne_bytes());
+        self.ethtool(ctl, &mut info, "ioctl(SIOCETHTOOL GSSET_INFO)")?;
+        let mask = u64::from_ne_bytes(info[8..16].try_into().unwrap_or_default());
+        if mask & (1 << ETH_SS_FEATURES) == 0 {
+            return Err(IoError::Unsupported(format!("{}: no ethtool feature names", self.name)));
+        }
+        let count = u32::from_ne_bytes(info[16..20].try_into().unwrap_or_default()) as usize;
+        if count == 0 || count > 4096 {
+            return Err(IoError::Unsupported(format!("{}: {count} ethtool features", self.name)));
+        }
+        // ETHTOOL_GSTRINGS: the names (struct ethtool_gstrings + count x 32 bytes).
+        let mut names = vec![0u8; 12 + count * ETH_GSTRING_LEN];
+        names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
+        names[4..8].copy_from_slice(&ETH_SS_FEATURES.to_ne_bytes());
+        names[8..12].copy_from_slice(&(count as u32).to_ne_bytes());
+        self.ethtool(ctl, &mut names, "ioctl(SIOCETHTOOL GSTRINGS)")?;
+        // ETHTOOL_GFEATURES: blocks of {available, requested, active, never_changed}.
+        let blocks = count.div_ceil(32);
+        let mut feats = vec![0u8; 8 + blocks * 16];
+        feats[..4].copy_from_slice(&ETHTOOL_GFEATURES.to_ne_bytes());
+        feats[4..8].copy_from_slice(&(blocks as u32).to_ne_bytes());
+        self.ethtool(ctl, &mut feats, "ioctl(SIOCETHTOOL GFEATURES)")?;
+        let mut active = Vec::new();
+        for i in 0..count {
+            let at = 8 + (i / 32) * 16 + 8;
+            let word = u32::from_ne_bytes(feats[at..at + 4].try_into().unwrap_or_default());
+            if word & (1 << (i % 32)) != 0 {
+                let raw = &names[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN];
+                let end = raw.iter().position(|&b| b == 0).unwrap_or(ETH_GSTRING_LEN);
+                active.push(String::from_utf8_lossy(&raw[..end]).into_owned());
+            }
+        }
+        Ok(active)
+    }
+
+    /// `SIOCETHTOOL` on this device with the command buffer `cmd`.
+    fn ethtool(&self, ctl: &OwnedFd, cmd: &mut [u8], call: &'static str) -> Result<()> {
+        let mut ifr = IfReqPtr { name: [0; libc::IFNAMSIZ], data: cmd.as_mut_ptr().cast(), _pad: [0; 16] };
+        let n = self.name.len().min(libc::IFNAMSIZ - 1);
+        ifr.name[..n].copy_from_slice(&self.name.as_bytes()[..n]);
+        // SAFETY: SIOCETHTOOL reads the 40-byte ifreq and the ethtool command its pointer names;
+        // `cmd` is a live, writable buffer sized for the command's reply (the kernel writes at
+        // most the lengths the command header states, which were computed from its size).
+        if unsafe { libc::ioctl(ctl.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReqPtr) } < 0 {
+            return Err(IoError::last_os(call, self.name.clone()));
+        }
+        Ok(())
     }
 
     /// Creates (or attaches to) the TAP inside `ns`: the descriptor is opened
@@ -364,6 +562,43 @@ impl AsFd for TapDevice {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
     }
+}
+
+impl Drop for TapDevice {
+    /// The last queue of a device this process holds sets the remembered
+    /// offloads again (best effort: errors are ignored).
+    fn drop(&mut self) {
+        let Some(key) = self.key else { return };
+        let restore = {
+            let mut held = held();
+            let Some(i) = held.iter().position(|h| h.key == key) else { return };
+            held[i].queues -= 1;
+            if held[i].queues > 0 {
+                return;
+            }
+            held.swap_remove(i).restore
+        };
+        if let Some(flags) = restore {
+            let _ = self.set_offload(flags);
+        }
+    }
+}
+
+/// A datagram socket in the current thread's namespace (for ethtool ioctls).
+fn control_socket() -> Option<OwnedFd> {
+    // SAFETY: socket() has no memory arguments.
+    let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if raw < 0 {
+        return None;
+    }
+    // SAFETY: `raw` is a fresh descriptor that nothing else owns.
+    Some(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+/// The identity of device `name` in the current thread's namespace.
+fn device_key(name: &str) -> Option<DeviceKey> {
+    let ns = std::fs::metadata("/proc/thread-self/ns/net").ok()?.ino();
+    Some((ns, sys::if_index(name).ok()?))
 }
 
 /// Most frame parts `with_iovecs` lays out on the stack (more are placed

@@ -1,0 +1,228 @@
+//! `superpacket run` and `superpacket stats` without privileges: pcap and
+//! memory ports, GRO on ingress, the stats socket (text, JSON,
+//! Prometheus), SIGTERM/SIGINT shutdown, and the errors of bad invocations.
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType};
+use superpacket::traffic::{Flow, FlowSpec, Transport};
+use superpacket::wire::{FrameHeaders, TcpFlags};
+
+const BIN: &str = env!("CARGO_BIN_EXE_superpacket");
+
+/// 4 interleaved TCP flows (IPv4 and IPv6) of `n` 1400-byte segments each (PSH on the last);
+/// returns the TCP payload bytes written.
+fn build_capture(path: &Path, n: usize) -> u64 {
+    let mut flows: Vec<Flow> = (0..4).map(|i| Flow::new(FlowSpec::new(Transport::Tcp, i % 2 == 1, i))).collect();
+    let mut w = CaptureWriter::create(path, CaptureFormat::PcapNanos, LinkType::ETHERNET).unwrap();
+    let mut ts = 1_000_000_000u64;
+    for i in 0..n {
+        for f in flows.iter_mut() {
+            let flags = if i + 1 == n { TcpFlags::PSH } else { TcpFlags::empty() };
+            ts += 1000;
+            w.write_frame(&f.frame(1400, flags).unwrap(), ts, &FrameAnnotation::NONE).unwrap();
+        }
+    }
+    w.finish().unwrap();
+    (4 * n * 1400) as u64
+}
+
+/// (frames, superpackets, TCP payload bytes) of a capture.
+fn summarise(path: &Path) -> (u64, u64, u64) {
+    let mut r = CaptureReader::open(path).unwrap();
+    let (mut frames, mut supers, mut payload) = (0, 0, 0);
+    while let Some(f) = r.next_frame().unwrap() {
+        frames += 1;
+        if f.annotation.gso.is_some() {
+            supers += 1;
+        }
+        let h = FrameHeaders::parse(f.data).unwrap();
+        payload += h.payload_len as u64;
+    }
+    (frames, supers, payload)
+}
+
+fn write(path: &Path, text: &str) {
+    std::fs::write(path, text).unwrap();
+}
+
+/// A bridge between a pcap port replaying `in.pcap` (with GRO) and a pcap
+/// port capturing to `out.pcapng`.
+const REPLAY_TOPOLOGY: &str = r#"
+[[device]]
+name = "in"
+kind = "port"
+driver = { kind = "pcap", path = "in-tx.pcapng", input = "in.pcap" }
+gro = true
+[[device]]
+name = "out"
+kind = "port"
+driver = { kind = "pcap", path = "out.pcapng" }
+features = { tso = false, tso6 = false }
+[[device]]
+name = "br0"
+kind = "bridge"
+ports = ["in", "out"]
+"#;
+
+#[test]
+fn replayed_capture_is_coalesced_bridged_and_segmented_at_the_port() {
+    let dir = tempfile::tempdir().unwrap();
+    let payload_in = build_capture(&dir.path().join("in.pcap"), 40);
+    let topo = dir.path().join("replay.toml");
+    // A port with TSO: the superpackets leave whole.
+    write(&topo, &REPLAY_TOPOLOGY.replace("features = { tso = false, tso6 = false }\n", ""));
+    let out = Command::new(BIN)
+        .args(["run", "--duration", "1", "--status-interval", "0", "--stats-socket"])
+        .arg(dir.path().join("s.sock"))
+        .arg(&topo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("br0"), "{report}");
+    let (frames, supers, payload) = summarise(&dir.path().join("out.pcapng"));
+    assert_eq!(payload, payload_in, "every payload byte crossed the bridge");
+    assert!(supers >= 4 && frames < 40, "GRO merged the flows: {frames} frames, {supers} superpackets");
+    assert!(!dir.path().join("s.sock").exists(), "the stats socket is removed on exit");
+
+    // A port without TSO: the bridge carries superpackets, the port cuts them.
+    write(&topo, REPLAY_TOPOLOGY);
+    let out = Command::new(BIN)
+        .args(["run", "--duration", "1", "--status-interval", "0", "--stats-socket"])
+        .arg(dir.path().join("s.sock"))
+        .arg(&topo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let (frames, supers, payload) = summarise(&dir.path().join("out.pcapng"));
+    assert_eq!((frames, supers, payload), (160, 0, payload_in), "{}", String::from_utf8_lossy(&out.stdout));
+    let check = Command::new(BIN).args(["pcap", "check"]).arg(dir.path().join("out.pcapng")).output().unwrap();
+    assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
+}
+
+/// Waits until `path` exists (the engine is up).
+fn wait_for(path: &Path, child: &mut Child) {
+    let t0 = Instant::now();
+    while !path.exists() {
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("engine exited early ({st}): {err}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "engine did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn stats(sock: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(BIN).args(["stats", "--socket"]).arg(sock).args(extra).output().unwrap();
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: kill with a PID of a child this test started and still owns.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, sig) }, 0);
+}
+
+#[test]
+fn stats_socket_and_prometheus_answer_while_running_and_sigterm_stops_cleanly() {
+    let dir = tempfile::tempdir().unwrap();
+    let topo = dir.path().join("mem.toml");
+    write(&topo, "[[device]]\nname = \"p0\"\nkind = \"port\"\n[[device]]\nname = \"p1\"\nkind = \"port\"\n");
+    let sock = dir.path().join("mem.sock");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let mut child = Command::new(BIN)
+        .args(["run", "--status-interval", "0", "--prometheus", &addr.to_string(), "--stats-socket"])
+        .arg(&sock)
+        .arg(&topo)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(&sock, &mut child);
+
+    let (code, text) = stats(&sock, &[]);
+    assert_eq!(code, Some(0));
+    assert!(text.contains("p0") && text.contains("p1") && text.contains("rx_pkts"), "{text}");
+    let (code, json) = stats(&sock, &["--json"]);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["workers"], 1);
+    assert_eq!(v["devices"].as_array().unwrap().len(), 2);
+    let (_, prom) = stats(&sock, &["--prometheus"]);
+    assert!(prom.contains("superpacket_device_rx_packets{device=\"p0\",kind=\"port\"} 0"), "{prom}");
+
+    let mut http = std::net::TcpStream::connect(addr).unwrap();
+    http.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut body = String::new();
+    http.read_to_string(&mut body).unwrap();
+    assert!(body.starts_with("HTTP/1.1 200 OK"), "{body}");
+    assert!(body.contains("superpacket_engine_workers 1"), "{body}");
+
+    // A second engine on the same socket is refused while the first runs.
+    let second =
+        Command::new(BIN).args(["run", "--duration", "1", "--stats-socket"]).arg(&sock).arg(&topo).output().unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another engine"));
+
+    signal(&child, libc::SIGTERM);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("stopping (SIGTERM)"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("p0"), "final counters printed");
+    assert!(!sock.exists());
+    let (code, _) = stats(&sock, &[]);
+    assert_eq!(code, Some(2), "no engine: stats fails with exit 2");
+}
+
+#[test]
+fn bad_invocations_exit_2_with_a_clear_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("x.sock");
+    let run = |args: &[&str], topo: Option<&str>| {
+        let path = dir.path().join("t.toml");
+        if let Some(t) = topo {
+            write(&path, t);
+        }
+        let out = Command::new(BIN)
+            .arg("run")
+            .args(args)
+            .arg("--stats-socket")
+            .arg(&sock)
+            .arg(if topo.is_some() { path } else { dir.path().join("missing.toml") })
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let (code, err) = run(&[], None);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("missing.toml"), "{err}");
+
+    let (code, err) = run(&[], Some("[[device]]\nname = \"p\"\nkind = \"port\"\ncolour = 1\n"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("line 4"), "{err}");
+
+    let nat = "[[device]]\nname = \"p\"\nkind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n[[nat]]\ntype = \"masquerade\"\nout = \"p\"\n";
+    let (code, err) = run(&["--workers", "2"], Some(nat));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("one worker"), "{err}");
+
+    let (code, err) = run(&["--mode", "fast"], Some("[[device]]\nname = \"p\"\nkind = \"port\"\n"));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("unknown mode"), "{err}");
+
+    let (code, err) = run(
+        &[],
+        Some(
+            "[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = { kind = \"tap\", name = \"sp0\", offloads = [\"tso9\"] }\n",
+        ),
+    );
+    assert_eq!(code, Some(2));
+    assert!(err.contains("line 4") && err.contains("tso9"), "{err}");
+}
