@@ -133,7 +133,12 @@ fn every_live_example_carries_tcp_v4_v6_and_udp_gso_intact() {
         for v6 in [false, true] {
             let t = tcp(&lab, v6, 1.0);
             assert!(t.intact(), "{name} TCP v6={v6}: {t:?}");
-            assert!(t.receiver.bytes > 10_000_000, "{name} TCP v6={v6}: only {} bytes", t.receiver.bytes);
+            assert!(
+                t.receiver.bytes > 10_000_000,
+                "{name} TCP v6={v6}: only {} bytes; engine: {}",
+                t.receiver.bytes,
+                engine.stats()
+            );
         }
         let u = udp(&lab, 1.0);
         assert!(u.no_corruption() && u.receiver.counts.unique > 1000, "{name} UDP: {u:?}");

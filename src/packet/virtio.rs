@@ -462,8 +462,19 @@ impl VirtioNetHdr {
                 hdr.gso_type |= GSO_ECN;
             }
             hdr.gso_size = meta.gso_size;
-            let headers = FrameHeaders::parse(frame).map_err(VirtioHdrError::BadHeaders)?;
-            hdr.hdr_len = u16::try_from(headers.payload_offset).unwrap_or(u16::MAX);
+            let hdr_end = match FrameHeaders::parse(frame) {
+                Ok(headers) => headers.payload_offset,
+                // `frame` may be only the linear area of a packet whose payload
+                // lives in segments (a GRO aggregate), so the IP length exceeds
+                // it: the L4 header end follows from the partial checksum.
+                Err(e) => match meta.csum {
+                    ChecksumState::Partial { start, offset } => {
+                        l4_header_end(frame, start as usize, offset).ok_or(VirtioHdrError::BadHeaders(e))?
+                    }
+                    _ => return Err(VirtioHdrError::BadHeaders(e)),
+                },
+            };
+            hdr.hdr_len = u16::try_from(hdr_end).unwrap_or(u16::MAX);
         }
         match meta.csum {
             ChecksumState::Partial { start, offset } => {
@@ -476,6 +487,17 @@ impl VirtioNetHdr {
         }
         Ok(hdr)
     }
+}
+
+/// End of the TCP (checksum at offset 16) or UDP (offset 6) header that
+/// starts at `start` in `frame`, if it lies inside `frame`.
+fn l4_header_end(frame: &[u8], start: usize, csum_offset: u16) -> Option<usize> {
+    let len = match csum_offset {
+        16 => usize::from(*frame.get(start + 12)? >> 4) * 4,
+        6 => 8,
+        _ => return None,
+    };
+    (len >= 8 && start + len <= frame.len()).then_some(start + len)
 }
 
 #[cfg(test)]

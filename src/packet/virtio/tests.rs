@@ -212,6 +212,31 @@ fn export_refuses_unrepresentable_gso() {
     assert_eq!(VirtioNetHdr::from_meta(&ecn, &frame, false).unwrap().gso_type, GSO_TCPV4 | GSO_ECN);
 }
 
+#[test]
+fn export_of_a_gro_aggregate_takes_hdr_len_from_the_partial_checksum() {
+    // A GRO aggregate's linear area holds the headers only; its payload is in
+    // segments, so the IP length runs past the slice `from_meta` sees.
+    let (_, frame) = tcp4();
+    let h = crate::wire::FrameHeaders::parse(&frame).unwrap();
+    let meta = OffloadMeta {
+        gso_type: GsoType::TCPV4,
+        gso_size: 1448,
+        gso_segs: 20,
+        csum: ChecksumState::Partial { start: h.l4_offset as u16, offset: 16 },
+        ..OffloadMeta::default()
+    };
+    let linear = &frame[..h.payload_offset];
+    let hdr = VirtioNetHdr::from_meta(&meta, linear, false).unwrap();
+    assert_eq!(usize::from(hdr.hdr_len), h.payload_offset);
+    assert_eq!(hdr.flags, F_NEEDS_CSUM);
+    // Without a partial checksum there is nothing to go by: refused.
+    let plain = OffloadMeta { csum: ChecksumState::None, ..meta };
+    assert!(matches!(VirtioNetHdr::from_meta(&plain, linear, false), Err(VirtioHdrError::BadHeaders(_))));
+    // A checksum offset that is neither TCP's nor UDP's: refused.
+    let odd = OffloadMeta { csum: ChecksumState::Partial { start: h.l4_offset as u16, offset: 4 }, ..meta };
+    assert!(VirtioNetHdr::from_meta(&odd, linear, false).is_err());
+}
+
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
