@@ -152,7 +152,7 @@ pub struct PacketPortOptions {
     /// per frame, sends written at once; see the module documentation).
     pub batch: usize,
     /// Frames of the TPACKET_V2 RX ring used when `batch` > 1 (each
-    /// [`RING_FRAME_SIZE`] bytes: the default 64 frames map 4.25 MiB);
+    /// [`RING_FRAME_SIZE`] bytes: the default 128 frames map 8.5 MiB);
     /// 0: `recvmmsg` into `batch` slots of 128 KiB instead.
     pub rx_ring_frames: usize,
 }
@@ -175,7 +175,10 @@ pub const DEFAULT_BATCH: usize = 32;
 pub const MAX_BATCH: usize = 1024;
 
 /// Default RX ring frames of an AF_PACKET port ([`PacketPortOptions::rx_ring_frames`]).
-pub const DEFAULT_RX_RING_FRAMES: usize = 64;
+/// In the live vlan-gro topology (MTU frames from a TAP, GRO on the trunk
+/// port, about 3 Gbps of TCP) a ring of 64 frames dropped about 1 % of the
+/// frames when full, 128 almost none (256: none, same throughput).
+pub const DEFAULT_RX_RING_FRAMES: usize = 128;
 
 /// Bytes per RX ring frame: a 64 KiB GSO packet with the ring's headers
 /// (larger frames are dropped as `rx-truncated`).

@@ -47,9 +47,8 @@
 //!
 //! An RX ring frame has a fixed size (68 KiB here, for 64 KiB GSO
 //! packets), so the ring holds as many packets as it has frames whatever
-//! their size (64 by default in the driver, about what a socket with the
-//! default 208 KiB receive buffer queues of MTU frames); when it is full
-//! the kernel drops and counts (`PACKET_STATISTICS`).
+//! their size (128 by default in the driver: 8.5 MiB); when it is full the
+//! kernel drops and counts (`PACKET_STATISTICS`).
 
 use super::error::{IoError, Result};
 use super::netns::{NetNs, VethPair};
