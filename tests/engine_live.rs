@@ -283,3 +283,61 @@ fn live_demo_reports_every_figure_and_removes_its_lab() {
         .collect();
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
+
+#[test]
+fn two_workers_share_multi_queue_taps() {
+    if !privileged("two_workers_share_multi_queue_taps") {
+        return;
+    }
+    use superpacket::io::NetNs;
+    let (a, b) = (NetNs::create("sp-e2e-mq-a").unwrap(), NetNs::create("sp-e2e-mq-b").unwrap());
+    for ns in [&a, &b] {
+        ns.disable_ipv6().unwrap();
+    }
+    // TAPs the engine creates itself: every worker opens one queue of each.
+    let topo = format!(
+        "[[device]]\nname = \"a\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"spq-a\", netns = \"{}\" }}\naddresses = [\"10.81.0.1/24\"]\n\
+         [[device]]\nname = \"b\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"spq-b\", netns = \"{}\" }}\naddresses = [\"10.82.0.1/24\"]\n",
+        a.name(),
+        b.name()
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mq.toml");
+    std::fs::write(&path, &topo).unwrap();
+    let socket = dir.path().join("mq.sock");
+    let mut child = Command::new(BIN)
+        .args(["run", "--workers", "2", "--status-interval", "0", "--stats-socket"])
+        .arg(&socket)
+        .arg(&path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while !socket.exists() {
+        assert!(child.try_wait().unwrap().is_none(), "engine exited");
+        assert!(t0.elapsed() < Duration::from_secs(20));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for (ns, tap, host, gw) in [(&a, "spq-a", "10.81.0.2/24", "10.81.0.1"), (&b, "spq-b", "10.82.0.2/24", "10.82.0.1")]
+    {
+        let detail = String::from_utf8_lossy(&ns.exec(&["ip", "-d", "link", "show", tap]).unwrap().stdout).into_owned();
+        assert!(detail.contains("multi_queue"), "{detail}");
+        ns.add_addr(tap, host).unwrap();
+        ns.ip(&["route", "add", "default", "via", gw]).unwrap();
+    }
+    let cfg = TcpConfig { limit: Limit::Duration(Duration::from_secs_f64(0.5)), ..TcpConfig::default() };
+    for port in [5301, 5302, 5303] {
+        let t = streams::tcp_transfer(Some(&b), Some(&a), SocketAddr::new("10.82.0.2".parse().unwrap(), port), &cfg)
+            .unwrap();
+        assert!(t.intact() && t.receiver.bytes > 1_000_000, "{t:?}");
+    }
+    let out = Command::new(BIN).args(["stats", "--json", "--socket"]).arg(&socket).output().unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["workers"], 2);
+    assert!(counter(&s, "b", "tx_superpackets") > 0, "{s}");
+    // SAFETY: kill with the PID of a child this test started and has not reaped.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert!(!a.exec(&["ip", "link", "show", "spq-a"]).unwrap().status.success(), "the engine's TAP is gone");
+}
