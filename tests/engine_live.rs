@@ -294,10 +294,12 @@ fn two_workers_share_multi_queue_taps() {
     for ns in [&a, &b] {
         ns.disable_ipv6().unwrap();
     }
-    // TAPs the engine creates itself: every worker opens one queue of each.
+    // TAPs the engine creates itself (every worker opens one queue of each),
+    // bridged: one subnet, so no per-worker router state is involved.
     let topo = format!(
-        "[[device]]\nname = \"a\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"spq-a\", netns = \"{}\" }}\naddresses = [\"10.81.0.1/24\"]\n\
-         [[device]]\nname = \"b\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"spq-b\", netns = \"{}\" }}\naddresses = [\"10.82.0.1/24\"]\n",
+        "[[device]]\nname = \"a\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"spq-a\", netns = \"{}\" }}\n\
+         [[device]]\nname = \"b\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"spq-b\", netns = \"{}\" }}\n\
+         [[device]]\nname = \"br0\"\nkind = \"bridge\"\nports = [\"a\", \"b\"]\n",
         a.name(),
         b.name()
     );
@@ -319,16 +321,14 @@ fn two_workers_share_multi_queue_taps() {
         assert!(t0.elapsed() < Duration::from_secs(20));
         std::thread::sleep(Duration::from_millis(20));
     }
-    for (ns, tap, host, gw) in [(&a, "spq-a", "10.81.0.2/24", "10.81.0.1"), (&b, "spq-b", "10.82.0.2/24", "10.82.0.1")]
-    {
+    for (ns, tap, host) in [(&a, "spq-a", "10.81.0.2/24"), (&b, "spq-b", "10.81.0.3/24")] {
         let detail = String::from_utf8_lossy(&ns.exec(&["ip", "-d", "link", "show", tap]).unwrap().stdout).into_owned();
         assert!(detail.contains("multi_queue"), "{detail}");
         ns.add_addr(tap, host).unwrap();
-        ns.ip(&["route", "add", "default", "via", gw]).unwrap();
     }
     let cfg = TcpConfig { limit: Limit::Duration(Duration::from_secs_f64(0.5)), ..TcpConfig::default() };
     for port in [5301, 5302, 5303] {
-        let t = streams::tcp_transfer(Some(&b), Some(&a), SocketAddr::new("10.82.0.2".parse().unwrap(), port), &cfg)
+        let t = streams::tcp_transfer(Some(&b), Some(&a), SocketAddr::new("10.81.0.3".parse().unwrap(), port), &cfg)
             .unwrap();
         assert!(t.intact() && t.receiver.bytes > 1_000_000, "{t:?}");
     }

@@ -212,6 +212,10 @@ fn bad_invocations_exit_2_with_a_clear_message() {
     let (code, err) = run(&["--workers", "2"], Some(nat));
     assert_eq!(code, Some(2));
     assert!(err.contains("one worker"), "{err}");
+    let routed = "[[device]]\nname = \"p\"\nkind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n";
+    let (code, err) = run(&["--workers", "2"], Some(routed));
+    assert_eq!(code, Some(2));
+    assert!(err.contains("neighbour table"), "{err}");
 
     let (code, err) = run(&["--mode", "fast"], Some("[[device]]\nname = \"p\"\nkind = \"port\"\n"));
     assert_eq!(code, Some(2));

@@ -28,8 +28,11 @@
 //! per worker; the kernel picks a TX queue by flow hash, the RSS of a TAP)
 //! and AF_PACKET sockets join a `PACKET_FANOUT_HASH` group, so each flow
 //! stays on one worker. State is per worker, so topologies with NAT (a
-//! connection's two directions hash differently after translation) or with
-//! pcap ports (one file) need a single worker; [`Engine::start`] refuses them.
+//! connection's two directions hash differently after translation), with a
+//! router (its neighbour table: an ARP reply may be hashed to another worker
+//! than the one waiting for it) or with pcap ports (one file) need a single
+//! worker; [`Engine::start`] refuses them. Bridges work with several workers:
+//! an FDB miss floods, which is correct if slower.
 
 pub mod control;
 pub mod lab;
@@ -107,6 +110,11 @@ impl Engine {
             if !topology.spec.nat.is_empty() {
                 return Err(EngineError::Config(format!(
                     "NAT keeps connection state in one worker; this topology has NAT rules, so run it with one worker (asked for {workers})"
+                )));
+            }
+            if topology.spec.devices.iter().any(|d| d.addresses.as_ref().is_some_and(|a| !a.is_empty())) {
+                return Err(EngineError::Config(format!(
+                    "the router's neighbour table is per worker (an ARP reply may reach another worker than the one waiting for it); this topology routes, so run it with one worker (asked for {workers})"
                 )));
             }
             if topology.has_pcap_ports() {
