@@ -37,13 +37,17 @@
 //! makes no system call per packet. The port driver therefore receives from
 //! an RX ring and sends with `sendmmsg`.
 
+mod common;
+
+use common::{privileged, quiet_ns};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 use superpacket::device::port_io::{IoEndpoint, PACKET_SOCKET_FEATURES, PacketPortOptions, Received};
 use superpacket::device::{Graph, IoPortDriver, NetdevFeatures, PacketSocketDriver, PortDriver, StackMode, TapDriver};
 use superpacket::io::packet_ring::{MeasureCase, measure_paths};
 use superpacket::io::packet_socket::FrameSource;
-use superpacket::io::{IoError, NetNs, PacketSocket, PacketSocketConfig, RecvInfo, VethPair, require_privileges};
+use superpacket::io::{IoError, NetNs, PacketSocket, PacketSocketConfig, RecvInfo, VethPair};
 use superpacket::packet::Packet;
 use superpacket::packet::virtio::{
     F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4, ImportOptions, VirtioNetHdr,
@@ -57,24 +61,10 @@ const MSS: u16 = 1448;
 /// Source MAC of [`FlowSpec::new`]: captured frames without it are strays.
 const FLOW_SRC_MAC: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 1];
 
-fn privileged(test: &str) -> bool {
-    if require_privileges() {
-        return true;
-    }
-    eprintln!("SKIPPED {test}: needs root (SUPERPACKET_SKIP_PRIVILEGED=1)");
-    false
-}
-
-fn quiet_ns() -> NetNs {
-    let ns = NetNs::create(PREFIX).expect("create namespace");
-    ns.disable_ipv6().expect("disable IPv6");
-    ns
-}
-
 /// Two namespaces joined by veth `a` (in the first) - `b` (in the second), both up.
 fn veth_pair(a: &str, b: &str) -> (NetNs, NetNs, VethPair) {
-    let ns_a = quiet_ns();
-    let ns_b = quiet_ns();
+    let ns_a = quiet_ns(PREFIX);
+    let ns_b = quiet_ns(PREFIX);
     let veth = VethPair::create(&ns_a, a, &ns_b, b).expect("veth pair");
     ns_a.link_up(a).unwrap();
     ns_b.link_up(b).unwrap();
@@ -633,8 +623,8 @@ fn af_packet_port_gone_and_back() {
         return;
     }
     for batch in [1, 32] {
-        let ns_a = quiet_ns();
-        let ns_b = quiet_ns();
+        let ns_a = quiet_ns(PREFIX);
+        let ns_b = quiet_ns(PREFIX);
         let make = || {
             let v = VethPair::create(&ns_a, "spga", &ns_b, "spgb").unwrap();
             ns_a.link_up("spga").unwrap();
@@ -688,7 +678,7 @@ fn tap_port_gone_and_back() {
     if !privileged("tap_port_gone_and_back") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     let mut drv = TapDriver::open("sptg0", Some(&ns)).unwrap();
     let offloads = drv.offloads();
     assert!(drv.poll_fd().is_some());
@@ -744,7 +734,7 @@ fn qinq_superpacket_crosses_veth_whole() {
     if !privileged("qinq_superpacket_crosses_veth_whole") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     ns.ip(&["link", "add", "spq1", "mtu", "1600", "type", "veth", "peer", "name", "spq2", "mtu", "1600"]).unwrap();
     ns.link_up("spq1").unwrap();
     ns.link_up("spq2").unwrap();

@@ -9,13 +9,17 @@
 //!
 //! What the kernel did is asserted and recorded in each test's doc comment.
 
+mod common;
+
+use common::{privileged, quiet_ns};
+
 use std::time::{Duration, Instant};
 use superpacket::device::port_io::{IoEndpoint, IoPortStats, PACKET_SOCKET_FEATURES, Received};
 use superpacket::device::vlan::VlanProto;
 use superpacket::device::{
     DeviceId, Graph, IoPortDriver, NetdevFeatures, PacketSocketDriver, StackMode, TapDriver, Topology,
 };
-use superpacket::io::{IoError, NetNs, PacketSocket, PacketSocketConfig, RecvInfo, VethPair, require_privileges};
+use superpacket::io::{IoError, NetNs, PacketSocket, PacketSocketConfig, RecvInfo, VethPair};
 use superpacket::packet::virtio::{F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, ImportOptions, VirtioNetHdr};
 use superpacket::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
@@ -29,21 +33,6 @@ const SEGS: usize = 20;
 const HLEN: usize = 66;
 /// Source MAC of [`FlowSpec::new`]: captured frames without it are strays.
 const FLOW_SRC_MAC: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 1];
-
-fn privileged(test: &str) -> bool {
-    if require_privileges() {
-        return true;
-    }
-    eprintln!("SKIPPED {test}: needs root (SUPERPACKET_SKIP_PRIVILEGED=1)");
-    false
-}
-
-/// A namespace with IPv6 off (no RS/DAD/MLD frames).
-fn quiet_ns() -> NetNs {
-    let ns = NetNs::create(PREFIX).expect("create namespace");
-    ns.disable_ipv6().expect("disable IPv6");
-    ns
-}
 
 fn capture_cfg() -> PacketSocketConfig {
     PacketSocketConfig {
@@ -125,7 +114,7 @@ fn tap_port_superpacket_through_vlan_arrives_whole() {
     if !privileged("tap_port_superpacket_through_vlan_arrives_whole") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     let (mut g, port, vlan) = tap_graph(&ns);
     let f = g.device(port).feat.features;
     for want in [NetdevFeatures::HW_CSUM, NetdevFeatures::SG, NetdevFeatures::TSO, NetdevFeatures::TSO6] {
@@ -186,7 +175,7 @@ fn tap_port_without_tso_sends_valid_segments() {
     if !privileged("tap_port_without_tso_sends_valid_segments") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     let (mut g, port, vlan) = tap_graph(&ns);
     let mut sock = PacketSocket::open_in(&ns, "sptap0", &capture_cfg()).expect("capture socket");
     let mut flow = tcp_flow();
@@ -239,7 +228,7 @@ fn tap_port_receives_superpacket_on_vlan_device() {
     if !privileged("tap_port_receives_superpacket_on_vlan_device") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     let (mut g, port, vlan) = tap_graph(&ns);
     let mut sender = PacketSocket::open_in(&ns, "sptap0", &PacketSocketConfig::default()).expect("sender socket");
     let mut flow = tcp_flow();
@@ -290,8 +279,8 @@ fn af_packet_port_on_veth_superpacket_or_segments() {
     if !privileged("af_packet_port_on_veth_superpacket_or_segments") {
         return;
     }
-    let ns_a = quiet_ns();
-    let ns_b = quiet_ns();
+    let ns_a = quiet_ns(PREFIX);
+    let ns_b = quiet_ns(PREFIX);
     let _veth = VethPair::create(&ns_a, "spva", &ns_b, "spvb").expect("veth pair");
     ns_a.link_up("spva").unwrap();
     ns_b.link_up("spvb").unwrap();
@@ -344,7 +333,7 @@ fn topology_with_tap_port_builds() {
     if !privileged("topology_with_tap_port_builds") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     let src = format!(
         r#"
 [[device]]

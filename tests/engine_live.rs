@@ -9,25 +9,19 @@
 //! `SUPERPACKET_SKIP_PRIVILEGED=1`, which skips). Only namespaces, TAPs and
 //! veths the test creates are touched; all are deleted, also on failure.
 
-use std::io::Read;
+mod common;
+
+use common::{privileged, quiet_ns, wait_for_engine};
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use superpacket::engine::lab::Lab;
-use superpacket::io::require_privileges;
 use superpacket::io::streams::{self, Limit, TcpConfig, UdpConfig};
 
 const BIN: &str = env!("CARGO_BIN_EXE_superpacket");
-
-fn privileged(test: &str) -> bool {
-    if require_privileges() {
-        return true;
-    }
-    eprintln!("SKIPPED {test}: needs root (SUPERPACKET_SKIP_PRIVILEGED=1)");
-    false
-}
 
 fn example(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)).unwrap()
@@ -42,6 +36,11 @@ struct Running {
 
 impl Running {
     fn start(topology: &str) -> Running {
+        Running::start_with(topology, &[])
+    }
+
+    /// With extra `run` arguments (e.g. `--workers 2`).
+    fn start_with(topology: &str, extra: &[&str]) -> Running {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("live.toml");
         std::fs::write(&path, topology).unwrap();
@@ -49,21 +48,13 @@ impl Running {
         let mut child = Command::new(BIN)
             .args(["run", "--status-interval", "0", "--stats-socket"])
             .arg(&socket)
+            .args(extra)
             .arg(&path)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        let t0 = Instant::now();
-        while !socket.exists() {
-            if let Ok(Some(st)) = child.try_wait() {
-                let mut err = String::new();
-                child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-                panic!("engine exited ({st}): {err}");
-            }
-            assert!(t0.elapsed() < Duration::from_secs(20), "engine did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        wait_for_engine(&socket, &mut child);
         Running { child: Some(child), socket, _dir: dir }
     }
 
@@ -289,11 +280,7 @@ fn two_workers_share_multi_queue_taps() {
     if !privileged("two_workers_share_multi_queue_taps") {
         return;
     }
-    use superpacket::io::NetNs;
-    let (a, b) = (NetNs::create("sp-e2e-mq-a").unwrap(), NetNs::create("sp-e2e-mq-b").unwrap());
-    for ns in [&a, &b] {
-        ns.disable_ipv6().unwrap();
-    }
+    let (a, b) = (quiet_ns("sp-e2e-mq-a"), quiet_ns("sp-e2e-mq-b"));
     // TAPs the engine creates itself (every worker opens one queue of each),
     // bridged: one subnet, so no per-worker router state is involved.
     let topo = format!(
@@ -303,24 +290,7 @@ fn two_workers_share_multi_queue_taps() {
         a.name(),
         b.name()
     );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("mq.toml");
-    std::fs::write(&path, &topo).unwrap();
-    let socket = dir.path().join("mq.sock");
-    let mut child = Command::new(BIN)
-        .args(["run", "--workers", "2", "--status-interval", "0", "--stats-socket"])
-        .arg(&socket)
-        .arg(&path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let t0 = Instant::now();
-    while !socket.exists() {
-        assert!(child.try_wait().unwrap().is_none(), "engine exited");
-        assert!(t0.elapsed() < Duration::from_secs(20));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let engine = Running::start_with(&topo, &["--workers", "2"]);
     for (ns, tap, host) in [(&a, "spq-a", "10.81.0.2/24"), (&b, "spq-b", "10.81.0.3/24")] {
         let detail = String::from_utf8_lossy(&ns.exec(&["ip", "-d", "link", "show", tap]).unwrap().stdout).into_owned();
         assert!(detail.contains("multi_queue"), "{detail}");
@@ -332,12 +302,9 @@ fn two_workers_share_multi_queue_taps() {
             .unwrap();
         assert!(t.intact() && t.receiver.bytes > 1_000_000, "{t:?}");
     }
-    let out = Command::new(BIN).args(["stats", "--json", "--socket"]).arg(&socket).output().unwrap();
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let s = engine.stats();
     assert_eq!(s["workers"], 2);
     assert!(counter(&s, "b", "tx_superpackets") > 0, "{s}");
-    // SAFETY: kill with the PID of a child this test started and has not reaped.
-    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-    assert_eq!(child.wait().unwrap().code(), Some(0));
+    assert_eq!(engine.stop().0, Some(0));
     assert!(!a.exec(&["ip", "link", "show", "spq-a"]).unwrap().status.success(), "the engine's TAP is gone");
 }

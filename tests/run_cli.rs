@@ -2,10 +2,12 @@
 //! memory ports, GRO on ingress, the stats socket (text, JSON,
 //! Prometheus), SIGTERM/SIGINT shutdown, and the errors of bad invocations.
 
+mod common;
+
+use common::wait_for_engine;
 use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
 use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
@@ -68,6 +70,16 @@ kind = "bridge"
 ports = ["in", "out"]
 "#;
 
+/// `superpacket run --duration 1` on `topology`; its output.
+fn run_for_a_second(topology: &Path, socket: &Path) -> std::process::Output {
+    Command::new(BIN)
+        .args(["run", "--duration", "1", "--status-interval", "0", "--stats-socket"])
+        .arg(socket)
+        .arg(topology)
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn replayed_capture_is_coalesced_bridged_and_segmented_at_the_port() {
     let dir = tempfile::tempdir().unwrap();
@@ -75,12 +87,7 @@ fn replayed_capture_is_coalesced_bridged_and_segmented_at_the_port() {
     let topo = dir.path().join("replay.toml");
     // A port with TSO: the superpackets leave whole.
     write(&topo, &REPLAY_TOPOLOGY.replace("features = { tso = false, tso6 = false }\n", ""));
-    let out = Command::new(BIN)
-        .args(["run", "--duration", "1", "--status-interval", "0", "--stats-socket"])
-        .arg(dir.path().join("s.sock"))
-        .arg(&topo)
-        .output()
-        .unwrap();
+    let out = run_for_a_second(&topo, &dir.path().join("s.sock"));
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("br0"), "{report}");
@@ -91,31 +98,12 @@ fn replayed_capture_is_coalesced_bridged_and_segmented_at_the_port() {
 
     // A port without TSO: the bridge carries superpackets, the port cuts them.
     write(&topo, REPLAY_TOPOLOGY);
-    let out = Command::new(BIN)
-        .args(["run", "--duration", "1", "--status-interval", "0", "--stats-socket"])
-        .arg(dir.path().join("s.sock"))
-        .arg(&topo)
-        .output()
-        .unwrap();
+    let out = run_for_a_second(&topo, &dir.path().join("s.sock"));
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let (frames, supers, payload) = summarise(&dir.path().join("out.pcapng"));
     assert_eq!((frames, supers, payload), (160, 0, payload_in), "{}", String::from_utf8_lossy(&out.stdout));
     let check = Command::new(BIN).args(["pcap", "check"]).arg(dir.path().join("out.pcapng")).output().unwrap();
     assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
-}
-
-/// Waits until `path` exists (the engine is up).
-fn wait_for(path: &Path, child: &mut Child) {
-    let t0 = Instant::now();
-    while !path.exists() {
-        if let Ok(Some(st)) = child.try_wait() {
-            let mut err = String::new();
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
-            panic!("engine exited early ({st}): {err}");
-        }
-        assert!(t0.elapsed() < Duration::from_secs(20), "engine did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn stats(sock: &Path, extra: &[&str]) -> (Option<i32>, String) {
@@ -145,7 +133,7 @@ fn stats_socket_and_prometheus_answer_while_running_and_sigterm_stops_cleanly() 
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for(&sock, &mut child);
+    wait_for_engine(&sock, &mut child);
 
     let (code, text) = stats(&sock, &[]);
     assert_eq!(code, Some(0));

@@ -9,6 +9,10 @@
 //! Figures are printed (`--nocapture`); they are not asserted beyond "the
 //! data moved", since timing is noisy on 2 vCPUs (this-machine.md section 3).
 
+mod common;
+
+use common::privileged;
+
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
@@ -16,17 +20,9 @@ use superpacket::io::streams::{
     Limit, Pattern, SEQ_LEN, StreamError, StreamVerifier, TcpConfig, TcpReceiver, TcpSender, UdpConfig, UdpReceiver,
     UdpVerifier, encode_segment, tcp_transfer, udp_transfer,
 };
-use superpacket::io::{NetNs, VethPair, require_privileges};
+use superpacket::io::{NetNs, VethPair};
 
 const PREFIX: &str = "sp-streams";
-
-fn privileged(test: &str) -> bool {
-    if require_privileges() {
-        return true;
-    }
-    eprintln!("SKIPPED {test}: needs root (SUPERPACKET_SKIP_PRIVILEGED=1)");
-    false
-}
 
 /// Namespaces A and B joined by a veth: A has 10.240.0.1 and fd00:240::1,
 /// B has 10.240.0.2 and fd00:240::2 (no DAD, so IPv6 works at once).

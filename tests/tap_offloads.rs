@@ -7,6 +7,10 @@
 //! drop together with their TAPs); `SUPERPACKET_SKIP_PRIVILEGED=1` skips them
 //! without root.
 
+mod common;
+
+use common::{privileged, quiet_ns};
+
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -16,25 +20,11 @@ use superpacket::io::streams::{Limit, UdpConfig, UdpSender, UdpVerifier};
 use superpacket::io::tap::{
     OFFLOAD_FEATURES, TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6, offloads_from_features,
 };
-use superpacket::io::{NetNs, TapConfig, TapDevice, require_privileges};
+use superpacket::io::{NetNs, TapConfig, TapDevice};
 use superpacket::packet::virtio::{F_NEEDS_CSUM, GSO_NONE, GSO_UDP_L4};
 
 const PREFIX: &str = "sp-tapoff";
 const ALL: u32 = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_USO4 | TUN_F_USO6;
-
-fn privileged(test: &str) -> bool {
-    if require_privileges() {
-        return true;
-    }
-    eprintln!("SKIPPED {test}: needs root (SUPERPACKET_SKIP_PRIVILEGED=1)");
-    false
-}
-
-fn quiet_ns() -> NetNs {
-    let ns = NetNs::create(PREFIX).expect("create namespace");
-    ns.disable_ipv6().expect("disable IPv6");
-    ns
-}
 
 /// The five `TUNSETOFFLOAD` features of `dev` as `ethtool -k` shows them.
 fn ethtool_features(ns: &NetNs, dev: &str) -> BTreeMap<String, bool> {
@@ -105,7 +95,7 @@ fn persistent_tap_gets_its_offloads_back() {
     if !privileged("persistent_tap_gets_its_offloads_back") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     persistent_tap(&ns, "spto0", false);
     let before = ethtool_features(&ns, "spto0");
     eprintln!("persistent tap before: {before:?}");
@@ -147,7 +137,7 @@ fn multi_queue_tap_restores_when_the_last_queue_goes() {
     if !privileged("multi_queue_tap_restores_when_the_last_queue_goes") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     persistent_tap(&ns, "spto0", true);
     let before = ethtool_features(&ns, "spto0");
     let cfg = TapConfig { multi_queue: true, ..TapConfig::named("spto0") };
@@ -169,7 +159,7 @@ fn created_tap_has_nothing_to_restore() {
     if !privileged("created_tap_has_nothing_to_restore") {
         return;
     }
-    let ns = quiet_ns();
+    let ns = quiet_ns(PREFIX);
     let tap = TapDevice::open_in(&ns, &TapConfig::named("spto0")).expect("create");
     assert!(!tap.existed_before());
     assert_eq!(tap.restore_on_drop(), None);
@@ -199,7 +189,7 @@ fn negotiated_offloads_decide_what_the_tap_receives() {
         ("none", 0, false),
     ];
     for (what, flags, whole) in cases {
-        let ns = quiet_ns();
+        let ns = quiet_ns(PREFIX);
         let mut tap = TapDevice::open_in(&ns, &TapConfig::named("spto1")).expect("tap");
         assert_eq!(tap.negotiate_offload(flags).expect("negotiate"), flags, "{what}");
         ns.link_up("spto1").unwrap();

@@ -87,7 +87,6 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
         tap_offloads: None,
     };
     let engine = Engine::start(&topo, &opts).map_err(|e| CliError::context(args.topology.display(), e))?;
-    let ports = engine.snapshot();
     eprintln!(
         "superpacket: running {} with {} worker(s); stats: superpacket stats --socket {}{}",
         args.topology.display(),
@@ -95,7 +94,6 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
         server.path().display(),
         server.prometheus_addr().map(|a| format!("; Prometheus: http://{a}/metrics")).unwrap_or_default()
     );
-    let _ = ports;
 
     let mut epoll = Epoll::new(8).map_err(|e| CliError::context("epoll", e))?;
     epoll.add(signals.as_fd().as_raw_fd(), SIGNAL_TOKEN).map_err(|e| CliError::context("epoll", e))?;

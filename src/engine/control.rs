@@ -57,15 +57,15 @@ pub fn render(snap: &EngineSnapshot, format: StatsFormat) -> String {
     }
 }
 
-/// The directory stats sockets go to by default: `/run/superpacket` when it
-/// can be created (root), else `superpacket-<uid>` in the temporary directory.
+/// The directory stats sockets go to by default: `/run/superpacket` for
+/// root, else `superpacket-<uid>` in the temporary directory. Only a choice:
+/// [`StatsServer::bind`] creates it, `superpacket stats` only looks in it.
 pub fn default_socket_dir() -> PathBuf {
-    let run = PathBuf::from("/run/superpacket");
-    if std::fs::create_dir_all(&run).is_ok() {
-        return run;
-    }
     // SAFETY: getuid has no failure mode and touches no memory.
     let uid = unsafe { libc::getuid() };
+    if uid == 0 {
+        return PathBuf::from("/run/superpacket");
+    }
     std::env::temp_dir().join(format!("superpacket-{uid}"))
 }
 

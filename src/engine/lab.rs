@@ -58,8 +58,8 @@ impl Lab {
         let a = NetNs::create(&format!("{prefix}-a"))?;
         let b = NetNs::create(&format!("{prefix}-b"))?;
         let t = NetNs::create(&format!("{prefix}-t"))?;
-        for ns in [&a, &b, &t] {
-            if !ipv6 {
+        if !ipv6 {
+            for ns in [&a, &b, &t] {
                 ns.disable_ipv6()?;
             }
         }
@@ -79,11 +79,7 @@ impl Lab {
                 ns.ip(&["-6", "route", "add", "default", "via", gw6])?;
             }
         }
-        let trunk = VethPair::create(&t, TRUNK_1, &t, TRUNK_2)?;
-        for dev in [TRUNK_1, TRUNK_2] {
-            t.set_mtu(dev, 1600)?;
-            t.link_up(dev)?;
-        }
+        let trunk = make_trunk(&t)?;
         Ok(Lab { a, b, t, trunk: Some(trunk) })
     }
 
@@ -112,13 +108,18 @@ impl Lab {
     /// `ip` failing.
     pub fn restore_trunk(&mut self) -> Result<(), IoError> {
         if self.trunk.is_none() {
-            let trunk = VethPair::create(&self.t, TRUNK_1, &self.t, TRUNK_2)?;
-            for dev in [TRUNK_1, TRUNK_2] {
-                self.t.set_mtu(dev, 1600)?;
-                self.t.link_up(dev)?;
-            }
-            self.trunk = Some(trunk);
+            self.trunk = Some(make_trunk(&self.t)?);
         }
         Ok(())
     }
+}
+
+/// The trunk veth in `t`, up, with MTU 1600 (room for two VLAN tags on MTU frames).
+fn make_trunk(t: &NetNs) -> Result<VethPair, IoError> {
+    let trunk = VethPair::create(t, TRUNK_1, t, TRUNK_2)?;
+    for dev in [TRUNK_1, TRUNK_2] {
+        t.set_mtu(dev, 1600)?;
+        t.link_up(dev)?;
+    }
+    Ok(trunk)
 }

@@ -172,9 +172,7 @@ impl Engine {
 
     /// The counters now (each worker publishes every `publish_interval`).
     pub fn snapshot(&self) -> EngineSnapshot {
-        let snaps: Vec<WorkerSnapshot> =
-            self.shared.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect();
-        EngineSnapshot::merge(&snaps)
+        merge_published(&self.shared)
     }
 
     /// Port events (gone, back) that happened since the last call.
@@ -203,11 +201,15 @@ impl Engine {
             };
             first_err.get_or_insert(r);
         }
-        let snaps: Vec<WorkerSnapshot> =
-            self.shared.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect();
         match first_err {
             Some(e) => Err(e),
-            None => Ok(EngineSnapshot::merge(&snaps)),
+            None => Ok(merge_published(&self.shared)),
         }
     }
+}
+
+/// The workers' latest published snapshots, summed.
+fn merge_published(shared: &[Arc<Mutex<WorkerSnapshot>>]) -> EngineSnapshot {
+    let snaps: Vec<WorkerSnapshot> = shared.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect();
+    EngineSnapshot::merge(&snaps)
 }

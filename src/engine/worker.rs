@@ -233,7 +233,7 @@ impl Worker {
                 self.graph.receive(id, pkt);
             }
         }
-        self.graph.collect_driver_drops(id);
+        // The driver's own drops are collected once per round, in `flush_port`.
         self.packets += n as u64;
         if !slot.gone && self.graph.port_driver_mut(id).is_some_and(|d| d.is_gone()) {
             self.mark_gone(i);

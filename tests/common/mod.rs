@@ -4,10 +4,50 @@
 
 pub mod ipv6_ext;
 
+use std::io::Read;
 use std::path::Path;
-use std::process::Command;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
 
+use superpacket::io::{NetNs, require_privileges};
 use superpacket::packet::{ChecksumState, Packet};
+
+/// Whether a test that needs root may run: true with privileges; without,
+/// `require_privileges` panics with the reason unless
+/// `SUPERPACKET_SKIP_PRIVILEGED=1`, and then the test is reported skipped.
+pub fn privileged(test: &str) -> bool {
+    if require_privileges() {
+        return true;
+    }
+    eprintln!("SKIPPED {test}: needs root (SUPERPACKET_SKIP_PRIVILEGED=1)");
+    false
+}
+
+/// Waits until a `superpacket run` child has created its stats socket
+/// `socket` (the engine is up); panics with its stderr if it exits first, or
+/// after 20 s.
+pub fn wait_for_engine(socket: &Path, child: &mut Child) {
+    let t0 = Instant::now();
+    while !socket.exists() {
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("engine exited early ({st}): {err}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "engine did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A namespace named after `prefix` with IPv6 off, so that nothing but the
+/// test's own frames moves in it (deleted on drop).
+pub fn quiet_ns(prefix: &str) -> NetNs {
+    let ns = NetNs::create(prefix).expect("create namespace");
+    ns.disable_ipv6().expect("disable IPv6");
+    ns
+}
 
 /// Whether the Wireshark command-line `tools` (e.g. `tshark`) are installed:
 /// panics with a clear message if one is missing, unless
