@@ -272,6 +272,11 @@ fn broken_paths_fail_fast() {
         limit: Limit::Duration(Duration::from_secs(5)),
         ..tcp_cfg()
     };
+    // First a short transfer, so that the links are up and the neighbours
+    // resolved: the break below then happens mid-stream, not during a slow
+    // first connect on a loaded machine.
+    let warm = TcpConfig { limit: Limit::Bytes(1 << 20), ..tcp_cfg() };
+    assert!(tcp_transfer(Some(&p.b), Some(&p.a), addr("10.240.0.2:0"), &warm).expect("warm-up").intact());
     // The path breaks mid-stream: both sides stall, the send times out.
     let t0 = Instant::now();
     let err = std::thread::scope(|s| {
