@@ -78,7 +78,6 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
     // Signals are blocked before any thread starts, so they wait in the signalfd.
     let signals = SignalFd::install().map_err(|e| CliError::context("signals", e))?;
     let socket = args.stats_socket.clone().unwrap_or_else(|| default_socket(&args.topology));
-    let server = StatsServer::bind(&socket, args.prometheus).map_err(|e| CliError::context(socket.display(), e))?;
     let opts = EngineOptions {
         workers: args.workers,
         config: EngineConfig { budget: args.budget, ..EngineConfig::default() },
@@ -87,6 +86,14 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
         tap_offloads: None,
     };
     let engine = Engine::start(&topo, &opts).map_err(|e| CliError::context(args.topology.display(), e))?;
+    // The socket appears once every port is open: its existence means "running".
+    let server = match StatsServer::bind(&socket, args.prometheus) {
+        Ok(s) => s,
+        Err(e) => {
+            let _ = engine.stop();
+            return Err(CliError::context(socket.display(), e));
+        }
+    };
     eprintln!(
         "superpacket: running {} with {} worker(s); stats: superpacket stats --socket {}{}",
         args.topology.display(),
