@@ -258,6 +258,85 @@ fn batched_port_sends_with_sendmmsg_and_receives_from_the_ring() {
     eprintln!("batched port: {st:?}");
 }
 
+/// Superpackets are lent out of the RX ring instead of copied: the packet
+/// holds the first 256 bytes (headers) in its linear area and the rest as a
+/// segment pointing into the ring. At most half the ring is lent (then
+/// frames are copied), a dropped packet gives its frame back (the ring keeps
+/// receiving), MTU frames are always copied, and a lent packet stays valid
+/// after its port is closed.
+#[test]
+fn superpackets_are_lent_from_the_ring_and_given_back() {
+    if !privileged("superpackets_are_lent_from_the_ring_and_given_back") {
+        return;
+    }
+    let (ns_a, ns_b, _veth) = veth_pair("spla", "splb");
+    let opts = PacketPortOptions { rx_ring_frames: 8, ..PacketPortOptions::default() };
+    let mut drv = PacketSocketDriver::open_with("spla", Some(&ns_a), &opts).unwrap();
+    let mut peer = PacketSocket::open_in(&ns_b, "splb", &PacketSocketConfig::default()).unwrap();
+    let mut flow = tcp_flow(3);
+    let mut send = |n: usize, mtu: bool| -> Vec<Vec<u8>> {
+        (0..n)
+            .map(|_| {
+                let p = if mtu {
+                    Packet::from_frame(&flow.frame(MSS as usize, TcpFlags::PSH).unwrap())
+                } else {
+                    flow.superpacket(30 * MSS as usize, MSS, TcpFlags::PSH).unwrap()
+                };
+                let bytes = p.to_vec();
+                let hdr = VirtioNetHdr::from_meta(&p.meta, &bytes, false).unwrap();
+                peer.send(&hdr, &[&bytes]).unwrap();
+                bytes
+            })
+            .collect()
+    };
+    let is_lent = |p: &Packet| p.headlen() == 256 && p.segments().len() == 1;
+
+    // 6 superpackets into a ring of 8: the first 4 are lent, the rest copied.
+    let sent = send(6, false);
+    let got = drain(&mut drv, 6, Duration::from_secs(2));
+    assert_eq!(got.len(), 6, "{:?}", drv.stats());
+    for (i, (p, s)) in got.iter().zip(&sent).enumerate() {
+        assert_eq!(&p.to_vec(), s, "superpacket {i}");
+        assert!(p.meta.is_gso());
+        assert_eq!(is_lent(p), i < 4, "superpacket {i}: headlen {} segments {}", p.headlen(), p.segments().len());
+    }
+    // While frames 0-3 are lent, the kernel fills frames 6 and 7, then stops
+    // at frame 0: of 6 more superpackets, 2 arrive and 4 are dropped, counted.
+    let sent2 = send(6, false);
+    let got2 = drain(&mut drv, 6, Duration::from_millis(500));
+    assert_eq!(got2.len(), 2, "only the free frames could be filled");
+    assert!(got2.iter().all(|p| !is_lent(p)), "nothing more is lent while half the ring is out");
+    assert_eq!(got2.iter().map(Packet::to_vec).collect::<Vec<_>>(), sent2[..2].to_vec());
+    drop(got2);
+    let mut counters = BTreeMap::new();
+    drv.driver_counters(&mut |k, v| {
+        counters.insert(k, v);
+    });
+    assert_eq!(counters["rx_kernel_drops"], 4, "{counters:?}");
+
+    // Dropping the lent packets gives their frames back: the ring receives 8 again.
+    drop(got);
+    let sent3 = send(8, false);
+    let got3 = drain(&mut drv, 8, Duration::from_secs(2));
+    assert_eq!(got3.iter().map(Packet::to_vec).collect::<Vec<_>>(), sent3);
+    assert_eq!(got3.iter().filter(|p| is_lent(p)).count(), 4);
+    drop(got3);
+
+    // MTU frames are copied, never lent.
+    let sent4 = send(5, true);
+    let got4 = drain(&mut drv, 5, Duration::from_secs(2));
+    assert_eq!(got4.iter().map(Packet::to_vec).collect::<Vec<_>>(), sent4);
+    assert!(got4.iter().all(|p| p.segments().is_empty()));
+
+    // A lent packet outlives its port: the mapping is kept until it is dropped.
+    let sent5 = send(1, false);
+    let mut got5 = drain(&mut drv, 1, Duration::from_secs(2));
+    let p = got5.pop().expect("one superpacket");
+    assert!(is_lent(&p));
+    drop(drv);
+    assert_eq!(p.to_vec(), sent5[0]);
+}
+
 /// The same port with `rx_ring_frames = 0` receives with `recvmmsg` into
 /// preallocated slots: 70 frames (one tagged, one superpacket) arrive in
 /// order, the tag restored from `PACKET_AUXDATA`.

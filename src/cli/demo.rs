@@ -51,6 +51,10 @@ pub struct DemoArgs {
     /// Seconds per live transfer (TCP, then UDP, in each of four configurations).
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
+    /// Live demo only: measure just these configurations (repeatable; default
+    /// all four: relay, passthrough, perframe, legacy). Ratios need both sides.
+    #[arg(long = "config", value_name = "NAME", value_parser = ["relay", "passthrough", "perframe", "legacy"])]
+    pub configs: Vec<String>,
 }
 
 #[derive(Debug, Default, Serialize)]
@@ -94,7 +98,7 @@ pub fn run(args: &DemoArgs) -> Result<u8, CliError> {
     }
     if !args.offline {
         match crate::io::privileges_available() {
-            Ok(()) => return super::demo_live::run(args.seconds, args.json),
+            Ok(()) => return super::demo_live::run(args.seconds, args.json, &args.configs),
             Err(why) => eprintln!(
                 "superpacket demo: the live data path needs root ({why}); running the offline pipeline instead"
             ),

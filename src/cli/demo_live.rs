@@ -98,8 +98,11 @@ impl Measured {
     }
 }
 
-/// Runs the live demo. `seconds` per transfer.
-pub fn run(seconds: f64, json: bool) -> Result<u8, CliError> {
+/// Runs the live demo. `seconds` per transfer; `only`: the configurations
+/// to measure by name (empty: all).
+pub fn run(seconds: f64, json: bool, only: &[String]) -> Result<u8, CliError> {
+    let configs: Vec<Config> =
+        Config::ALL.into_iter().filter(|c| only.is_empty() || only.iter().any(|o| o == c.name())).collect();
     let started = Instant::now();
     // Ctrl-C must not skip the cleanup: signals wait in a descriptor instead.
     let signals = SignalFd::install().map_err(|e| CliError::context("signals", e))?;
@@ -110,9 +113,9 @@ pub fn run(seconds: f64, json: bool) -> Result<u8, CliError> {
     }
     let lab = Lab::create("sp-demo", false).map_err(|e| CliError::context("building the lab", e))?;
     let pb = progress::steps_bar(!json, "demo");
-    pb.set_length(Config::ALL.len() as u64 * 2);
+    pb.set_length(configs.len() as u64 * 2);
     let mut results = Vec::new();
-    for config in Config::ALL {
+    for config in configs {
         if let Some(sig) = signals.take() {
             pb.finish_and_clear();
             return Err(CliError(format!("interrupted by {}; the lab was removed", signal_name(sig))));

@@ -200,26 +200,28 @@ impl Default for Graph {
     }
 }
 
-/// A sink that counts what the segmenter hands to a driver.
-struct Counting<'a> {
+/// The sink between the segmenter and a port driver. A pass-through is not
+/// written from the borrowed packet (that would copy a whole superpacket
+/// into the driver's send arena): only its metadata is kept, and
+/// [`Graph::port_xmit`] then hands the packet itself to the driver by value
+/// (valid because the segmenter passes through the very packet it was given,
+/// see [`SegmentSink::pass_through`]). Segments go straight to the driver.
+struct PortSink<'a> {
     inner: &'a mut dyn SegmentSink,
-    bytes: u64,
+    passed_through: Option<OffloadMeta>,
 }
 
-impl SegmentSink for Counting<'_> {
-    fn pass_through(&mut self, packet: &Packet, meta: &OffloadMeta) {
-        self.bytes += packet.total_len() as u64;
-        self.inner.pass_through(packet, meta);
+impl SegmentSink for PortSink<'_> {
+    fn pass_through(&mut self, _packet: &Packet, meta: &OffloadMeta) {
+        self.passed_through = Some(*meta);
     }
     fn sg_frame(&mut self, frame: &SgFrame<'_>) {
-        self.bytes += frame.len() as u64;
         self.inner.sg_frame(frame);
     }
     fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
         self.inner.linear_buffer(len)
     }
     fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
-        self.bytes += len as u64;
         self.inner.linear_frame(len, meta);
     }
 }
@@ -789,10 +791,19 @@ impl Graph {
             return;
         }
         let caps = target_caps(f, &d.feat, d.mtu);
-        let mut sink = Counting { inner: driver.sink(), bytes: 0 };
-        match self.segmenter.segment(&pkt, &caps, &mut sink) {
+        let mut sink = PortSink { inner: driver.sink(), passed_through: None };
+        let outcome = self.segmenter.segment(&pkt, &caps, &mut sink);
+        let passed_through = sink.passed_through;
+        match outcome {
             Ok(o) => record_outcome(&mut d.counters, &o),
             Err(e) => d.counters.drop(e.reason()),
+        }
+        if let Some(meta) = passed_through {
+            let mut pkt = pkt;
+            pkt.meta = meta;
+            if let Err(e) = driver.xmit_len(pkt, len) {
+                d.counters.drop(e.reason);
+            }
         }
         let counters = &mut d.counters;
         driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));

@@ -106,12 +106,13 @@
 
 use super::features::{FeaturesCheck, NetdevFeatures};
 use super::port::{DriverError, PortDriver};
+use crate::io::packet_ring::RxLend;
 use crate::io::packet_socket::{FrameSource, VlanInfo};
 use crate::io::tap::{STACK_PARTS, TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
 use crate::io::{IoError, NetNs, PacketSocket, PacketSocketConfig, TapConfig, TapDevice};
 use crate::offload::gso::{SegmentSink, SgFrame};
 use crate::packet::virtio::{ImportOptions, VirtioHdrError, VirtioNetHdr};
-use crate::packet::{OffloadMeta, Packet};
+use crate::packet::{DEFAULT_HEADROOM, OffloadMeta, Packet, pool};
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
@@ -184,8 +185,15 @@ pub const DEFAULT_RX_RING_FRAMES: usize = 128;
 /// (larger frames are dropped as `rx-truncated`).
 pub const RING_FRAME_SIZE: usize = 17 * 4096;
 
-/// Receive buffer size: more than a 64 KiB GSO packet with its headers.
-pub const RECV_BUF: usize = 128 * 1024;
+/// Bytes of a lent ring frame copied into the packet's linear area (see
+/// `IoPortDriver::import`): more than the longest header stack the device
+/// graph edits in place (Ethernet, two VLAN tags, IPv4 with options, TCP
+/// with options: 142 bytes). Lent frames are larger than [`pool::COPYBREAK`].
+const LENT_HEADER_BYTES: usize = 256;
+
+/// Receive buffer size: more than a 64 KiB GSO packet with its headers
+/// (a pool buffer, read at [`DEFAULT_HEADROOM`]).
+pub const RECV_BUF: usize = pool::POOL_BUFFER_LEN - DEFAULT_HEADROOM;
 
 /// Arena bytes per queued frame of a batched port (the arena holds `batch`
 /// MTU-sized frames, and at least [`ARENA_MIN`] bytes).
@@ -220,8 +228,10 @@ pub struct Received {
     pub vlan: Option<VlanInfo>,
 }
 
-/// What [`IoEndpoint::read_frames`] hands each frame (or per-frame error) to.
-pub type FrameHandler<'f> = dyn FnMut(Result<(Received, &[u8]), IoError>) + 'f;
+/// What [`IoEndpoint::read_frames`] hands each frame (or per-frame error)
+/// to, with the right to keep a ring frame without copying it ([`RxLend`];
+/// `None` for frames not read from a ring).
+pub type FrameHandler<'f> = dyn FnMut(Result<(Received, &[u8]), IoError>, Option<&mut RxLend<'_>>) + 'f;
 
 /// A kernel endpoint moving frames with virtio_net_hdr framing: a TAP queue
 /// or an AF_PACKET socket. Implemented for [`TapDevice`] and
@@ -338,11 +348,9 @@ impl IoEndpoint for PacketSocket {
         true
     }
     fn read_frames(&mut self, max: usize, f: &mut FrameHandler<'_>) -> Option<Result<usize, IoError>> {
-        Some(
-            self.recv_many(max, &mut |r| {
-                f(r.map(|(i, frame)| (Received { hdr: i.hdr, len: i.len, vlan: i.vlan }, frame)))
-            }),
-        )
+        Some(self.recv_many(max, &mut |r, lend| {
+            f(r.map(|(i, frame)| (Received { hdr: i.hdr, len: i.len, vlan: i.vlan }, frame)), lend)
+        }))
     }
     fn write_frames<'a>(
         &mut self,
@@ -953,10 +961,30 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     }
 
     /// One received frame as a packet: the header imported with the
-    /// kernel's rules, the VLAN tag from metadata put back.
-    fn import(r: &Received, frame: &[u8]) -> Result<Packet, &'static str> {
+    /// kernel's rules, the VLAN tag from metadata put back. A GSO
+    /// superpacket in a ring frame is kept where it is when the ring can
+    /// lend it (`lend`): its first [`LENT_HEADER_BYTES`] bytes are copied
+    /// into the packet's linear area (where the device stack edits headers)
+    /// and the rest becomes a payload segment pointing into the ring; the
+    /// frame goes back to the kernel when the packet is dropped after
+    /// transmit. Any other frame is copied ([`Packet::from_frame_pooled`]).
+    fn import(r: &Received, frame: &[u8], lend: Option<&mut RxLend<'_>>) -> Result<Packet, &'static str> {
         let meta = r.hdr.to_meta(frame, &ImportOptions::default()).map_err(|e| e.reason())?;
-        let mut p = Packet::from_frame(frame);
+        let lent = if meta.is_gso() && frame.len() > pool::COPYBREAK { lend.and_then(RxLend::lend) } else { None };
+        let p = match lent {
+            Some(bytes) => {
+                let mut p = Packet::from_frame(&frame[..LENT_HEADER_BYTES]);
+                p.append_segment(bytes.slice(LENT_HEADER_BYTES..)).map_err(|_| "rx-lend")?;
+                p
+            }
+            None => Packet::from_frame_pooled(frame),
+        };
+        Self::finish_import(r, p, meta)
+    }
+
+    /// Sets the imported metadata of a received packet and puts back the
+    /// VLAN tag the kernel kept in metadata.
+    fn finish_import(r: &Received, mut p: Packet, meta: OffloadMeta) -> Result<Packet, &'static str> {
         p.meta = meta;
         if let Some(v) = r.vlan {
             let tpid = if v.tpid == 0 { 0x8100 } else { v.tpid };
@@ -974,13 +1002,29 @@ impl<E: IoEndpoint> IoPortDriver<E> {
         }
     }
 
+    /// Imports the frame just read into `rx_buf` (at [`DEFAULT_HEADROOM`]):
+    /// a superpacket keeps the buffer itself (no copy; the next read takes a
+    /// fresh one from the pool), a frame up to [`pool::COPYBREAK`] bytes is
+    /// copied into a packet of its own size and the buffer is read into again.
+    fn import_rx_buf(&mut self, r: &Received) -> Result<Packet, &'static str> {
+        let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + r.len);
+        let frame = &self.rx_buf[head..tail];
+        let meta = r.hdr.to_meta(frame, &ImportOptions::default()).map_err(|e| e.reason())?;
+        let p = if r.len <= pool::COPYBREAK {
+            Packet::from_frame(frame)
+        } else {
+            Packet::from_storage(std::mem::take(&mut self.rx_buf), head, tail).map_err(|_| "rx-truncated")?
+        };
+        Self::finish_import(r, p, meta)
+    }
+
     /// [`PortDriver::recv`] with one read per frame.
     fn recv_single(&mut self) -> Option<Packet> {
-        if self.rx_buf.is_empty() {
-            self.rx_buf = vec![0; RECV_BUF];
-        }
         for _ in 0..MAX_DISCARDS_PER_RECV {
-            let r = match self.endpoint.read_frame(&mut self.rx_buf) {
+            if self.rx_buf.is_empty() {
+                self.rx_buf = pool::take_buffer();
+            }
+            let r = match self.endpoint.read_frame(&mut self.rx_buf[DEFAULT_HEADROOM..]) {
                 Ok(None) => return None,
                 Ok(Some(r)) => r,
                 Err(IoError::Truncated { .. }) => {
@@ -996,7 +1040,7 @@ impl<E: IoEndpoint> IoPortDriver<E> {
                     return None;
                 }
             };
-            match Self::import(&r, &self.rx_buf[..r.len]) {
+            match self.import_rx_buf(&r) {
                 Ok(p) => {
                     self.books.rx(&p);
                     return Some(p);
@@ -1017,8 +1061,8 @@ impl<E: IoEndpoint> IoPortDriver<E> {
             }
             let books = &mut self.books;
             let queue = &mut self.rx_queue;
-            let r = self.endpoint.read_frames(self.batch, &mut |r| match r {
-                Ok((rcv, frame)) => match Self::import(&rcv, frame) {
+            let r = self.endpoint.read_frames(self.batch, &mut |r, lend| match r {
+                Ok((rcv, frame)) => match Self::import(&rcv, frame, lend) {
                     Ok(p) => {
                         books.rx(&p);
                         queue.push_back(p);

@@ -54,8 +54,11 @@ use super::error::{IoError, Result};
 use super::netns::{NetNs, VethPair};
 use super::packet_socket::{FrameSource, PacketSocket, PacketSocketConfig, PktType, RecvBatch, RecvInfo, VlanInfo};
 use crate::packet::virtio::{HdrByteOrder, HdrLayout, VirtioNetHdr};
+use bytes::Bytes;
+use std::fmt;
 use std::os::fd::{AsFd, AsRawFd};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const SOL_PACKET: libc::c_int = 263;
@@ -120,13 +123,58 @@ impl Default for RingConfig {
     }
 }
 
-/// The mapped TPACKET_V2 rings of a socket (RX frames, then TX frames),
-/// unmapped on drop. [`PacketRing`] pairs one with its socket;
-/// [`PacketSocket::enable_rx_ring`] keeps one inside the socket.
+/// The mapping of a socket's rings, shared between the [`RingMap`] and the
+/// RX frames lent out of it ([`RxLend::lend`]): unmapped when the last of
+/// them is dropped, so a lent frame stays readable even after its socket
+/// was closed.
 #[derive(Debug)]
-pub(crate) struct RingMap {
+struct RingMemory {
     map: *mut u8,
     map_len: usize,
+    /// RX frames lent out now (at most [`RingMemory::max_lent`]).
+    lent: AtomicUsize,
+    max_lent: usize,
+}
+
+// SAFETY: the mapping is owned by this value (unmapped once, on drop); the ring protocol with the
+// kernel goes through atomic status words and does not depend on which thread touches it.
+unsafe impl Send for RingMemory {}
+// SAFETY: shared access only reads frames userspace owns, or stores status words atomically.
+unsafe impl Sync for RingMemory {}
+
+impl Drop for RingMemory {
+    fn drop(&mut self) {
+        // SAFETY: `map`/`map_len` are exactly the mapping created in `RingMap::setup`, unmapped once.
+        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+    }
+}
+
+/// The status word of the ring frame starting at `frame` (acquire).
+fn load_status(frame: *mut u8) -> u32 {
+    // SAFETY: callers pass the start of a frame of a live ring mapping: every frame starts
+    // page-aligned with its u32 status word; the kernel accesses it concurrently, hence the
+    // atomic view.
+    unsafe { (*(frame as *const AtomicU32)).load(Ordering::Acquire) }
+}
+
+/// Sets the status word of the ring frame starting at `frame` (release).
+fn store_status(frame: *mut u8, v: u32) {
+    // SAFETY: as in `load_status`.
+    unsafe { (*(frame as *const AtomicU32)).store(v, Ordering::Release) }
+}
+
+/// Status of an RX frame lent out by [`RxLend::lend`]: neither
+/// `TP_STATUS_KERNEL` (the kernel fills only frames whose status is exactly
+/// that) nor with `TP_STATUS_USER` set (the reader takes only those), so
+/// nobody touches the frame until the loan gives it back.
+const TP_STATUS_LENT: u32 = 1 << 30;
+
+/// The mapped TPACKET_V2 rings of a socket (RX frames, then TX frames).
+/// [`PacketRing`] pairs one with its socket; [`PacketSocket::enable_rx_ring`]
+/// keeps one inside the socket.
+#[derive(Debug)]
+pub(crate) struct RingMap {
+    mem: Arc<RingMemory>,
     cfg: RingConfig,
     rx_head: usize,
     tx_head: usize,
@@ -134,14 +182,75 @@ pub(crate) struct RingMap {
     tx_refused: u64,
 }
 
-// SAFETY: `map` is a shared mapping owned by this value (unmapped on drop); the ring protocol
-// with the kernel does not depend on which thread touches it.
-unsafe impl Send for RingMap {}
+/// An RX ring frame kept past the receive handler ([`RxLend::lend`]): the
+/// owner of the [`Bytes`] that point into the ring. Dropping it gives the
+/// frame back to the kernel.
+struct RingLoan {
+    mem: Arc<RingMemory>,
+    frame: *mut u8,
+    data: *const u8,
+    len: usize,
+}
 
-impl Drop for RingMap {
+// SAFETY: the loan only reads its frame's bytes, which nobody writes while it is lent (status
+// TP_STATUS_LENT), inside a mapping its Arc keeps alive; the release is an atomic store.
+unsafe impl Send for RingLoan {}
+// SAFETY: as above; shared access is read-only.
+unsafe impl Sync for RingLoan {}
+
+impl AsRef<[u8]> for RingLoan {
+    fn as_ref(&self) -> &[u8] {
+        // SAFETY: `data..data + len` lies inside the lent frame (checked by `rx_next` before
+        // lending), in a mapping kept alive by `mem`, and is not written until `drop`.
+        unsafe { std::slice::from_raw_parts(self.data, self.len) }
+    }
+}
+
+impl Drop for RingLoan {
     fn drop(&mut self) {
-        // SAFETY: `map`/`map_len` are exactly the mapping created in `RingMap::setup`, unmapped once.
-        unsafe { libc::munmap(self.map as *mut libc::c_void, self.map_len) };
+        store_status(self.frame, TP_STATUS_KERNEL);
+        self.mem.lent.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Offered with each RX ring frame to the receive handler: the frame is
+/// given back to the kernel when the handler returns, unless the handler
+/// takes it with [`RxLend::lend`].
+pub struct RxLend<'a> {
+    mem: &'a Arc<RingMemory>,
+    frame: *mut u8,
+    data: &'a [u8],
+    lent: bool,
+}
+
+impl fmt::Debug for RxLend<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RxLend").field("len", &self.data.len()).field("lent", &self.lent).finish()
+    }
+}
+
+impl RxLend<'_> {
+    /// Keeps the frame out of the ring and returns its bytes (the frame the
+    /// handler was given) without copying them: the frame goes back to the
+    /// kernel when these bytes and every slice of them are dropped. `None`
+    /// when half of the ring is lent already (the kernel must keep room to
+    /// receive into) or the frame was lent before.
+    pub fn lend(&mut self) -> Option<Bytes> {
+        if self.lent {
+            return None;
+        }
+        let lent = self.mem.lent.fetch_add(1, Ordering::Relaxed);
+        if lent >= self.mem.max_lent {
+            self.mem.lent.fetch_sub(1, Ordering::Relaxed);
+            return None;
+        }
+        // Marked lent before the loan exists, so that a loan dropped at once
+        // still ends with the frame given back.
+        store_status(self.frame, TP_STATUS_LENT);
+        self.lent = true;
+        let loan =
+            RingLoan { mem: Arc::clone(self.mem), frame: self.frame, data: self.data.as_ptr(), len: self.data.len() };
+        Some(Bytes::from_owner(loan))
     }
 }
 
@@ -200,42 +309,31 @@ impl RingMap {
         if map == libc::MAP_FAILED {
             return Err(IoError::last_os("mmap(PACKET rings)", sock.ifname().to_string()));
         }
-        Ok(RingMap { map: map as *mut u8, map_len, cfg: *ring, rx_head: 0, tx_head: 0, tx_refused: 0 })
+        let mem = RingMemory { map: map as *mut u8, map_len, lent: AtomicUsize::new(0), max_lent: ring.rx_frames / 2 };
+        Ok(RingMap { mem: Arc::new(mem), cfg: *ring, rx_head: 0, tx_head: 0, tx_refused: 0 })
     }
 
     /// Start of RX frame `i` or TX frame `i` (after the RX frames).
     fn frame_ptr(&self, tx: bool, i: usize) -> *mut u8 {
         let index = if tx { self.cfg.rx_frames + i } else { i };
-        debug_assert!(index * self.cfg.frame_size < self.map_len);
+        debug_assert!(index * self.cfg.frame_size < self.mem.map_len);
         // SAFETY: `index` is below rx_frames + tx_frames, so the offset stays inside the mapping.
-        unsafe { self.map.add(index * self.cfg.frame_size) }
-    }
-
-    /// The status word of the frame at `frame` (acquire).
-    fn load_status(&self, frame: *mut u8) -> u32 {
-        // SAFETY: every frame starts page-aligned with its u32 status word, inside the mapping
-        // that `self` keeps alive; the kernel accesses it concurrently, hence the atomic view.
-        unsafe { (*(frame as *const AtomicU32)).load(Ordering::Acquire) }
-    }
-
-    /// Sets the status word of the frame at `frame` (release).
-    fn store_status(&self, frame: *mut u8, v: u32) {
-        // SAFETY: as in `load_status`.
-        unsafe { (*(frame as *const AtomicU32)).store(v, Ordering::Release) }
+        unsafe { self.mem.map.add(index * self.cfg.frame_size) }
     }
 
     /// See [`PacketRing::recv_with`]; `skip_outgoing` gives outgoing
-    /// packets back unseen.
+    /// packets back unseen. A good frame comes with an [`RxLend`]: the
+    /// frame is given back to the kernel when `f` returns unless `f` lent it.
     pub(crate) fn rx_next<R>(
         &mut self,
         skip_outgoing: bool,
-        f: impl FnOnce(Result<(RecvInfo, &[u8])>) -> R,
+        f: impl FnOnce(Result<(RecvInfo, &[u8])>, Option<&mut RxLend<'_>>) -> R,
     ) -> Option<Option<R>> {
         if self.cfg.rx_frames == 0 {
             return None;
         }
         let base = self.frame_ptr(false, self.rx_head);
-        let st = self.load_status(base);
+        let st = load_status(base);
         if st & TP_STATUS_USER == 0 {
             return None;
         }
@@ -274,9 +372,21 @@ impl RingMap {
                     .map_err(IoError::from)
                     .map(|hdr| (RecvInfo { hdr, len: snap, pkttype, vlan }, data))
             };
-            Some(f(r))
+            match r {
+                Ok((info, data)) => {
+                    let mut lend = RxLend { mem: &self.mem, frame: base, data, lent: false };
+                    let out = f(Ok((info, data)), Some(&mut lend));
+                    if lend.lent {
+                        // The loan gives the frame back.
+                        self.rx_head = (self.rx_head + 1) % self.cfg.rx_frames;
+                        return Some(Some(out));
+                    }
+                    Some(out)
+                }
+                Err(e) => Some(f(Err(e), None)),
+            }
         };
-        self.store_status(base, TP_STATUS_KERNEL);
+        store_status(base, TP_STATUS_KERNEL);
         self.rx_head = (self.rx_head + 1) % self.cfg.rx_frames;
         Some(out)
     }
@@ -292,7 +402,7 @@ impl RingMap {
             return Err(IoError::Truncated { len, capacity: room });
         }
         let base = self.frame_ptr(true, self.tx_head);
-        let st = self.load_status(base);
+        let st = load_status(base);
         if st & TP_STATUS_WRONG_FORMAT != 0 {
             self.tx_refused += 1;
         } else if st != TP_STATUS_AVAILABLE {
@@ -312,7 +422,7 @@ impl RingMap {
             }
             std::ptr::write(base.add(4) as *mut u32, (HLEN + len) as u32);
         }
-        self.store_status(base, TP_STATUS_SEND_REQUEST);
+        store_status(base, TP_STATUS_SEND_REQUEST);
         self.tx_head = (self.tx_head + 1) % self.cfg.tx_frames;
         Ok(true)
     }
@@ -362,7 +472,7 @@ impl PacketRing {
     /// the kernel; `None` when the ring is empty. Outgoing packets are given
     /// back unseen: `Some(None)`.
     pub fn recv_with<R>(&mut self, f: impl FnOnce(Result<(RecvInfo, &[u8])>) -> R) -> Option<Option<R>> {
-        self.ring.rx_next(true, f)
+        self.ring.rx_next(true, |r, _| f(r))
     }
 
     /// Copies `hdr` and the frame made of `parts` into the next TX frame and

@@ -57,7 +57,7 @@
 
 use super::error::{IoError, Result};
 use super::netns::NetNs;
-use super::packet_ring::{RingConfig, RingMap};
+use super::packet_ring::{RingConfig, RingMap, RxLend};
 use super::sys;
 use super::tap::with_iovecs;
 use crate::packet::virtio::{HdrByteOrder, HdrLayout, VirtioNetHdr};
@@ -200,7 +200,10 @@ pub struct PacketSocket {
 }
 
 /// What [`PacketSocket::recv_many`] hands each received packet to.
-pub type RecvHandler<'f> = dyn FnMut(Result<(RecvInfo, &[u8])>) + 'f;
+///
+/// A frame read from an RX ring comes with an [`RxLend`] (`None` otherwise):
+/// the handler may keep the frame without copying it.
+pub type RecvHandler<'f> = dyn FnMut(Result<(RecvInfo, &[u8])>, Option<&mut RxLend<'_>>) + 'f;
 
 /// Bytes per slot of [`PacketSocket::recv_many`] without a ring: more than
 /// a 64 KiB GSO packet with its headers.
@@ -694,11 +697,11 @@ impl PacketSocket {
                 match batch.frame(i) {
                     Ok(None) => {}
                     Ok(Some(frame)) => {
-                        f(Ok(frame));
+                        f(Ok(frame), None);
                         handed += 1;
                     }
                     Err(e) => {
-                        f(Err(e));
+                        f(Err(e), None);
                         handed += 1;
                     }
                 }

@@ -29,6 +29,7 @@
 //! scatter-gather.
 
 use super::meta::{ChecksumState, OffloadMeta};
+use super::pool;
 use bytes::Bytes;
 use std::fmt;
 
@@ -242,6 +243,20 @@ pub struct Packet {
     pub meta: OffloadMeta,
 }
 
+/// A dropped packet gives its receive buffers back to the pool
+/// ([`super::pool`]): the linear storage and owned payload segments (a GRO
+/// aggregate's merged receive buffers). Other memory is freed as usual.
+impl Drop for Packet {
+    fn drop(&mut self) {
+        pool::recycle(std::mem::take(&mut self.storage));
+        for seg in &mut self.segments.items {
+            if let Segment::Owned { buf, .. } = seg {
+                pool::recycle(std::mem::take(buf));
+            }
+        }
+    }
+}
+
 impl fmt::Debug for Packet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Packet")
@@ -267,7 +282,34 @@ impl Packet {
         let mut storage = Vec::with_capacity(headroom + frame.len());
         storage.resize(headroom, 0);
         storage.extend_from_slice(frame);
-        Packet { head: headroom, tail: storage.len(), storage, ..Packet::default() }
+        let tail = storage.len();
+        Packet::with_storage(storage, headroom, tail)
+    }
+
+    /// A packet over `storage[head..tail]`, nothing else set (the caller checked the range).
+    fn with_storage(storage: Vec<u8>, head: usize, tail: usize) -> Packet {
+        Packet {
+            storage,
+            head,
+            tail,
+            segments: Segments::default(),
+            frag_list: Vec::new(),
+            meta: OffloadMeta::default(),
+        }
+    }
+
+    /// As [`Packet::from_frame`], but a frame of more than
+    /// [`pool::COPYBREAK`] bytes is copied into a recycled pool buffer
+    /// instead of a new allocation (no `mmap`, no page faults, no zeroing
+    /// per superpacket).
+    pub fn from_frame_pooled(frame: &[u8]) -> Packet {
+        let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + frame.len());
+        if frame.len() <= pool::COPYBREAK || tail > pool::POOL_BUFFER_LEN {
+            return Packet::from_frame(frame);
+        }
+        let mut storage = pool::take_buffer();
+        storage[head..tail].copy_from_slice(frame);
+        Packet::with_storage(storage, head, tail)
     }
 
     /// Takes ownership of a buffer whose bytes `head..tail` are the frame (a
@@ -279,7 +321,7 @@ impl Packet {
         if head > tail || tail > storage.len() {
             return Err(PacketError::OutOfRange { offset: tail.max(head), len: storage.len() });
         }
-        Ok(Packet { storage, head, tail, ..Packet::default() })
+        Ok(Packet::with_storage(storage, head, tail))
     }
 
     /// Bytes of this packet (linear + segments), excluding the frag list.

@@ -61,6 +61,11 @@ impl<'a> SgFrame<'a> {
 pub trait SegmentSink {
     /// The target takes `packet` as it is, with metadata `meta` (for a
     /// superpacket: DODGY validated away and `gso_segs` recomputed).
+    /// `packet` is always the packet given to
+    /// [`Segmenter::segment`](super::Segmenter::segment), unchanged, and
+    /// this is the call's only output: a sink may just note `meta` and take
+    /// that packet by value once `segment` returned (the device graph does,
+    /// so a superpacket is never copied on its way to a port).
     fn pass_through(&mut self, packet: &Packet, meta: &OffloadMeta);
     /// One frame in scatter-gather form (only for targets with SG).
     fn sg_frame(&mut self, frame: &SgFrame<'_>);

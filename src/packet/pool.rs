@@ -1,0 +1,128 @@
+//! Recycled receive buffers: the engine's page pool.
+//!
+//! A port that reads a superpacket hands the buffer it read into to the
+//! [`Packet`](super::Packet) itself ([`Packet::from_storage`](super::Packet::from_storage):
+//! no copy), so it needs a fresh buffer for the next read. Allocating 128 KiB
+//! per superpacket costs a `mmap`, page faults and zeroing; instead every
+//! buffer of exactly [`POOL_BUFFER_LEN`] bytes goes back to a per-thread free
+//! list when the packet holding it is dropped (usually right after transmit,
+//! on the same worker thread), and the next read takes it from there.
+//!
+//! Invariants:
+//! - a pooled buffer has `len() == capacity() == POOL_BUFFER_LEN` (its bytes
+//!   are stale, never zeroed again: readers only trust what they wrote);
+//! - each thread keeps at most [`POOL_MAX_IDLE`] idle buffers
+//!   (`POOL_MAX_IDLE * POOL_BUFFER_LEN` = 8 MiB); more are freed;
+//! - buffers of any other size are never pooled (they are freed as usual).
+//!
+//! The per-thread list needs no lock; a buffer dropped on another thread
+//! simply joins that thread's list.
+
+use std::cell::RefCell;
+
+/// Size of a pooled receive buffer: headroom plus a frame of up to 128 KiB
+/// minus the headroom (more than a 64 KiB GSO frame with its headers).
+pub const POOL_BUFFER_LEN: usize = 128 * 1024;
+
+/// Received frames up to this size are copied into a packet of their own
+/// size (Linux drivers' `rx_copybreak`): an MTU frame must not pin a
+/// [`POOL_BUFFER_LEN`] buffer. Larger ones (superpackets) use pool buffers.
+pub const COPYBREAK: usize = 4096;
+
+/// Most idle buffers one thread keeps.
+pub const POOL_MAX_IDLE: usize = 64;
+
+thread_local! {
+    static IDLE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Counters of this thread's pool (tests and `superpacket stats`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Idle buffers now.
+    pub idle: usize,
+}
+
+/// A receive buffer of [`POOL_BUFFER_LEN`] bytes: a recycled one when this
+/// thread has one idle, else a new zeroed one.
+pub fn take_buffer() -> Vec<u8> {
+    IDLE.try_with(|idle| idle.borrow_mut().pop()).ok().flatten().unwrap_or_else(|| vec![0; POOL_BUFFER_LEN])
+}
+
+/// Gives `buf` back if it is a pool buffer and this thread's list has room;
+/// otherwise it is freed.
+pub fn recycle(buf: Vec<u8>) {
+    if buf.capacity() != POOL_BUFFER_LEN || buf.len() != POOL_BUFFER_LEN {
+        return;
+    }
+    // During thread teardown the list may be gone: the buffer is then freed.
+    let _ = IDLE.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        if idle.len() < POOL_MAX_IDLE {
+            if idle.capacity() == 0 {
+                idle.reserve_exact(POOL_MAX_IDLE);
+            }
+            idle.push(buf);
+        }
+    });
+}
+
+/// This thread's pool counters.
+pub fn stats() -> PoolStats {
+    PoolStats { idle: IDLE.try_with(|idle| idle.borrow().len()).unwrap_or(0) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buffers_are_recycled_up_to_the_limit() {
+        let before = stats().idle;
+        let a = take_buffer();
+        assert_eq!(a.len(), POOL_BUFFER_LEN);
+        let ptr = a.as_ptr();
+        recycle(a);
+        assert_eq!(stats().idle, before + 1);
+        let b = take_buffer();
+        assert_eq!(b.as_ptr(), ptr, "the idle buffer is handed out again");
+        recycle(b);
+        // Foreign sizes are not pooled.
+        recycle(vec![0; 1500]);
+        let mut shrunk = take_buffer();
+        shrunk.truncate(10);
+        recycle(shrunk);
+        assert_eq!(stats().idle, before);
+        // The list is bounded.
+        let many: Vec<Vec<u8>> = (0..POOL_MAX_IDLE + 5).map(|_| take_buffer()).collect();
+        for b in many {
+            recycle(b);
+        }
+        assert_eq!(stats().idle, POOL_MAX_IDLE);
+    }
+
+    #[test]
+    fn packets_give_their_receive_buffers_back() {
+        use crate::packet::{DEFAULT_HEADROOM, Packet};
+        // Drain this thread's list so that every count below is exact.
+        let held: Vec<Vec<u8>> = (0..stats().idle).map(|_| take_buffer()).collect();
+        let big = vec![7u8; 9000];
+        let p = Packet::from_frame_pooled(&big);
+        assert_eq!(p.to_vec(), big);
+        assert_eq!(p.headroom(), DEFAULT_HEADROOM);
+        let small = Packet::from_frame_pooled(&big[..COPYBREAK]);
+        drop(small);
+        assert_eq!(stats().idle, 0, "a frame up to COPYBREAK gets a buffer of its own size");
+        drop(p);
+        assert_eq!(stats().idle, 1, "the pooled buffer came back");
+        // Read-into-buffer hand-over: the buffer becomes the packet's storage.
+        let mut buf = take_buffer();
+        buf[DEFAULT_HEADROOM..DEFAULT_HEADROOM + 5000].fill(9);
+        let p = Packet::from_storage(buf, DEFAULT_HEADROOM, DEFAULT_HEADROOM + 5000).unwrap();
+        assert_eq!(stats().idle, 0);
+        assert!(p.to_vec().iter().all(|&b| b == 9));
+        drop(p);
+        assert_eq!(stats().idle, 1);
+        drop(held);
+    }
+}
