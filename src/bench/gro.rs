@@ -75,10 +75,25 @@ pub fn bursts(flows: usize, burst: usize, total: usize, batch: usize) -> Pattern
 /// packet by packet in random (deterministic) order; a finished burst is
 /// replaced by the next flow's (round-robin over `flows`).
 pub fn many_flows(flows: usize, in_flight: usize, burst: usize, total: usize, batch: usize) -> Pattern {
-    let mut fl: Vec<Flow> = (0..flows).map(|i| Flow::new(FlowSpec::new(Transport::Tcp, false, i as u32))).collect();
+    let fl: Vec<Flow> = (0..flows).map(|i| Flow::new(FlowSpec::new(Transport::Tcp, false, i as u32))).collect();
+    interleaved_bursts(fl, in_flight, burst, total, batch, 0x9E37_79B9_7F4A_7C15)
+}
+
+/// [`many_flows`] over the given flows (at least one), with the random order drawn from
+/// `seed` (non-zero; a different seed gives another arrival order of the
+/// same traffic).
+pub fn interleaved_bursts(
+    mut fl: Vec<Flow>,
+    in_flight: usize,
+    burst: usize,
+    total: usize,
+    batch: usize,
+    seed: u64,
+) -> Pattern {
+    let flows = fl.len();
     let mut active: Vec<(usize, usize)> = (0..in_flight.min(flows)).map(|i| (i, burst)).collect();
     let mut next = active.len() % flows;
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let mut x = seed.max(1);
     let mut frames = Vec::with_capacity(total);
     while frames.len() < total {
         x ^= x << 13;

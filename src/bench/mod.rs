@@ -13,8 +13,15 @@ pub mod csum;
 pub mod defrag;
 pub mod gro;
 pub mod gso;
+pub mod lro_forward;
+pub mod ministat;
+pub mod plot;
+pub mod scenarios;
 pub mod seed_qinq_tso;
 pub mod seed_vlan_nat;
+pub mod stats;
+pub mod suite;
+pub mod suite_report;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

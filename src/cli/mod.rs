@@ -3,8 +3,10 @@
 //! Exit codes (the CLI contract): 0 ok, 1 problems found, 2 usage or I/O error.
 
 mod bench;
+mod bench_suite;
 mod demo;
 mod demo_live;
+mod ministat;
 mod pcap_check;
 mod pcap_defrag;
 mod pcap_gro;
@@ -59,11 +61,21 @@ enum Command {
     Run(run::RunArgs),
     /// Show the counters of a running engine.
     Stats(stats::StatsArgs),
-    /// Run benchmarks (figures for the README and for regressions).
+    /// Run benchmarks: with no micro-benchmark named, the suite that
+    /// reproduces the five results (every configuration N times, ministat's
+    /// t test per A/B pair, `--json`, `--report DIR` with markdown and SVG
+    /// charts); `bench <micro-benchmark>` runs one micro-benchmark once.
+    #[command(args_conflicts_with_subcommands = true)]
     Bench {
         #[command(subcommand)]
-        scenario: bench::BenchScenario,
+        scenario: Option<bench::BenchScenario>,
+        #[command(flatten)]
+        suite: bench_suite::SuiteArgs,
     },
+    /// FreeBSD ministat's statistics over files of numbers: summary table,
+    /// ASCII distribution plot, Student's t test against the first file.
+    /// Exit 0 ok, 2 usage or I/O error.
+    Ministat(ministat::MinistatArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,7 +104,9 @@ pub fn main() -> ExitCode {
         Command::Pcap { command: PcapCommand::Defrag(args) } => pcap_defrag::run(&args),
         Command::Pcap { command: PcapCommand::Gso(args) } => pcap_gso::run(&args),
         Command::Pcap { command: PcapCommand::Gro(args) } => pcap_gro::run(&args),
-        Command::Bench { scenario } => bench::run(&scenario),
+        Command::Bench { scenario: Some(scenario), .. } => bench::run(&scenario),
+        Command::Bench { scenario: None, suite } => bench_suite::run(&suite),
+        Command::Ministat(args) => ministat::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Stats(args) => stats::run(&args),
     };
