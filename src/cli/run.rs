@@ -10,6 +10,7 @@
 use super::{CliError, EXIT_OK};
 use crate::device::{StackMode, Topology};
 use crate::engine::control::{StatsServer, default_socket_dir};
+use crate::engine::privileges::{PrivilegePlan, drop_privileges, lookup_user};
 use crate::engine::{Engine, EngineConfig, EngineOptions, PortEvent};
 use crate::io::event::{Epoll, SignalFd, signal_name};
 use clap::Args;
@@ -45,6 +46,15 @@ pub struct RunArgs {
     /// Print a status line every N seconds (default: 5 on a terminal, else never).
     #[arg(long)]
     pub status_interval: Option<f64>,
+    /// Once the ports are open, become this user (name or uid), keeping only
+    /// the capabilities reopening ports needs.
+    #[arg(long, value_name = "USER")]
+    pub user: Option<String>,
+    /// Keep every privilege (by default, once the ports are open, the engine
+    /// keeps only CAP_NET_ADMIN and CAP_NET_RAW, plus CAP_SYS_ADMIN when a
+    /// port lives in a named namespace).
+    #[arg(long, conflicts_with = "user")]
+    pub keep_privileges: bool,
 }
 
 /// The default stats socket of a topology file: `<dir>/<file stem>.sock`.
@@ -77,7 +87,16 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
     let topo = Topology::parse(&src).map_err(|e| CliError::context(args.topology.display(), e))?;
     // Signals are blocked before any thread starts, so they wait in the signalfd.
     let signals = SignalFd::install().map_err(|e| CliError::context("signals", e))?;
-    let socket = args.stats_socket.clone().unwrap_or_else(|| default_socket(&args.topology));
+    let socket = match (&args.stats_socket, &args.user) {
+        (Some(s), _) => s.clone(),
+        // A directory the user will own, so that it can remove its socket at exit.
+        (None, Some(user)) if !args.keep_privileges => {
+            let d = default_socket(&args.topology);
+            let name = d.file_name().map(|n| n.to_os_string()).unwrap_or_default();
+            default_socket_dir().join(user).join(name)
+        }
+        (None, _) => default_socket(&args.topology),
+    };
     let opts = EngineOptions {
         workers: args.workers,
         config: EngineConfig { budget: args.budget, ..EngineConfig::default() },
@@ -85,15 +104,25 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
         base_dir: args.topology.parent().map(Path::to_path_buf),
         tap_offloads: None,
     };
-    let engine = Engine::start(&topo, &opts).map_err(|e| CliError::context(args.topology.display(), e))?;
+    let open = Engine::open(&topo, &opts).map_err(|e| CliError::context(args.topology.display(), e))?;
     // The socket appears once every port is open: its existence means "running".
-    let server = match StatsServer::bind(&socket, args.prometheus) {
-        Ok(s) => s,
-        Err(e) => {
-            let _ = engine.stop();
-            return Err(CliError::context(socket.display(), e));
+    let server = StatsServer::bind(&socket, args.prometheus).map_err(|e| CliError::context(socket.display(), e))?;
+    // Still the only thread: what is dropped here is dropped for the workers too.
+    let privileges = if args.keep_privileges {
+        "kept (--keep-privileges)".to_string()
+    } else {
+        let plan = PrivilegePlan::for_topology(topo.uses_named_netns(), args.user.clone());
+        if let Some(user) = &args.user {
+            let (uid, gid) = lookup_user(user).map_err(|e| CliError::context("--user", e))?;
+            // The default socket of a --user run lives in a directory of that user's own.
+            let own_dir = args.stats_socket.is_none();
+            server.hand_to(uid, gid, own_dir).map_err(|e| CliError::context(server.path().display(), e))?;
         }
+        let r = drop_privileges(&plan).map_err(|e| CliError::context("dropping privileges", e))?;
+        format!("uid {} gid {}, capabilities {}", r.uid, r.gid, r.effective_names())
     };
+    let engine = open.start().map_err(|e| CliError::context(args.topology.display(), e))?;
+    eprintln!("superpacket: privileges: {privileges}");
     eprintln!(
         "superpacket: running {} with {} worker(s); stats: superpacket stats --socket {}{}",
         args.topology.display(),

@@ -1027,6 +1027,15 @@ impl Topology {
         })
     }
 
+    /// True if some port lives in a named network namespace (`netns = ...`):
+    /// reopening it needs `setns`, hence CAP_SYS_ADMIN.
+    pub fn uses_named_netns(&self) -> bool {
+        self.spec.devices.iter().any(|d| match d.driver.as_ref().map(Spanned::get_ref) {
+            Some(DriverSpec::Table(t)) => t.netns.is_some(),
+            _ => false,
+        })
+    }
+
     /// Names of the ports with `gro = true` (software GRO on ingress).
     pub fn gro_ports(&self) -> Vec<String> {
         self.spec

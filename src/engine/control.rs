@@ -10,6 +10,7 @@ use super::EngineSnapshot;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -69,6 +70,9 @@ pub fn default_socket_dir() -> PathBuf {
     std::env::temp_dir().join(format!("superpacket-{uid}"))
 }
 
+/// Mode of the stats socket: owner and group may connect, others may not.
+pub const SOCKET_MODE: u32 = 0o660;
+
 /// The Unix socket (and optional Prometheus listener) of a running engine.
 /// The socket file is removed on drop.
 #[derive(Debug)]
@@ -100,6 +104,8 @@ impl StatsServer {
             std::fs::remove_file(path)?;
         }
         let unix = UnixListener::bind(path)?;
+        // Connecting needs write permission: owner and group only, never the world.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(SOCKET_MODE))?;
         unix.set_nonblocking(true)?;
         let http = match prometheus {
             Some(addr) => {
@@ -110,6 +116,21 @@ impl StatsServer {
             None => None,
         };
         Ok(StatsServer { unix, path: path.to_path_buf(), http })
+    }
+
+    /// Gives the socket (and, with `own_dir`, its directory) to `uid`/`gid`,
+    /// for an engine about to become that user: the user can then query it
+    /// and remove it at exit.
+    ///
+    /// # Errors
+    /// `chown` failing.
+    pub fn hand_to(&self, uid: u32, gid: u32, own_dir: bool) -> std::io::Result<()> {
+        std::os::unix::fs::chown(&self.path, Some(uid), Some(gid))?;
+        if own_dir && let Some(dir) = self.path.parent() {
+            std::os::unix::fs::chown(dir, Some(uid), Some(gid))?;
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o750))?;
+        }
+        Ok(())
     }
 
     /// The socket path.

@@ -36,6 +36,7 @@
 
 pub mod control;
 pub mod lab;
+pub mod privileges;
 pub mod relay;
 pub mod stats;
 pub mod worker;
@@ -98,13 +99,24 @@ pub struct Engine {
 
 impl Engine {
     /// Builds one graph per worker from `topology` (opening every port) and
-    /// starts the workers.
+    /// starts the workers: [`Engine::open`] then [`OpenEngine::start`].
     ///
     /// # Errors
     /// A topology error (naming its line), a port that cannot be opened,
     /// options that do not fit (several workers with NAT or pcap ports), or
     /// a thread that cannot be started.
     pub fn start(topology: &Topology, opts: &EngineOptions) -> Result<Engine, EngineError> {
+        Engine::open(topology, opts)?.start()
+    }
+
+    /// Builds one graph per worker from `topology`, opening every port, but
+    /// starts no thread yet: the caller can still act as the process's only
+    /// thread (bind its control socket, drop privileges,
+    /// [`privileges::drop_privileges`]) before [`OpenEngine::start`].
+    ///
+    /// # Errors
+    /// As [`Engine::start`], but for the threads.
+    pub fn open(topology: &Topology, opts: &EngineOptions) -> Result<OpenEngine, EngineError> {
         let workers = opts.workers.max(1);
         if workers > 1 {
             if !topology.spec.nat.is_empty() {
@@ -158,18 +170,47 @@ impl Engine {
             shared.push(slot);
             built.push(w);
         }
+        Ok(OpenEngine { stop, built, shared, events })
+    }
+}
+
+/// An engine whose ports are open and whose workers have not started
+/// ([`Engine::open`]). Dropping it closes the ports.
+pub struct OpenEngine {
+    stop: Arc<EventFd>,
+    built: Vec<Worker>,
+    shared: Vec<Arc<Mutex<WorkerSnapshot>>>,
+    events: Receiver<PortEvent>,
+}
+
+impl OpenEngine {
+    /// Starts one thread per worker.
+    ///
+    /// # Errors
+    /// A thread that cannot be started (the ones started are stopped).
+    pub fn start(self) -> Result<Engine, EngineError> {
+        let OpenEngine { stop, built, shared, events } = self;
+        let workers = built.len();
         let mut threads = Vec::with_capacity(workers);
         for mut w in built {
             let idx = threads.len();
             let h = std::thread::Builder::new()
                 .name(format!("sp-worker-{idx}"))
                 .spawn(move || w.run())
-                .map_err(|e| EngineError::Worker { worker: idx, message: format!("cannot start thread: {e}") })?;
-            threads.push(h);
+                .map_err(|e| EngineError::Worker { worker: idx, message: format!("cannot start thread: {e}") });
+            match h {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    let _ = (Engine { stop, threads, shared, events }).stop();
+                    return Err(e);
+                }
+            }
         }
         Ok(Engine { stop, threads, shared, events })
     }
+}
 
+impl Engine {
     /// The counters now (each worker publishes every `publish_interval`).
     pub fn snapshot(&self) -> EngineSnapshot {
         merge_published(&self.shared)
