@@ -38,6 +38,13 @@ pub struct Interface {
 /// Most packets waiting for neighbour resolution.
 pub const MAX_PENDING: usize = 64;
 
+/// Most learned neighbours (Linux's `gc_thresh3` default, 1024). Once full,
+/// the router learns only neighbours it asked for (packets wait for them);
+/// unsolicited ARP/NDP from new addresses is answered but not remembered
+/// (counted in [`Router::neighbours_refused`]), so a flood of spoofed
+/// sources cannot grow the table. Static neighbours are always added.
+pub const MAX_NEIGHBOURS: usize = 1024;
+
 /// The router. See the module documentation.
 #[derive(Debug, Default)]
 pub struct Router {
@@ -49,6 +56,8 @@ pub struct Router {
     pub neighbours: HashMap<IpAddr, MacAddr>,
     /// IPv4 NAT.
     pub nat: Nat,
+    /// Neighbours not learned because the table was full ([`MAX_NEIGHBOURS`]).
+    pub neighbours_refused: u64,
     pending: Vec<(IpAddr, DeviceId, Packet, usize)>,
 }
 
@@ -338,6 +347,11 @@ impl Router {
     /// Learns `addr` → `mac` and releases the packets waiting for it, in
     /// the order they arrived.
     fn learn(&mut self, addr: IpAddr, mac: MacAddr, out: &mut Vec<(DeviceId, Packet, usize)>) {
+        let awaited = self.pending.iter().any(|e| e.0 == addr);
+        if self.neighbours.len() >= MAX_NEIGHBOURS && !self.neighbours.contains_key(&addr) && !awaited {
+            self.neighbours_refused += 1;
+            return;
+        }
         self.neighbours.insert(addr, mac);
         for (_, dev, mut p, len) in self.pending.extract_if(.., |e| e.0 == addr) {
             p.linear_mut()[0..6].copy_from_slice(&mac.0);

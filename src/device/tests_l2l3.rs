@@ -274,19 +274,43 @@ fn arp_resolution_holds_packets_until_the_reply_releases_them_in_order() {
     assert_eq!(tx_of(&mut g, wan).len(), 1);
 }
 
-#[test]
-fn router_answers_arp_for_its_address() {
-    let (mut g, lan, _wan, _spec) = router_without_neighbours();
-    let lan10 = g.id("lan.10").unwrap();
-    let host = mac(0x22);
-    let req = ArpRepr::request(host, Ipv4Addr::new(192, 168, 10, 2), Ipv4Addr::new(192, 168, 10, 1));
+/// An ARP request from `host` at `addr` for the router's 192.168.10.1, in VLAN 10.
+fn arp_request_to_router(host: MacAddr, addr: Ipv4Addr) -> Packet {
+    let req = ArpRepr::request(host, addr, Ipv4Addr::new(192, 168, 10, 1));
     let mut arp = [0u8; 28];
     req.emit(&mut ArpPacket::new_unchecked(&mut arp[..])).unwrap();
     let mut f = vec![0xff; 6];
     f.extend_from_slice(&host.0);
     f.extend_from_slice(&[0x81, 0x00, 0x00, 10, 0x08, 0x06]);
     f.extend_from_slice(&arp);
-    g.receive(lan, Packet::from_frame(&f));
+    Packet::from_frame(&f)
+}
+
+#[test]
+fn arp_flood_from_spoofed_sources_cannot_grow_the_neighbour_table() {
+    use crate::device::router::MAX_NEIGHBOURS;
+    let (mut g, lan, _wan, _spec) = router_without_neighbours();
+    let flood = MAX_NEIGHBOURS + 500;
+    for i in 0..flood {
+        let addr = Ipv4Addr::from(0xc0a8_0000u32 + 2 + i as u32);
+        g.receive(lan, arp_request_to_router(mac((i % 250) as u8), addr));
+        if i % 64 == 0 {
+            tx_of(&mut g, lan);
+        }
+    }
+    assert_eq!(g.router.neighbours.len(), MAX_NEIGHBOURS);
+    assert_eq!(g.router.neighbours_refused, 500);
+    // Every request was still answered.
+    let answered = g.counters(lan).tx_packets;
+    assert_eq!(answered as usize, flood, "{:?}", g.counters(lan));
+}
+
+#[test]
+fn router_answers_arp_for_its_address() {
+    let (mut g, lan, _wan, _spec) = router_without_neighbours();
+    let lan10 = g.id("lan.10").unwrap();
+    let host = mac(0x22);
+    g.receive(lan, arp_request_to_router(host, Ipv4Addr::new(192, 168, 10, 2)));
     let out = tx_of(&mut g, lan);
     assert_eq!(out.len(), 1);
     let r = ArpRepr::parse(&ArpPacket::new_checked(&out[0].linear()[18..]).unwrap()).unwrap();
