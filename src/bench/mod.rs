@@ -16,6 +16,7 @@ pub mod gso;
 pub mod lro_forward;
 pub mod ministat;
 pub mod plot;
+pub mod pv_tx;
 pub mod scenarios;
 pub mod seed_qinq_tso;
 pub mod seed_vlan_nat;

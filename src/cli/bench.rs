@@ -16,6 +16,12 @@ pub enum BenchScenario {
     /// reassembly throughput against memcpy.
     #[command(name = "defrag-coalesce")]
     DefragCoalesce(CommonBenchArgs),
+    /// Paravirtual port between two processes: request/response rate (64 B
+    /// to 1500 B) and streaming rate for the three transmit strategies
+    /// (software checksum + direct for lone packets, offload + header info
+    /// via indirect descriptors, direct offload without header info).
+    #[command(name = "pv-tx")]
+    PvTx(CommonBenchArgs),
     /// Software GSO (TSO/USO with checksum completion) payload throughput,
     /// scatter-gather and linear, against memcpy of the same bytes.
     Gso(CommonBenchArgs),
@@ -55,6 +61,12 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
             "defrag-coalesce",
             |quick, p| defrag::run_with_progress(&defrag::DefragBenchOptions { quick }, p),
             defrag::render_human,
+        ),
+        BenchScenario::PvTx(a) => report(
+            a,
+            "pv-tx",
+            |quick, p| crate::bench::pv_tx::run_with_progress(&crate::bench::pv_tx::PvTxBenchOptions { quick }, p),
+            crate::bench::pv_tx::render_human,
         ),
         BenchScenario::Gso(a) => {
             report(a, "gso", |quick, p| gso::run_with_progress(&gso::GsoBenchOptions { quick }, p), gso::render_human)

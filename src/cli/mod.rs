@@ -12,6 +12,7 @@ mod pcap_defrag;
 mod pcap_gro;
 mod pcap_gso;
 mod progress;
+mod pv_peer;
 mod run;
 mod stats;
 
@@ -76,6 +77,12 @@ enum Command {
     /// ASCII distribution plot, Student's t test against the first file.
     /// Exit 0 ok, 2 usage or I/O error.
     Ministat(ministat::MinistatArgs),
+    /// The other end of a paravirtual link, for `bench pv-tx` and the tests.
+    #[command(name = "pv-peer", hide = true)]
+    PvPeer {
+        #[command(subcommand)]
+        command: pv_peer::PvPeerCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,6 +114,7 @@ pub fn main() -> ExitCode {
         Command::Bench { scenario: Some(scenario), .. } => bench::run(&scenario),
         Command::Bench { scenario: None, suite } => bench_suite::run(&suite),
         Command::Ministat(args) => ministat::run(&args),
+        Command::PvPeer { command } => pv_peer::run(&command),
         Command::Run(args) => run::run(&args),
         Command::Stats(args) => stats::run(&args),
     };

@@ -5,7 +5,8 @@
 //!
 //! - [`features`]: the netdev feature sets and their rules (6.1, 6.2, 6.4, 6.5).
 //! - [`graph`]: the device graph, transmit and receive paths, counters.
-//! - [`port`]: port drivers (in-memory, pcap); [`port_io`]: TAP and AF_PACKET ports.
+//! - [`port`]: port drivers (in-memory, pcap); [`port_io`]: TAP and AF_PACKET ports;
+//!   [`pv_port`]: paravirtual shared-memory ports ([`crate::io::pv`]).
 //! - [`vlan`], [`bond`], [`team`], [`bridge`]: device kinds.
 //! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT.
 //! - [`topology`]: graphs from TOML topology files (`docs/topology.md`).
@@ -17,6 +18,7 @@ pub mod graph;
 pub mod nat;
 pub mod port;
 pub mod port_io;
+pub mod pv_port;
 pub mod router;
 pub mod superpackets;
 pub mod team;
@@ -34,4 +36,5 @@ pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, St
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, DeviceKind, Graph};
 pub use port::{DriverError, MemoryDriver, MemoryMode, PcapDriver, PortDriver};
 pub use port_io::{IoPortDriver, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
+pub use pv_port::{PvPortDriver, PvPortOptions};
 pub use topology::{BuildOptions, Topology, TopologyError};

@@ -22,9 +22,13 @@ use super::graph::{DeviceId, DeviceKind, Graph};
 use super::nat::{NatRule, NatTimeouts};
 use super::port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
 use super::port_io::{MAX_BATCH, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
+use super::pv_port::{PvPortDriver, PvPortOptions};
 use super::router::Route;
 use super::team::TeamMode;
 use super::vlan::VlanProto;
+use crate::io::pv::TxStrategy;
+use crate::io::pv::proto as pv_proto;
+use crate::io::pv::ring::MAX_RING as PV_MAX_RING;
 use crate::io::tap::{TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
 use crate::wire::MacAddr;
 use serde::Deserialize;
@@ -103,7 +107,8 @@ pub struct DeviceSpec {
     /// `port`, `vlan`, `bond`, `team` or `bridge`.
     pub kind: Spanned<String>,
     /// Port: `memory` (default), `{ kind = "pcap", path, input }`,
-    /// `{ kind = "tap", name, netns }`, `{ kind = "af_packet", interface, netns }`.
+    /// `{ kind = "tap", name, netns }`, `{ kind = "af_packet", interface, netns }`,
+    /// `{ kind = "pv", socket }`.
     pub driver: Option<Spanned<DriverSpec>>,
     /// Port: `any` (parses every VLAN depth) or `vlan` (Linux's default hook).
     pub features_check: Option<Spanned<String>>,
@@ -164,7 +169,7 @@ pub enum DriverSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DriverTable {
-    /// `memory`, `pcap`, `tap` or `af_packet`.
+    /// `memory`, `pcap`, `tap`, `af_packet` or `pv`.
     pub kind: Spanned<String>,
     /// pcap: output file (relative to the topology file).
     pub path: Option<Spanned<String>>,
@@ -182,8 +187,18 @@ pub struct DriverTable {
     pub offloads: Option<Spanned<Vec<Spanned<String>>>>,
     /// af_packet: `PACKET_QDISC_BYPASS`.
     pub qdisc_bypass: Option<Spanned<bool>>,
-    /// af_packet: frames per batched receive or send call.
+    /// af_packet: frames per batched receive or send call; pv: packets per
+    /// transmit batch.
     pub batch: Option<Spanned<u32>>,
+    /// pv: the Unix socket clients attach to (relative to the topology file).
+    pub socket: Option<Spanned<String>>,
+    /// pv: transmit policy (`swcsum-direct`, `offload-indirect`, `direct-nocsum`).
+    pub strategy: Option<Spanned<String>>,
+    /// pv: require header information with checksum-offloaded frames
+    /// (`GUEST_HDRLEN`; default true).
+    pub header_info: Option<Spanned<bool>>,
+    /// pv: default ring size (a power of two, 2..=1024; default 256).
+    pub ring: Option<Spanned<u32>>,
 }
 
 impl<'de> Deserialize<'de> for DriverSpec {
@@ -890,6 +905,7 @@ impl Topology {
                 "pcap" => &["path", "input"],
                 "tap" => &["name", "netns", "offloads"],
                 "af_packet" => &["interface", "netns", "qdisc_bypass", "batch"],
+                "pv" => &["socket", "offloads", "strategy", "header_info", "ring", "batch"],
                 _ => &[],
             };
             let keys = [
@@ -898,17 +914,21 @@ impl Topology {
                 ("name", &t.name),
                 ("interface", &t.interface),
                 ("netns", &t.netns),
+                ("socket", &t.socket),
+                ("strategy", &t.strategy),
             ];
             let spans = [
                 ("offloads", t.offloads.as_ref().map(Spanned::span)),
                 ("qdisc_bypass", t.qdisc_bypass.as_ref().map(Spanned::span)),
                 ("batch", t.batch.as_ref().map(Spanned::span)),
+                ("header_info", t.header_info.as_ref().map(Spanned::span)),
+                ("ring", t.ring.as_ref().map(Spanned::span)),
             ];
             let keys = keys.iter().map(|(k, v)| (*k, v.as_ref().map(Spanned::span))).chain(spans);
             for (key, v) in keys {
                 if let Some(v) = v
                     && !allowed.contains(&key)
-                    && matches!(kind, "memory" | "pcap" | "tap" | "af_packet")
+                    && matches!(kind, "memory" | "pcap" | "tap" | "af_packet" | "pv")
                 {
                     let at = key_span(&self.src, &spec.span(), key).unwrap_or(v);
                     return Err(self.err(&at, format!("key `{key}` does not apply to a {kind} driver")));
@@ -967,7 +987,26 @@ impl Topology {
                     self.err(&dev.span(), format!("{kind} driver: {e}{hint}"))
                 })
             }
-            other => Err(self.err(&span, format!("unknown driver `{other}` (memory, pcap, tap, af_packet)"))),
+            "pv" => {
+                let t = table.ok_or_else(|| {
+                    self.err(&span, "a pv driver is a table { kind = \"pv\", socket = \"/path.sock\" }")
+                })?;
+                let pv = self.pv_options(t, opts, &span)?;
+                if opts.workers > 1 {
+                    return Err(self.err(
+                        &span,
+                        format!(
+                            "a pv port serves its client from one worker; run with one worker (asked for {})",
+                            opts.workers
+                        ),
+                    ));
+                }
+                let at = t.socket.as_ref().map_or(span.clone(), Spanned::span);
+                PvPortDriver::open(&pv)
+                    .map(|d| Box::new(d) as Box<dyn PortDriver>)
+                    .map_err(|e| self.err(&at, format!("pv driver: {e}")))
+            }
+            other => Err(self.err(&span, format!("unknown driver `{other}` (memory, pcap, tap, af_packet, pv)"))),
         }
     }
 
@@ -993,6 +1032,67 @@ impl Topology {
         }
         if let Some(over) = opts.tap_offloads {
             o.offloads = over;
+        }
+        Ok(o)
+    }
+
+    fn pv_options(
+        &self,
+        t: &DriverTable,
+        opts: &BuildOptions,
+        span: &Range<usize>,
+    ) -> Result<PvPortOptions, TopologyError> {
+        let socket = t.socket.as_ref().ok_or_else(|| self.err(span, "a pv driver needs `socket`"))?;
+        let path = Path::new(socket.get_ref());
+        let path = match &opts.base_dir {
+            Some(b) if path.is_relative() => b.join(path),
+            _ => path.to_path_buf(),
+        };
+        let mut o = PvPortOptions::new(path);
+        if let Some(s) = &t.strategy {
+            o.strategy = TxStrategy::parse(s.get_ref()).ok_or_else(|| {
+                self.err(
+                    &s.span(),
+                    format!("unknown pv strategy `{}` (swcsum-direct, offload-indirect, direct-nocsum)", s.get_ref()),
+                )
+            })?;
+        }
+        if let Some(list) = &t.offloads {
+            let mut f = o.features & !(pv_proto::ALL_FEATURES & !pv_proto::REQUIRED);
+            f |= pv_proto::F_RING_EVENT_IDX | pv_proto::F_GUEST_HDRLEN;
+            for name in list.get_ref() {
+                f |= match name.get_ref().as_str() {
+                    "csum" => pv_proto::F_CSUM | pv_proto::F_GUEST_CSUM,
+                    "tso4" => pv_proto::F_HOST_TSO4 | pv_proto::F_GUEST_TSO4,
+                    "tso6" => pv_proto::F_HOST_TSO6 | pv_proto::F_GUEST_TSO6,
+                    "tso-ecn" => pv_proto::F_HOST_ECN | pv_proto::F_GUEST_ECN,
+                    "uso" => pv_proto::F_HOST_USO | pv_proto::F_GUEST_USO4 | pv_proto::F_GUEST_USO6,
+                    other => {
+                        return Err(self.err(
+                            &name.span(),
+                            format!("unknown pv offload `{other}` (csum, tso4, tso6, tso-ecn, uso)"),
+                        ));
+                    }
+                };
+            }
+            o.features = f;
+        }
+        if t.header_info.as_ref().is_some_and(|h| !*h.get_ref()) {
+            o.features &= !pv_proto::F_GUEST_HDRLEN;
+        }
+        if let Some(r) = &t.ring {
+            let n = *r.get_ref();
+            if !(2..=u32::from(PV_MAX_RING)).contains(&n) || !n.is_power_of_two() {
+                return Err(self.err(&r.span(), format!("ring {n} is not a power of two in 2..={PV_MAX_RING}")));
+            }
+            o.ring = n as u16;
+        }
+        if let Some(b) = &t.batch {
+            let n = *b.get_ref() as usize;
+            if !(1..=MAX_BATCH).contains(&n) {
+                return Err(self.err(&b.span(), format!("batch {n} is outside 1..={MAX_BATCH}")));
+            }
+            o.batch = n;
         }
         Ok(o)
     }

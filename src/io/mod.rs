@@ -99,6 +99,7 @@ pub mod netns;
 pub mod oracle;
 pub mod packet_ring;
 pub mod packet_socket;
+pub mod pv;
 pub mod streams;
 mod sys;
 pub mod tap;

@@ -1,0 +1,74 @@
+//! CPU placement for the two ends of a measurement: busy-polling ends of a
+//! pv link must run on different CPUs (two spinning processes sharing one
+//! CPU take turns per scheduler slice, and the figures then measure the
+//! scheduler). `superpacket bench pv-tx` pins its own thread to one CPU and
+//! the peer processes to another, as netperf's `-T` does.
+
+use super::super::error::IoError;
+
+/// The CPUs the calling thread may run on.
+///
+/// # Errors
+/// `sched_getaffinity` failing.
+pub fn current() -> Result<libc::cpu_set_t, IoError> {
+    // SAFETY: cpu_set_t is plain data (all-zero is the empty set); the
+    // kernel writes at most `size_of::<cpu_set_t>()` bytes into it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) < 0 {
+            return Err(IoError::last_os("sched_getaffinity", "calling thread"));
+        }
+        Ok(set)
+    }
+}
+
+/// Restricts the calling thread to `set`.
+///
+/// # Errors
+/// `sched_setaffinity` failing (no allowed CPU in the set).
+pub fn set(set: &libc::cpu_set_t) -> Result<(), IoError> {
+    // SAFETY: `set` is a valid cpu_set_t the kernel only reads.
+    if unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) } < 0 {
+        return Err(IoError::last_os("sched_setaffinity", "calling thread"));
+    }
+    Ok(())
+}
+
+/// Pins the calling thread to CPU `cpu`.
+///
+/// # Errors
+/// `sched_setaffinity` failing (no such CPU, or not allowed).
+pub fn pin(cpu: usize) -> Result<(), IoError> {
+    // SAFETY: cpu_set_t is plain data (all-zero is the empty set); CPU_SET
+    // writes one bit of it, bounds-checked by the libc crate.
+    let s = unsafe {
+        let mut s: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut s);
+        s
+    };
+    set(&s)
+}
+
+/// The CPUs in `set`, lowest first.
+pub fn cpus(set: &libc::cpu_set_t) -> Vec<usize> {
+    (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: CPU_ISSET reads one bit of a valid set, bounds-checked by the libc crate.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, set) })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn pin_and_restore() {
+        let before = super::current().unwrap();
+        let cpus = super::cpus(&before);
+        assert!(!cpus.is_empty());
+        let t = std::thread::spawn(move || {
+            super::pin(cpus[cpus.len() - 1]).unwrap();
+            super::cpus(&super::current().unwrap())
+        });
+        assert_eq!(t.join().unwrap().len(), 1);
+        assert_eq!(super::cpus(&super::current().unwrap()), super::cpus(&before), "other threads unaffected");
+    }
+}
