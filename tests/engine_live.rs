@@ -266,6 +266,8 @@ fn live_demo_reports_every_figure_and_removes_its_lab() {
         "tcp_relay_gbps",
         "udp_passthrough_gbps",
         "udp_perframe_gbps",
+        "tcp_mtubatched_gbps",
+        "udp_mtubatched_gbps",
     ] {
         assert!(get(key).is_some_and(|g| g > 0.0), "{key}: {v}");
     }

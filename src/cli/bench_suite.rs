@@ -107,6 +107,12 @@ pub static LIVE: Scenario = Scenario {
             better: Better::Higher,
         },
         Pair {
+            label: "UDP goodput, passthrough vs MTU frames with batched I/O",
+            baseline: "udp_mtubatched_gbps",
+            candidate: "udp_passthrough_gbps",
+            better: Better::Higher,
+        },
+        Pair {
             label: "engine CPU per GB, passthrough vs legacy",
             baseline: "legacy_cpu_s_per_gb",
             candidate: "passthrough_cpu_s_per_gb",
@@ -137,10 +143,28 @@ pub static LIVE: Scenario = Scenario {
             title: "Live data path: kernel TCP and UDP throughput (real traffic)",
             y_label: "Gbit/s",
             log: false,
-            series: &["relay", "passthrough", "per-frame", "legacy"],
+            series: &["relay", "passthrough", "per-frame", "MTU batched", "legacy"],
             groups: &[
-                ("TCP", &["tcp_relay_gbps", "tcp_passthrough_gbps", "tcp_perframe_gbps", "tcp_legacy_gbps"]),
-                ("UDP", &["udp_relay_gbps", "udp_passthrough_gbps", "udp_perframe_gbps", "udp_legacy_gbps"]),
+                (
+                    "TCP",
+                    &[
+                        "tcp_relay_gbps",
+                        "tcp_passthrough_gbps",
+                        "tcp_perframe_gbps",
+                        "tcp_mtubatched_gbps",
+                        "tcp_legacy_gbps",
+                    ],
+                ),
+                (
+                    "UDP",
+                    &[
+                        "udp_relay_gbps",
+                        "udp_passthrough_gbps",
+                        "udp_perframe_gbps",
+                        "udp_mtubatched_gbps",
+                        "udp_legacy_gbps",
+                    ],
+                ),
             ],
         },
         PlotSpec {
@@ -148,10 +172,16 @@ pub static LIVE: Scenario = Scenario {
             title: "Live data path: engine CPU per GB (real traffic)",
             y_label: "CPU s/GB",
             log: false,
-            series: &["relay", "passthrough", "per-frame", "legacy"],
+            series: &["relay", "passthrough", "per-frame", "MTU batched", "legacy"],
             groups: &[(
                 "TCP + UDP",
-                &["relay_cpu_s_per_gb", "passthrough_cpu_s_per_gb", "perframe_cpu_s_per_gb", "legacy_cpu_s_per_gb"],
+                &[
+                    "relay_cpu_s_per_gb",
+                    "passthrough_cpu_s_per_gb",
+                    "perframe_cpu_s_per_gb",
+                    "mtubatched_cpu_s_per_gb",
+                    "legacy_cpu_s_per_gb",
+                ],
             )],
         },
     ],

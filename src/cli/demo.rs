@@ -48,12 +48,13 @@ pub struct DemoArgs {
     /// Run the offline pipeline even as root.
     #[arg(long)]
     pub offline: bool,
-    /// Seconds per live transfer (TCP, then UDP, in each of four configurations).
+    /// Seconds per live transfer (TCP, then UDP, in each of five configurations).
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
     /// Live demo only: measure just these configurations (repeatable; default
-    /// all four: relay, passthrough, perframe, legacy). Ratios need both sides.
-    #[arg(long = "config", value_name = "NAME", value_parser = ["relay", "passthrough", "perframe", "legacy"])]
+    /// all five: relay, passthrough, perframe, mtubatched, legacy). Ratios
+    /// need both sides.
+    #[arg(long = "config", value_name = "NAME", value_parser = super::demo_live::CONFIG_NAMES)]
     pub configs: Vec<String>,
 }
 

@@ -103,6 +103,7 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
         mode,
         base_dir: args.topology.parent().map(Path::to_path_buf),
         tap_offloads: None,
+        packet_batch: None,
     };
     let open = Engine::open(&topo, &opts).map_err(|e| CliError::context(args.topology.display(), e))?;
     // The socket appears once every port is open: its existence means "running".

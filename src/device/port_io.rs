@@ -181,6 +181,10 @@ pub const MAX_BATCH: usize = 1024;
 /// frames when full, 128 almost none (256: none, same throughput).
 pub const DEFAULT_RX_RING_FRAMES: usize = 128;
 
+/// Most RX ring frames a port may ask for (the topology key `ring`):
+/// 4096 frames of 68 KiB are 272 MiB of locked-in ring memory.
+pub const MAX_RX_RING_FRAMES: usize = 4096;
+
 /// Bytes per RX ring frame: a 64 KiB GSO packet with the ring's headers
 /// (larger frames are dropped as `rx-truncated`).
 pub const RING_FRAME_SIZE: usize = 17 * 4096;

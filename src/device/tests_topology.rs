@@ -220,6 +220,16 @@ fn bad_files_name_the_line_and_the_problem() {
             14,
             &["`path` does not apply to a memory driver"],
         ),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"af_packet\", interface = \"veth9\", ring = 5000 }}\n"),
+            14,
+            &["ring 5000 is outside 0..=4096"],
+        ),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"tap\", name = \"x0\", ring = 8 }}\n"),
+            14,
+            &["`ring` does not apply to a tap driver"],
+        ),
         (&format!("{BASE}kind = \"port\"\ndriver = \"dpdk\"\n"), 14, &["unknown driver", "dpdk"]),
         (&format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"pcap\" }}\n"), 14, &["needs `path`"]),
         (&format!("{BASE}kind = \"port\"\nfeatures_check = \"maybe\"\n"), 14, &["features_check", "maybe"]),

@@ -21,7 +21,7 @@ use super::features::{FeaturesCheck, NetdevFeatures, StackMode};
 use super::graph::{DeviceId, DeviceKind, Graph};
 use super::nat::{NatRule, NatTimeouts};
 use super::port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
-use super::port_io::{MAX_BATCH, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
+use super::port_io::{MAX_BATCH, MAX_RX_RING_FRAMES, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
 use super::pv_port::{PvPortDriver, PvPortOptions};
 use super::router::Route;
 use super::team::TeamMode;
@@ -198,6 +198,8 @@ pub struct DriverTable {
     /// (`GUEST_HDRLEN`; default true).
     pub header_info: Option<Spanned<bool>>,
     /// pv: default ring size (a power of two, 2..=1024; default 256).
+    /// af_packet: frames of the TPACKET_V2 receive ring (0: no ring,
+    /// `recvmmsg`; default 128, 68 KiB each).
     pub ring: Option<Spanned<u32>>,
 }
 
@@ -347,6 +349,9 @@ pub struct BuildOptions {
     /// Overrides the `offloads` of every TAP port (`TUN_F_*`; e.g. 0 for
     /// per-frame I/O).
     pub tap_offloads: Option<u32>,
+    /// Overrides the `batch` of every AF_PACKET port (1: one frame per
+    /// system call and no receive ring, i.e. per-frame I/O).
+    pub packet_batch: Option<usize>,
 }
 
 /// A parsed topology file, ready to build a [`Graph`].
@@ -904,7 +909,7 @@ impl Topology {
             let allowed: &[&str] = match kind {
                 "pcap" => &["path", "input"],
                 "tap" => &["name", "netns", "offloads"],
-                "af_packet" => &["interface", "netns", "qdisc_bypass", "batch"],
+                "af_packet" => &["interface", "netns", "qdisc_bypass", "batch", "ring"],
                 "pv" => &["socket", "offloads", "strategy", "header_info", "ring", "batch"],
                 _ => &[],
             };
@@ -1114,6 +1119,16 @@ impl Topology {
                 return Err(self.err(&b.span(), format!("batch {n} is outside 1..={MAX_BATCH}")));
             }
             o.batch = n;
+        }
+        if let Some(r) = &t.ring {
+            let n = *r.get_ref() as usize;
+            if n > MAX_RX_RING_FRAMES {
+                return Err(self.err(&r.span(), format!("ring {n} is outside 0..={MAX_RX_RING_FRAMES} frames")));
+            }
+            o.rx_ring_frames = n;
+        }
+        if let Some(b) = opts.packet_batch {
+            o.batch = b.clamp(1, MAX_BATCH);
         }
         Ok(o)
     }

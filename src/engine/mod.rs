@@ -87,6 +87,8 @@ pub struct EngineOptions {
     pub base_dir: Option<PathBuf>,
     /// Overrides every TAP port's offloads ([`BuildOptions::tap_offloads`]).
     pub tap_offloads: Option<u32>,
+    /// Overrides every AF_PACKET port's batch ([`BuildOptions::packet_batch`]).
+    pub packet_batch: Option<usize>,
 }
 
 /// A running engine: worker threads plus the handles to watch and stop them.
@@ -145,6 +147,7 @@ impl Engine {
                 workers,
                 fanout_group,
                 tap_offloads: opts.tap_offloads,
+                packet_batch: opts.packet_batch,
                 ..BuildOptions::default()
             };
             graphs.push(topology.build_with(&build)?);
