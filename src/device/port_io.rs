@@ -860,21 +860,12 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     fn send_packet(&mut self, pkt: &Packet, meta: &OffloadMeta) -> Result<(), DriverError> {
         let hdr = VirtioNetHdr::from_meta(meta, pkt.linear(), false).map_err(header_error)?;
         let mut parts: [&[u8]; STACK_PARTS] = [&[]; STACK_PARTS];
-        let mut n = 0;
-        let mut overflow = false;
-        for c in pkt.all_chunks() {
-            if n == STACK_PARTS {
-                overflow = true;
-                break;
+        let written = match pkt.gather_chunks(&mut parts) {
+            Some(n) => self.endpoint.write_frame(&hdr, &parts[..n]),
+            None => {
+                pkt.copy_all_to(&mut self.buf);
+                self.endpoint.write_frame(&hdr, &[&self.buf])
             }
-            parts[n] = c;
-            n += 1;
-        }
-        let written = if overflow {
-            pkt.copy_all_to(&mut self.buf);
-            self.endpoint.write_frame(&hdr, &[&self.buf])
-        } else {
-            self.endpoint.write_frame(&hdr, &parts[..n])
         }
         .map_err(tx_error)?;
         self.books.tx(written, meta.is_gso());

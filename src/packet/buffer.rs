@@ -680,6 +680,19 @@ impl Packet {
         true
     }
 
+    /// Fills `parts` with the packet's chunks in order (the frag list's
+    /// included, as [`Packet::all_chunks`]), for a vectored write without a
+    /// copy; returns how many, or `None` if they do not fit in `parts` (the
+    /// caller then gathers them with [`Packet::copy_all_to`]).
+    pub fn gather_chunks<'a>(&'a self, parts: &mut [&'a [u8]]) -> Option<usize> {
+        let mut n = 0;
+        for c in self.all_chunks() {
+            *parts.get_mut(n)? = c;
+            n += 1;
+        }
+        Some(n)
+    }
+
     /// Copies the segments into the linear area (for targets without
     /// scatter-gather). The frag list is left alone.
     pub fn linearize(&mut self) {

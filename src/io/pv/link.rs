@@ -475,21 +475,12 @@ impl PvLink {
     /// As [`PvLink::send_packet`].
     pub fn send_packet_meta(&mut self, pkt: &Packet, meta: &OffloadMeta, more: bool) -> Result<(), PvError> {
         let mut parts: [&[u8]; STACK_PARTS] = [&[]; STACK_PARTS];
-        let mut n = 0;
-        let mut overflow = false;
-        for c in pkt.all_chunks() {
-            if n == STACK_PARTS {
-                overflow = true;
-                break;
+        let r = match pkt.gather_chunks(&mut parts) {
+            Some(n) => self.tx.send(&mut self.shm, &parts[..n], meta, more),
+            None => {
+                pkt.copy_all_to(&mut self.lin);
+                self.tx.send(&mut self.shm, &[&self.lin], meta, more)
             }
-            parts[n] = c;
-            n += 1;
-        }
-        let r = if overflow {
-            pkt.copy_all_to(&mut self.lin);
-            self.tx.send(&mut self.shm, &[&self.lin], meta, more)
-        } else {
-            self.tx.send(&mut self.shm, &parts[..n], meta, more)
         };
         match r {
             Ok(_) => {}
