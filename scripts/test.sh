@@ -45,5 +45,15 @@ cargo test --locked --all-targets 2>&1 | tee "$results"
 # --all-targets runs the criterion benches once in test mode; doc tests run separately.
 cargo test --locked --doc 2>&1 | tee -a "$results"
 
+# --- Fuzzing: builds every cargo-fuzz target and runs each briefly ----------
+# (scripts/fuzz.sh installs cargo-fuzz; a few minutes on 2 cores). Skip locally
+# with SUPERPACKET_SKIP_FUZZ=1.
+if [ "${SUPERPACKET_SKIP_FUZZ:-0}" = 1 ]; then
+    log "fuzzing skipped (SUPERPACKET_SKIP_FUZZ=1)"
+else
+    log "fuzz targets (scripts/fuzz.sh)"
+    bash scripts/fuzz.sh
+fi
+
 # One closing line that counts every test run above.
 awk '/^test result:/ { p += $4; f += $6; s += $8 } END { printf "%d passed, %d failed, %d skipped\n", p, f, s }' "$results"

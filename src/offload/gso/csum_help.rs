@@ -117,31 +117,40 @@ pub(crate) fn non_gso<S: SegmentSink + ?Sized>(
         return Err(GsoError::ChecksumOutsidePacket { start, offset, len });
     }
     meta.csum = ChecksumState::None;
-    emit_one(seg, pkt, caps, sink, hl, Some((start as usize, field)), &meta);
+    // The checksum covers the L4 bytes up to the end of the IP packet, not
+    // Ethernet padding after it: a padded frame (e.g. imported from a
+    // virtio_net_hdr peer) is emitted without its padding, as Linux's receive
+    // path trims it (`pskb_trim_rcsum` in `ip_rcv`) before any checksum help.
+    // Summing the padding gave a wrong checksum (found by fuzz target `gso`).
+    let total = len + pkt.frag_list().iter().map(Packet::total_len).sum::<usize>();
+    let end = lay.filter(|l| l.l3_len > 0).map_or(total, |l| l.l3_end()).clamp(hl, total); // IP only
+    emit_one(seg, pkt, caps, sink, hl, Some((start as usize, field, end)), &meta);
     Ok(GsoOutcome::Completed { csum_completed: true })
 }
 
 /// Emits the whole packet as one frame: the first `hl` bytes as the header
 /// block (in `seg.hdr`), the rest as payload; with `csum = Some((start,
-/// field))` the checksum from `start` to the end is completed into `field`.
+/// field, end))` only the first `end` bytes are emitted and the checksum from
+/// `start` to `end` is completed into `field`.
 fn emit_one<S: SegmentSink + ?Sized>(
     seg: &mut Segmenter,
     pkt: &Packet,
     caps: &TargetCaps,
     sink: &mut S,
     hl: usize,
-    csum: Option<(usize, usize)>,
+    csum: Option<(usize, usize, usize)>,
     meta: &OffloadMeta,
 ) {
-    let total = pkt.len() + pkt.frag_list().iter().map(Packet::total_len).sum::<usize>();
+    let full = pkt.len() + pkt.frag_list().iter().map(Packet::total_len).sum::<usize>();
+    let total = csum.map_or(full, |(_, _, end)| end);
     let payload_len = total - hl;
     let _ = pkt.read_at(0, &mut seg.hdr[..hl]);
     let mut cursor = PayloadCursor::new(pkt, hl, false);
     let summing = csum.is_some();
     // Parity of the payload relative to csum_start.
-    let odd = csum.is_some_and(|(start, _)| (hl - start) % 2 == 1);
+    let odd = csum.is_some_and(|(start, _, _)| (hl - start) % 2 == 1);
     let finish = |hdr: &mut [u8], psum: u16| {
-        if let Some((start, field)) = csum {
+        if let Some((start, field, _)) = csum {
             let psum = if odd { psum.swap_bytes() } else { psum };
             let sum = ones_add(ones_sum(&hdr[start..]), psum);
             let c = super::udp::mangle_zero(!sum);

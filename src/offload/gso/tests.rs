@@ -642,6 +642,28 @@ fn checksum_help_for_single_packets() {
     assert_eq!(run(&p, &sw(true)).0.unwrap_err().reason(), "csum-outside-packet");
 }
 
+/// Regression (found by fuzz target `gso`): a partial-checksum packet with
+/// Ethernet padding after its IP packet got a checksum summed over the
+/// padding. The checksum covers the IP packet only; the padding is dropped.
+#[test]
+fn checksum_help_ignores_ethernet_padding() {
+    for fam in Fam::ALL {
+        let spec = fam.spec(1);
+        let partial = Flow::new(spec).superpacket(9, 1400, TcpFlags::PSH).unwrap();
+        let want = Flow::new(spec).frame(9, TcpFlags::PSH).unwrap();
+        let mut padded = partial.to_vec();
+        padded.extend_from_slice(&[0xA5, 0x5A, 0x01]); // non-zero padding, odd length
+        let mut pkt = Packet::from_frame(&padded);
+        pkt.meta = partial.meta;
+        for sg in [false, true] {
+            let (r, frames) = run(&pkt, &sw(sg));
+            assert_eq!(r, Ok(GsoOutcome::Completed { csum_completed: true }), "{fam:?} sg {sg}");
+            assert_eq!(frames[0].data, want, "{fam:?} sg {sg}");
+            assert_valid(&frames, MTU);
+        }
+    }
+}
+
 fn spec_v6(f: Fam) -> bool {
     matches!(f, Fam::Tcp6 | Fam::Udp6)
 }
