@@ -221,7 +221,9 @@ fn bad_files_name_the_line_and_the_problem() {
             &["`path` does not apply to a memory driver"],
         ),
         (
-            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"af_packet\", interface = \"veth9\", ring = 5000 }}\n"),
+            &format!(
+                "{BASE}kind = \"port\"\ndriver = {{ kind = \"af_packet\", interface = \"veth9\", ring = 5000 }}\n"
+            ),
             14,
             &["ring 5000 is outside 0..=4096"],
         ),
