@@ -418,3 +418,43 @@ fn ttl_and_hop_limit_expiry_are_counted_drops() {
     }
     assert_eq!(g.counters(a).drops.get("hop-limit-exceeded"), Some(&1));
 }
+
+/// A flood of new connections through the NAT (random source ports, as a
+/// SYN flood) fills the connection table up to its limit and no further;
+/// every refused packet is a counted `conntrack-full` drop; a connection
+/// established before the flood keeps being forwarded and translated.
+#[test]
+fn connection_flood_through_nat_stays_within_the_table_and_spares_established_flows() {
+    let (mut g, spec) = crate::bench::seed_vlan_nat::seed_router(StackMode::Passthrough, MemoryMode::Capture);
+    let (lan, wan) = (g.id("lan").unwrap(), g.id("wan").unwrap());
+    g.router.nat.max_conns = 512;
+    let mut established = Flow::new(spec);
+    g.receive(lan, Packet::from_frame(&established.frame(100, TcpFlags::empty()).unwrap()));
+    assert_eq!(tx_of(&mut g, wan).len(), 1, "the established flow goes out");
+
+    let flood = 5000u32;
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    for _ in 0..flood {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let mut s = spec;
+        s.transport = Transport::Tcp;
+        s.src_port = 1024 + (rng % 60000) as u16;
+        s.dst_port = (rng >> 20) as u16 | 1;
+        g.receive(lan, Packet::from_frame(&Flow::new(s).frame(0, TcpFlags::SYN).unwrap()));
+    }
+    let out = tx_of(&mut g, wan).len() as u64;
+    assert!(g.router.nat.len() <= 512, "table bound: {}", g.router.nat.len());
+    let full: u64 = g.devices().iter().map(|d| d.counters.drops.get("conntrack-full").copied().unwrap_or(0)).sum();
+    assert!(full > 0, "drops counted");
+    assert_eq!(out + full, u64::from(flood), "every flood packet was forwarded or counted as dropped");
+
+    // The established flow is still translated and forwarded.
+    for _ in 0..10 {
+        g.receive(lan, Packet::from_frame(&established.frame(200, TcpFlags::empty()).unwrap()));
+    }
+    let out = tx_of(&mut g, wan);
+    assert_eq!(out.len(), 10);
+    assert!(out.iter().all(|p| p.linear()[18 + 12..18 + 16] == [203, 0, 113, 1]), "masqueraded");
+}
