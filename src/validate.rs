@@ -116,6 +116,37 @@ pub fn parse_headers(frame: &[u8], link: LinkLayer) -> Result<FrameHeaders, Wire
     }
 }
 
+/// Recomputes the checksums of an Ethernet frame in place: the IPv4 header
+/// checksum and the TCP/UDP checksum (UDP's 0 sent as 0xFFFF), for tools and
+/// tests that edit frames. Returns false (frame untouched) when it does not
+/// parse; fragments get only their IPv4 header checksum.
+pub fn refresh_checksums(frame: &mut [u8]) -> bool {
+    let Ok(h) = FrameHeaders::parse(frame) else { return false };
+    if h.l3 == L3Kind::Ipv4 {
+        let l3 = h.l3_offset;
+        frame[l3 + 10..l3 + 12].fill(0);
+        let c = csum::checksum(&frame[l3..l3 + h.l3_header_len]);
+        frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+    }
+    if h.is_fragment {
+        return true;
+    }
+    let field = match h.l4 {
+        L4Kind::Tcp => 16,
+        L4Kind::Udp => 6,
+        _ => return true,
+    };
+    let at = h.l4_offset + field;
+    frame[at..at + 2].fill(0);
+    let Some(pseudo) = l4_pseudo_header_sum(frame, &h) else { return true };
+    let mut c = !ones_add(pseudo, ones_sum(&frame[h.l4_offset..h.l3_end()]));
+    if field == 6 && c == 0 {
+        c = 0xFFFF;
+    }
+    frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    true
+}
+
 /// The pseudo-header sum for the frame's L4 protocol (TCP, UDP, ICMPv6) over
 /// its whole L4 length, or `None` when the L4 checksum has no pseudo-header
 /// (ICMPv4) or there is no parsed L4 header.

@@ -9,7 +9,7 @@ use superpacket::offload::gso::{CsumCaps, GsoOutcome, OutFrame, OutKind, Segment
 use superpacket::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::validate::{self, LinkLayer, Problem};
-use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, TcpFlags};
+use superpacket::wire::{FrameHeaders, L4Kind, TcpFlags};
 
 /// Largest payload a recipe asks for (keeps executions fast; GRO still
 /// reaches its 64 KB limit with a few dozen frames).
@@ -100,30 +100,7 @@ impl Flows {
 /// Recomputes the IPv4 header checksum and the TCP/UDP checksum of a frame
 /// (whatever parses of it; nothing if it does not parse).
 pub fn refresh(frame: &mut [u8]) {
-    let Ok(h) = FrameHeaders::parse(frame) else { return };
-    if h.l3 == L3Kind::Ipv4 {
-        let l3 = h.l3_offset;
-        frame[l3 + 10..l3 + 12].fill(0);
-        let c = superpacket::csum::checksum(&frame[l3..l3 + h.l3_header_len]);
-        frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-    }
-    if h.is_fragment {
-        return;
-    }
-    let field = match h.l4 {
-        L4Kind::Tcp => 16,
-        L4Kind::Udp => 6,
-        _ => return,
-    };
-    let at = h.l4_offset + field;
-    frame[at..at + 2].fill(0);
-    let Some(pseudo) = validate::l4_pseudo_header_sum(frame, &h) else { return };
-    let end = h.l3_offset + h.l3_len;
-    let mut c = !superpacket::csum::ones_add(pseudo, superpacket::csum::ones_sum(&frame[h.l4_offset..end]));
-    if field == 6 && c == 0 {
-        c = 0xFFFF;
-    }
-    frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    validate::refresh_checksums(frame);
 }
 
 /// The problems `pcap check` finds in an Ethernet frame with metadata `meta`.

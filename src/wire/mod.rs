@@ -87,6 +87,8 @@ macro_rules! view_constructors {
 pub mod arp;
 pub mod error;
 pub mod ethernet;
+#[doc(hidden)]
+pub mod exercise;
 pub mod headers;
 pub mod icmpv4;
 pub mod icmpv6;

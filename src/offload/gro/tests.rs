@@ -73,29 +73,7 @@ fn segf(f: &mut Flow, len: usize, flags: TcpFlags) -> In {
 
 /// Recomputes the IPv4 header checksum and the TCP/UDP checksum of a frame.
 pub(super) fn refresh(frame: &mut [u8]) {
-    let h = FrameHeaders::parse(frame).expect("frame parses");
-    if h.l3 == crate::wire::L3Kind::Ipv4 {
-        let l3 = h.l3_offset;
-        frame[l3 + 10..l3 + 12].fill(0);
-        let c = crate::csum::checksum(&frame[l3..l3 + h.l3_header_len]);
-        frame[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-    }
-    if h.is_fragment {
-        return;
-    }
-    let field = match h.l4 {
-        L4Kind::Tcp => 16,
-        L4Kind::Udp => 6,
-        _ => return,
-    };
-    let at = h.l4_offset + field;
-    frame[at..at + 2].fill(0);
-    let pseudo = validate::l4_pseudo_header_sum(frame, &h).expect("tcp/udp");
-    let mut c = !crate::csum::ones_add(pseudo, crate::csum::ones_sum(&frame[h.l4_offset..h.l3_end()]));
-    if field == 6 && c == 0 {
-        c = 0xFFFF;
-    }
-    frame[at..at + 2].copy_from_slice(&c.to_be_bytes());
+    assert!(validate::refresh_checksums(frame), "frame parses");
 }
 
 /// Edits a frame (`f(frame, headers)`) and fixes its checksums.
