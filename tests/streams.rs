@@ -260,6 +260,23 @@ fn receivers_without_a_sender_time_out() {
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
 }
 
+/// Brings `spsb0` up again and waits until both ends of the veth are
+/// operational (the kernel activates a link's queue from its link-watch
+/// work, up to a second after `ip link set up`; a SYN sent before that is
+/// dropped and retried only after the 500 ms connect timeout).
+fn restore_link(p: &Pair) {
+    p.b.link_up("spsb0").expect("link up");
+    let t0 = Instant::now();
+    let up = |ns: &NetNs, dev: &str| {
+        let out = std::process::Command::new("ip").args(["-n", ns.name(), "-o", "link", "show", dev]).output();
+        out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("state UP"))
+    };
+    while !(up(&p.a, "spsa0") && up(&p.b, "spsb0")) {
+        assert!(t0.elapsed() < Duration::from_secs(5), "the veth did not come back up");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 #[test]
 fn broken_paths_fail_fast() {
     if !privileged("broken_paths_fail_fast") {
@@ -291,7 +308,7 @@ fn broken_paths_fail_fast() {
             });
             tcp_transfer(Some(&p.b), Some(&p.a), addr("10.240.0.2:0"), &cfg).unwrap_err()
         });
-        p.b.link_up("spsb0").expect("link up");
+        restore_link(&p);
         if matches!(err, StreamError::Timeout { bytes: 0, .. }) && attempts < 3 {
             eprintln!("attempt {attempts}: the link went down before the connect completed ({err}); again");
             continue;
