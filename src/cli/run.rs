@@ -87,6 +87,11 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
     let topo = Topology::parse(&src).map_err(|e| CliError::context(args.topology.display(), e))?;
     // Signals are blocked before any thread starts, so they wait in the signalfd.
     let signals = SignalFd::install().map_err(|e| CliError::context("signals", e))?;
+    // The user is looked up before any port opens: an unknown one is a usage error.
+    let user_ids = match (&args.user, args.keep_privileges) {
+        (Some(user), false) => Some(lookup_user(user).map_err(|e| CliError::context("--user", e))?),
+        _ => None,
+    };
     let socket = match (&args.stats_socket, &args.user) {
         (Some(s), _) => s.clone(),
         // A directory the user will own, so that it can remove its socket at exit.
@@ -112,9 +117,8 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
     let privileges = if args.keep_privileges {
         "kept (--keep-privileges)".to_string()
     } else {
-        let plan = PrivilegePlan::for_topology(topo.uses_named_netns(), args.user.clone());
-        if let Some(user) = &args.user {
-            let (uid, gid) = lookup_user(user).map_err(|e| CliError::context("--user", e))?;
+        let plan = PrivilegePlan::for_topology(topo.uses_named_netns(), user_ids);
+        if let Some((uid, gid)) = user_ids {
             // The default socket of a --user run lives in a directory of that user's own.
             let own_dir = args.stats_socket.is_none();
             server.hand_to(uid, gid, own_dir).map_err(|e| CliError::context(server.path().display(), e))?;

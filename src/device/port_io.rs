@@ -195,10 +195,6 @@ pub const RING_FRAME_SIZE: usize = 17 * 4096;
 /// with options: 142 bytes). Lent frames are larger than [`pool::COPYBREAK`].
 const LENT_HEADER_BYTES: usize = 256;
 
-/// Receive buffer size: more than a 64 KiB GSO packet with its headers
-/// (a pool buffer, read at [`DEFAULT_HEADROOM`]).
-pub const RECV_BUF: usize = pool::POOL_BUFFER_LEN - DEFAULT_HEADROOM;
-
 /// Arena bytes per queued frame of a batched port (the arena holds `batch`
 /// MTU-sized frames, and at least [`ARENA_MIN`] bytes).
 const ARENA_PER_FRAME: usize = 2048;

@@ -54,14 +54,14 @@ impl Capability {
 pub struct PrivilegePlan {
     /// Capabilities kept (everything else is dropped).
     pub keep: Vec<Capability>,
-    /// Become this user (name or numeric uid) and its primary group.
-    pub user: Option<String>,
+    /// Become this user: its uid and primary gid ([`lookup_user`]).
+    pub user: Option<(u32, u32)>,
 }
 
 impl PrivilegePlan {
     /// What an engine with these ports needs to reopen them: NET_ADMIN and
     /// NET_RAW, plus SYS_ADMIN if `uses_named_netns`.
-    pub fn for_topology(uses_named_netns: bool, user: Option<String>) -> PrivilegePlan {
+    pub fn for_topology(uses_named_netns: bool, user: Option<(u32, u32)>) -> PrivilegePlan {
         let mut keep = vec![Capability::NET_ADMIN, Capability::NET_RAW];
         if uses_named_netns {
             keep.push(Capability::SYS_ADMIN);
@@ -161,10 +161,15 @@ fn capset(mask: u64) -> Result<(), PrivilegeError> {
     sys("capset", rc)
 }
 
-/// `prctl(option, arg2, 0, 0, 0)`.
-fn prctl(call: &'static str, option: libc::c_int, arg2: libc::c_ulong) -> Result<(), PrivilegeError> {
+/// `prctl(option, arg2, arg3, 0, 0)`.
+fn prctl(
+    call: &'static str,
+    option: libc::c_int,
+    arg2: libc::c_ulong,
+    arg3: libc::c_ulong,
+) -> Result<(), PrivilegeError> {
     // SAFETY: the prctl options used here take integer arguments only and touch no memory.
-    let rc = unsafe { libc::prctl(option, arg2, 0 as libc::c_ulong, 0 as libc::c_ulong, 0 as libc::c_ulong) };
+    let rc = unsafe { libc::prctl(option, arg2, arg3, 0 as libc::c_ulong, 0 as libc::c_ulong) };
     sys(call, rc as libc::c_long)
 }
 
@@ -183,7 +188,9 @@ fn last_cap() -> u32 {
 /// [`PrivilegeError::UnknownUser`].
 pub fn lookup_user(user: &str) -> Result<(u32, u32), PrivilegeError> {
     let name = CString::new(user).map_err(|_| PrivilegeError::UnknownUser(user.into()))?;
-    let mut pwd: libc::passwd = unsafe_zeroed_passwd();
+    // SAFETY: `passwd` is a plain C struct of integers and pointers, for which all-zero bytes
+    // (null pointers) are a valid value; getpwnam_r fills it in.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
     let mut buf = vec![0 as libc::c_char; 16 * 1024];
     let mut result: *mut libc::passwd = std::ptr::null_mut();
     // SAFETY: every pointer is live for the call; getpwnam_r writes into `pwd` and `buf` (of the
@@ -198,17 +205,11 @@ pub fn lookup_user(user: &str) -> Result<(u32, u32), PrivilegeError> {
     }
 }
 
-fn unsafe_zeroed_passwd() -> libc::passwd {
-    // SAFETY: `passwd` is a plain C struct of integers and pointers, for which all-zero bytes
-    // (null pointers) are a valid value; getpwnam_r fills it in.
-    unsafe { std::mem::zeroed() }
-}
-
 /// Drops every privilege `plan` does not keep (see the module
 /// documentation). Call it from the process's only thread.
 ///
 /// # Errors
-/// An unknown user, or a system call refusing (the caller should stop: the
+/// A system call refusing (the caller should stop: the
 /// process would otherwise run with more than it asked to keep).
 pub fn drop_privileges(plan: &PrivilegePlan) -> Result<PrivilegeReport, PrivilegeError> {
     let keep = plan.keep_mask();
@@ -219,13 +220,12 @@ pub fn drop_privileges(plan: &PrivilegePlan) -> Result<PrivilegeReport, Privileg
     if bounding_dropped {
         for cap in 0..=last_cap() {
             if keep & Capability(cap).bit() == 0 {
-                prctl("prctl(PR_CAPBSET_DROP)", libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap))?;
+                prctl("prctl(PR_CAPBSET_DROP)", libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap), 0)?;
             }
         }
     }
-    if let Some(user) = &plan.user {
-        let (uid, gid) = lookup_user(user)?;
-        prctl("prctl(PR_SET_KEEPCAPS)", libc::PR_SET_KEEPCAPS, 1)?;
+    if let Some((uid, gid)) = plan.user {
+        prctl("prctl(PR_SET_KEEPCAPS)", libc::PR_SET_KEEPCAPS, 1, 0)?;
         let groups = [gid];
         // SAFETY: setgroups reads one gid from a live array; setgid/setuid take plain integers.
         // glibc applies setgid/setuid to every thread of the process.
@@ -234,27 +234,17 @@ pub fn drop_privileges(plan: &PrivilegePlan) -> Result<PrivilegeReport, Privileg
             sys("setgid", libc::setgid(gid) as libc::c_long)?;
             sys("setuid", libc::setuid(uid) as libc::c_long)?;
         }
-        prctl("prctl(PR_SET_KEEPCAPS)", libc::PR_SET_KEEPCAPS, 0)?;
+        prctl("prctl(PR_SET_KEEPCAPS)", libc::PR_SET_KEEPCAPS, 0, 0)?;
     }
     capset(keep)?;
     // Ambient: programs the engine runs (`ip`) keep exactly these, even as a non-root user.
-    prctl("prctl(PR_CAP_AMBIENT)", libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL as libc::c_ulong)?;
-    for cap in 0..64u32 {
-        if keep & Capability(cap).bit() != 0 {
-            // SAFETY: integer arguments only.
-            let rc = unsafe {
-                libc::prctl(
-                    libc::PR_CAP_AMBIENT,
-                    libc::PR_CAP_AMBIENT_RAISE as libc::c_ulong,
-                    libc::c_ulong::from(cap),
-                    0 as libc::c_ulong,
-                    0 as libc::c_ulong,
-                )
-            };
-            sys("prctl(PR_CAP_AMBIENT_RAISE)", rc as libc::c_long)?;
-        }
+    let ambient = |op: libc::c_int| op as libc::c_ulong;
+    prctl("prctl(PR_CAP_AMBIENT)", libc::PR_CAP_AMBIENT, ambient(libc::PR_CAP_AMBIENT_CLEAR_ALL), 0)?;
+    for cap in (0..64u32).filter(|&c| keep & Capability(c).bit() != 0) {
+        let raise = ambient(libc::PR_CAP_AMBIENT_RAISE);
+        prctl("prctl(PR_CAP_AMBIENT_RAISE)", libc::PR_CAP_AMBIENT, raise, libc::c_ulong::from(cap))?;
     }
-    prctl("prctl(PR_SET_NO_NEW_PRIVS)", libc::PR_SET_NO_NEW_PRIVS, 1)?;
+    prctl("prctl(PR_SET_NO_NEW_PRIVS)", libc::PR_SET_NO_NEW_PRIVS, 1, 0)?;
     let (effective, _, _) = capget()?;
     // SAFETY: getuid/getgid have no failure mode and touch no memory.
     let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
@@ -269,7 +259,7 @@ mod tests {
     fn plan_keeps_what_reopening_needs() {
         let p = PrivilegePlan::for_topology(false, None);
         assert_eq!(p.keep_mask(), (1 << 12) | (1 << 13));
-        let p = PrivilegePlan::for_topology(true, Some("nobody".into()));
+        let p = PrivilegePlan::for_topology(true, Some((65534, 65534)));
         assert_eq!(p.keep_mask(), (1 << 12) | (1 << 13) | (1 << 21));
         let r = PrivilegeReport { effective: p.keep_mask(), uid: 0, gid: 0, bounding_dropped: true };
         assert_eq!(r.effective_names(), "cap_net_admin,cap_net_raw,cap_sys_admin");
@@ -297,7 +287,7 @@ mod tests {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork");
         if pid == 0 {
-            let plan = PrivilegePlan::for_topology(false, Some("nobody".into()));
+            let plan = PrivilegePlan::for_topology(false, Some(lookup_user("nobody").unwrap_or((65534, 65534))));
             let ok = match drop_privileges(&plan) {
                 Ok(r) => {
                     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();

@@ -36,7 +36,7 @@ thread_local! {
     static IDLE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Counters of this thread's pool (tests and `superpacket stats`).
+/// Counters of this thread's pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PoolStats {
     /// Idle buffers now.
