@@ -15,6 +15,7 @@ pub mod gro;
 pub mod gso;
 pub mod lro_forward;
 pub mod ministat;
+pub mod peers;
 pub mod plot;
 pub mod pv_tx;
 pub mod scenarios;
