@@ -15,12 +15,15 @@ command -v tshark >/dev/null 2>&1 || need_pkgs+=(tshark)
 # ip (iproute2) and ethtool: the privileged src/io tests and kernel oracles (namespaces, veth, TAP).
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need_pkgs+=(ethtool)
+# dpdk-dev and pkg-config: build.rs builds the DPDK 22.11 peer of `bench peers` (peers/dpdk); its tests need it.
+{ command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libdpdk; } || need_pkgs+=(dpdk-dev pkg-config)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 command -v tshark >/dev/null || { echo "tshark is still missing after install" >&2; exit 2; }
+pkg-config --exists libdpdk || { echo "libdpdk (dpdk-dev) is still missing after install" >&2; exit 2; }
 
 # --- Rust toolchain components -----------------------------------------------
 command -v cargo >/dev/null || { echo "cargo not found: install Rust stable (rustup) first" >&2; exit 2; }

@@ -36,6 +36,44 @@ pub enum BenchScenario {
     /// in-memory ports: payload Gbps with passthrough against `legacy`.
     #[command(name = "seed-vlan-nat")]
     SeedVlanNat(CommonBenchArgs),
+    /// superpacket next to tun-rs and DPDK 22.11 on the same preloaded
+    /// frames: GRO of 1 and 64 interleaved TCP/IPv4 flows and GSO of 64 KB
+    /// TCP/IPv4 superpackets with checksums; Mpps / Gbps, output counts
+    /// (equal work) and the ratios superpacket / peer.
+    Peers(PeersArgs),
+    /// Live, root only: a kernel TCP flow through a NAT engine, unloaded and
+    /// under floods of random 5-tuples, never-completed fragments and SYNs
+    /// (issue 10: ratio target >= 0.5), with the bounded tables' peaks
+    /// against their limits.
+    Flood(super::bench_flood::FloodBenchArgs),
+}
+
+/// Options of `superpacket bench peers`.
+#[derive(Debug, Args)]
+pub struct PeersArgs {
+    #[command(flatten)]
+    pub common: CommonBenchArgs,
+    /// Frames per receive burst, the same for every engine (1..=128: DPDK's
+    /// lightweight GRO takes at most 128).
+    #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u16).range(1..=128))]
+    pub batch: u16,
+    /// Rounds: every engine is measured once per round, in turn.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    pub rounds: u16,
+    /// Also measure the kernel as reference (root): one TCP stream between
+    /// two namespaces over a veth, and the same through `superpacket run`.
+    #[arg(long)]
+    pub kernel: bool,
+    /// Seconds per TCP stream of `--kernel`.
+    #[arg(long, default_value_t = 3.0, value_parser = parse_seconds)]
+    pub seconds: f64,
+}
+
+fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.1..=600.0).contains(&v) => Ok(v),
+        _ => Err(format!("'{s}' is not a number of seconds between 0.1 and 600")),
+    }
 }
 
 /// Options every scenario takes.
@@ -86,7 +124,51 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
             |quick, _| seed_vlan_nat::run(&seed_vlan_nat::VlanNatOptions { quick }),
             BenchReport::to_table,
         ),
+        BenchScenario::Peers(a) => run_peers(a),
+        BenchScenario::Flood(a) => super::bench_flood::run(a),
     }
+}
+
+/// `superpacket bench peers`: the comparison, its table or `--json`; exit 1
+/// when the engines' outputs differ (the comparison would be meaningless).
+fn run_peers(args: &PeersArgs) -> Result<u8, CliError> {
+    use crate::bench::peers::{self, PeersOptions};
+    let defaults = PeersOptions::default();
+    let opts = PeersOptions {
+        batch: args.batch as usize,
+        rounds: if args.common.quick { 1 } else { args.rounds as usize },
+        samples: if args.common.quick { 3 } else { defaults.samples },
+        quick: args.common.quick,
+        kernel_seconds: args.kernel.then_some(args.seconds),
+    };
+    let bar = progress::steps_bar(!args.common.json, "bench peers");
+    let report = peers::run_with_progress(&opts, &mut |step, done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(step.to_string());
+    });
+    bar.finish_and_clear();
+    if args.common.json {
+        println!("{}", report.to_bench_report().to_json());
+    } else {
+        print!("{}", report.render_human());
+    }
+    let equal = report.rows.iter().all(|r| r.equal_work());
+    if !equal {
+        eprintln!("superpacket bench peers: the engines' outputs differ; the figures do not compare equal work");
+    }
+    let kernel_ok = match &report.kernel {
+        Some(Err(why)) => {
+            eprintln!("superpacket bench peers: the kernel reference failed: {why}");
+            false
+        }
+        Some(Ok(k)) if !(k.veth.intact && k.engine.intact) => {
+            eprintln!("superpacket bench peers: a kernel reference stream arrived changed");
+            false
+        }
+        _ => true,
+    };
+    Ok(if equal && kernel_ok { EXIT_OK } else { super::EXIT_PROBLEMS })
 }
 
 /// Runs one scenario with a step progress bar (terminal only, never with

@@ -3,6 +3,7 @@
 //! Exit codes (the CLI contract): 0 ok, 1 problems found, 2 usage or I/O error.
 
 mod bench;
+mod bench_flood;
 mod bench_suite;
 mod demo;
 mod demo_live;

@@ -21,6 +21,7 @@ pub mod port_io;
 pub mod pv_port;
 pub mod router;
 pub mod superpackets;
+pub mod tables;
 pub mod team;
 pub mod topology;
 pub mod vlan;
@@ -37,4 +38,5 @@ pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, DeviceKind, Graph
 pub use port::{DriverError, MemoryDriver, MemoryMode, PcapDriver, PortDriver};
 pub use port_io::{IoPortDriver, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
 pub use pv_port::{PvPortDriver, PvPortOptions};
+pub use tables::TableUsage;
 pub use topology::{BuildOptions, Topology, TopologyError};

@@ -123,7 +123,9 @@ pub struct NatCounters {
 pub struct Nat {
     /// Rules (DNAT and SNAT/masquerade; order matters within a kind).
     pub rules: Vec<NatRule>,
-    /// Most connections.
+    /// Most connections (`[conntrack] max_connections`, default 65536 as
+    /// [`Nat::default`]); a new connection beyond it reclaims expired ones
+    /// or is refused (`table_full`, drop `conntrack-full`).
     pub max_conns: usize,
     /// Timeouts.
     pub timeouts: NatTimeouts,
@@ -132,6 +134,11 @@ pub struct Nat {
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
     index: HashMap<Tuple, (usize, u8)>,
+    peak: usize,
+    /// No connection expires before this (a lower bound): a full table is
+    /// scanned for expired connections only once one can have expired, so a
+    /// flood of refused connections costs a comparison each, not a scan.
+    next_expiry: u64,
 }
 
 impl Default for Nat {
@@ -158,12 +165,19 @@ impl Nat {
             conns: Vec::new(),
             free: Vec::new(),
             index: HashMap::with_capacity(max_conns.min(1 << 16) * 2),
+            peak: 0,
+            next_expiry: u64::MAX,
         }
     }
 
     /// Live connections.
     pub fn len(&self) -> usize {
         self.index.len() / 2
+    }
+
+    /// Most connections alive at once so far.
+    pub fn peak(&self) -> usize {
+        self.peak
     }
 
     /// No connection.
@@ -182,12 +196,18 @@ impl Nat {
     /// Removes expired connections; returns how many.
     pub fn expire(&mut self, now: u64) -> usize {
         let mut n = 0;
+        let mut next = u64::MAX;
         for slot in 0..self.conns.len() {
-            if self.conns[slot].is_some_and(|c| c.expires <= now) {
-                self.remove(slot);
-                n += 1;
+            match self.conns[slot] {
+                Some(c) if c.expires <= now => {
+                    self.remove(slot);
+                    n += 1;
+                }
+                Some(c) => next = next.min(c.expires),
+                None => {}
             }
         }
+        self.next_expiry = next;
         self.counters.expired += n as u64;
         n as usize
     }
@@ -219,6 +239,7 @@ impl Nat {
         }
         c.closing |= tcp_fin_rst;
         c.expires = now + self.timeout(&c, t.proto);
+        self.next_expiry = self.next_expiry.min(c.expires);
         self.conns[slot] = Some(c);
         self.counters.translated += 1;
         Some(Rewrite { to: c.tuples[1 - dir as usize].reversed() })
@@ -255,7 +276,7 @@ impl Nat {
     /// remapped if the reply tuple is taken). Returns the final translated
     /// tuple, or `None` if the table is full or no port is free.
     pub fn create(&mut self, orig: Tuple, mut to: Tuple, now: u64) -> Option<Tuple> {
-        if self.len() >= self.max_conns && self.expire(now) == 0 {
+        if self.len() >= self.max_conns && (now < self.next_expiry || self.expire(now) == 0) {
             self.counters.table_full += 1;
             return None;
         }
@@ -282,6 +303,7 @@ impl Nat {
         }
         let mut c = Conn { tuples: [orig, reply], expires: 0, replied: false, closing: false };
         c.expires = now + self.timeout(&c, orig.proto);
+        self.next_expiry = self.next_expiry.min(c.expires);
         let slot = match self.free.pop() {
             Some(s) => s,
             None => {
@@ -292,6 +314,7 @@ impl Nat {
         self.conns[slot] = Some(c);
         self.index.insert(orig, (slot, 0));
         self.index.insert(reply, (slot, 1));
+        self.peak = self.peak.max(self.len());
         self.counters.created += 1;
         self.counters.translated += 1;
         Some(to)

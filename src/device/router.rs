@@ -7,6 +7,7 @@
 
 use super::graph::{Device, DeviceId};
 use super::nat::{Nat, Tuple, rewrite, tuple_of};
+use super::tables::{Defrag, TableUsage};
 use crate::csum::update_u16;
 use crate::packet::Packet;
 use crate::wire::{ArpOperation, ArpPacket, ArpRepr, Icmpv6Packet, Icmpv6Repr, MacAddr};
@@ -35,7 +36,8 @@ pub struct Interface {
     pub addrs: Vec<(IpAddr, u8)>,
 }
 
-/// Most packets waiting for neighbour resolution.
+/// Most packets waiting for neighbour resolution (all neighbours together);
+/// more are dropped as `neighbour-queue-full`.
 pub const MAX_PENDING: usize = 64;
 
 /// Most learned neighbours (Linux's `gc_thresh3` default, 1024). Once full,
@@ -59,6 +61,11 @@ pub struct Router {
     /// Neighbours not learned because the table was full ([`MAX_NEIGHBOURS`]).
     pub neighbours_refused: u64,
     pending: Vec<(IpAddr, DeviceId, Packet, usize)>,
+    /// IPv4 defragmentation before NAT (created with the first fragment
+    /// that meets NAT rules; see [`Defrag`]).
+    defrag: Option<Box<Defrag>>,
+    peak_neighbours: usize,
+    peak_pending: usize,
 }
 
 fn prefix_match(a: IpAddr, p: IpAddr, len: u8) -> bool {
@@ -102,6 +109,7 @@ impl Router {
     /// Adds a static neighbour.
     pub fn add_neighbour(&mut self, addr: IpAddr, mac: MacAddr) {
         self.neighbours.insert(addr, mac);
+        self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
     }
 
     /// Whether `id` is a router interface.
@@ -169,6 +177,21 @@ impl Router {
                 if b.len() < l3 + 20 || b[l3] >> 4 != 4 {
                     return Err("bad-ipv4");
                 }
+                // Conntrack defragmentation: NAT needs the whole datagram.
+                let mut len = len;
+                let mut geometry = None;
+                if !self.nat.rules.is_empty() && u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x3FFF != 0 {
+                    let d = self.defrag.get_or_insert_with(Box::default);
+                    match d.push(pkt, iface, now)? {
+                        None => return Ok(()),
+                        Some((whole, info)) => {
+                            pkt = whole;
+                            len = pkt.total_len();
+                            geometry = Some(info);
+                        }
+                    }
+                }
+                let b = pkt.linear();
                 let dst = Ipv4Addr::new(b[l3 + 16], b[l3 + 17], b[l3 + 18], b[l3 + 19]);
                 let ttl = b[l3 + 8];
                 // NAT: a known connection, or DNAT for a new one (prerouting).
@@ -213,6 +236,19 @@ impl Router {
                 let new = u16::from_be_bytes([b[l3 + 8], b[l3 + 9]]);
                 let c = update_u16(u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]), old, new);
                 b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+                if let (Some(info), Some(d)) = (geometry, self.defrag.as_mut()) {
+                    let mut frags = Vec::new();
+                    d.refragment(pkt, devs[egress.0].mtu, &info, &mut frags)?;
+                    // Every fragment is sent; a refused one is the reported drop.
+                    let mut res = Ok(());
+                    for f in frags {
+                        let n = f.total_len();
+                        if let Err(e) = self.send(egress, hop, f, n, devs, out) {
+                            res = Err(e);
+                        }
+                    }
+                    return res;
+                }
                 self.send(egress, hop, pkt, len, devs, out)
             }
             0x86DD => {
@@ -297,6 +333,7 @@ impl Router {
                 if self.pending.len() >= MAX_PENDING {
                     return Err("neighbour-queue-full");
                 }
+                self.peak_pending = self.peak_pending.max(self.pending.len() + 1);
                 // One solicitation per unresolved neighbour: later packets
                 // only queue behind the first.
                 if self.pending.iter().any(|(h, d, _, _)| *h == hop && *d == egress) {
@@ -338,10 +375,40 @@ impl Router {
         }
     }
 
-    /// Learns `addr` → `mac` and releases the packets waiting for it.
     /// Packets waiting for neighbour resolution.
     pub fn pending(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Periodic work at `now` (ns): reassembly queues past their lifetime
+    /// are discarded.
+    pub fn housekeeping(&mut self, now: u64) {
+        if let Some(d) = &mut self.defrag {
+            d.expire(now);
+        }
+    }
+
+    /// How full the router's bounded tables are (see [`super::tables`]):
+    /// neighbours, the neighbour queue, the NAT connection table and, once
+    /// fragments met NAT, the reassembly memory and queues.
+    pub fn table_usage(&self, out: &mut Vec<TableUsage>) {
+        out.push(
+            TableUsage::new("neighbours", self.neighbours.len(), self.peak_neighbours, MAX_NEIGHBOURS)
+                .event("refused", self.neighbours_refused),
+        );
+        out.push(TableUsage::new("neighbour-queue", self.pending.len(), self.peak_pending, MAX_PENDING));
+        if !self.nat.rules.is_empty() {
+            let c = &self.nat.counters;
+            out.push(
+                TableUsage::new("conntrack", self.nat.len(), self.nat.peak(), self.nat.max_conns)
+                    .event("table_full", c.table_full)
+                    .event("expired", c.expired)
+                    .event("created", c.created),
+            );
+        }
+        if let Some(d) = &self.defrag {
+            d.usage(out);
+        }
     }
 
     /// Learns `addr` → `mac` and releases the packets waiting for it, in
@@ -353,6 +420,7 @@ impl Router {
             return;
         }
         self.neighbours.insert(addr, mac);
+        self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
         for (_, dev, mut p, len) in self.pending.extract_if(.., |e| e.0 == addr) {
             p.linear_mut()[0..6].copy_from_slice(&mac.0);
             out.push((dev, p, len));

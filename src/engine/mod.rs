@@ -35,6 +35,7 @@
 //! an FDB miss floods, which is correct if slower.
 
 pub mod control;
+pub mod flood;
 pub mod lab;
 pub mod privileges;
 pub mod relay;

@@ -6,8 +6,15 @@
 //! (`rx_packets`, `tx_superpackets`, `drops.<reason>`, ...), the driver's own
 //! (`driver.tx_batches`, ...) and GRO's (`gro.merged`, `gro.flushed.batch_end`,
 //! ...). Summing workers is summing equal names.
+//!
+//! Next to the devices, the bounded tables ([`crate::device::tables`]:
+//! neighbours, neighbour queue, NAT connections, reassembly bytes and
+//! queues, GRO flow tables) with their size, peak and limit, and their
+//! refusals/evictions by reason. Each worker has tables of its own: the
+//! engine's figures are the workers' sums (a summed peak is an upper bound
+//! of the engine's peak).
 
-use crate::device::DeviceCounters;
+use crate::device::{DeviceCounters, TableUsage};
 use crate::offload::gro::GroCounters;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -45,6 +52,8 @@ pub struct WorkerSnapshot {
     pub cpu_seconds: f64,
     /// Every device of its graph.
     pub devices: Vec<DeviceSnapshot>,
+    /// Its bounded tables.
+    pub tables: Vec<TableUsage>,
 }
 
 /// One device, summed over the workers, as flat counters.
@@ -87,6 +96,24 @@ pub struct EngineSnapshot {
     pub packets_polled: u64,
     /// Devices, in topology order.
     pub devices: Vec<DeviceTotals>,
+    /// Bounded tables, summed over the workers by name.
+    pub tables: Vec<TableTotals>,
+}
+
+/// One bounded table, summed over the workers.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct TableTotals {
+    /// Table name (`neighbours`, `neighbour-queue`, `conntrack`,
+    /// `reasm-bytes`, `reasm-queues`, `gro:<port>`).
+    pub name: String,
+    /// In use now (entries; bytes for `reasm-bytes`).
+    pub size: u64,
+    /// Highest size seen.
+    pub peak: u64,
+    /// Configured limit.
+    pub limit: u64,
+    /// Refusals, evictions and expiries by reason.
+    pub events: BTreeMap<String, u64>,
 }
 
 /// Adds every numeric leaf of `v` to `out` under `prefix` + its dotted path.
@@ -116,6 +143,22 @@ impl EngineSnapshot {
             snap.cpu_seconds += w.cpu_seconds;
             snap.rounds += w.rounds;
             snap.packets_polled += w.packets_polled;
+            for t in &w.tables {
+                let pos = match snap.tables.iter().position(|x| x.name == t.name) {
+                    Some(p) => p,
+                    None => {
+                        snap.tables.push(TableTotals { name: t.name.clone(), ..TableTotals::default() });
+                        snap.tables.len() - 1
+                    }
+                };
+                let x = &mut snap.tables[pos];
+                x.size += t.size;
+                x.peak += t.peak;
+                x.limit += t.limit;
+                for (k, v) in &t.events {
+                    *x.events.entry(k.clone()).or_insert(0) += v;
+                }
+            }
             for d in &w.devices {
                 let pos = match snap.devices.iter().position(|t| t.name == d.name) {
                     Some(p) => p,
@@ -145,6 +188,11 @@ impl EngineSnapshot {
             }
         }
         snap
+    }
+
+    /// A table by name.
+    pub fn table(&self, name: &str) -> Option<&TableTotals> {
+        self.tables.iter().find(|t| t.name == name)
     }
 
     /// A device by name.
@@ -210,6 +258,14 @@ impl EngineSnapshot {
                 let _ = writeln!(s, "    {}", details.join(" "));
             }
         }
+        if !self.tables.is_empty() {
+            let _ = writeln!(s, "{:<24} {:>12} {:>12} {:>12}  events", "table", "size", "peak", "limit");
+            for t in &self.tables {
+                let events: Vec<String> = t.events.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let _ =
+                    writeln!(s, "{:<24} {:>12} {:>12} {:>12}  {}", t.name, t.size, t.peak, t.limit, events.join(" "));
+            }
+        }
         s
     }
 
@@ -231,9 +287,26 @@ impl EngineSnapshot {
                 by_metric.entry(metric).or_default().push(line);
             }
         }
+        for t in &self.tables {
+            for (metric, v) in [("size", t.size), ("peak", t.peak), ("limit", t.limit)] {
+                let metric = format!("superpacket_table_{metric}");
+                let line = format!("{metric}{{table=\"{}\"}} {v}", t.name);
+                by_metric.entry(metric).or_default().push(line);
+            }
+            for (reason, v) in &t.events {
+                let metric = "superpacket_table_events".to_string();
+                let line = format!("{metric}{{table=\"{}\",reason=\"{reason}\"}} {v}", t.name);
+                by_metric.entry(metric).or_default().push(line);
+            }
+        }
         let mut s = String::new();
         for (metric, lines) in by_metric {
-            let _ = writeln!(s, "# TYPE {metric} counter");
+            let kind = if matches!(metric.as_str(), "superpacket_table_size" | "superpacket_table_limit") {
+                "gauge"
+            } else {
+                "counter"
+            };
+            let _ = writeln!(s, "# TYPE {metric} {kind}");
             for l in lines {
                 let _ = writeln!(s, "{l}");
             }
@@ -269,6 +342,7 @@ mod tests {
                 driver: vec![("tx_batches".into(), 3)],
                 gro: Some(GroCounters { merged: 7, ..GroCounters::default() }),
             }],
+            tables: vec![TableUsage::new("conntrack", 10 + i, 12, 100).event("table_full", 2)],
         }
     }
 
@@ -285,6 +359,9 @@ mod tests {
         assert_eq!(d.get("gro.merged"), 14);
         assert_eq!(d.get("gro.flushed.batch_end"), 0);
         assert!(!d.carrier, "down on one worker is down");
+        let t = s.table("conntrack").unwrap();
+        assert_eq!((t.size, t.peak, t.limit, t.events["table_full"]), (21, 24, 200, 4));
+        assert!(s.render_text().contains("conntrack"), "{}", s.render_text());
         assert!(s.render_text().contains("no-route") || s.render_text().contains("drops.no-route=3"));
     }
 
@@ -295,6 +372,9 @@ mod tests {
         assert!(text.contains("superpacket_device_rx_packets{device=\"p0\",kind=\"port\"} 5"), "{text}");
         assert!(text.contains("superpacket_device_drops{device=\"p0\",kind=\"port\",reason=\"no-route\"} 1"));
         assert!(text.contains("superpacket_gro_flushed_batch_end{"));
+        assert!(text.contains("superpacket_table_limit{table=\"conntrack\"} 100"), "{text}");
+        assert!(text.contains("superpacket_table_events{table=\"conntrack\",reason=\"table_full\"} 2"));
+        assert!(text.contains("# TYPE superpacket_table_size gauge"));
         for line in text.lines().filter(|l| !l.starts_with('#')) {
             let (name, value) = line.rsplit_once(' ').unwrap();
             assert!(value.parse::<f64>().is_ok(), "{line}");

@@ -2,7 +2,7 @@
 //! packets between them (see the module documentation of [`super`]).
 
 use super::stats::{DeviceSnapshot, WorkerSnapshot};
-use crate::device::{DeviceId, DeviceKind, Graph};
+use crate::device::{DeviceId, DeviceKind, Graph, TableUsage};
 use crate::io::event::{Epoll, EventFd};
 use crate::io::{IoError, cputime};
 use crate::offload::gro::{Gro, GroConfig};
@@ -257,6 +257,7 @@ impl Worker {
     /// Gone ports: checks the drivers (a port can vanish while idle) and
     /// tries to reopen those whose time has come.
     fn housekeeping(&mut self, now: Instant) {
+        self.graph.router.housekeeping(now.saturating_duration_since(self.started).as_nanos() as u64);
         for i in 0..self.ports.len() {
             let id = self.ports[i].id;
             if self.ports[i].fd.is_none() && !self.ports[i].gone {
@@ -296,6 +297,8 @@ impl Worker {
     /// The worker's counters now.
     pub fn snapshot(&mut self) -> WorkerSnapshot {
         let mut devices = Vec::with_capacity(self.graph.devices().len());
+        let mut tables = Vec::new();
+        self.graph.router.table_usage(&mut tables);
         for i in 0..self.graph.devices().len() {
             let id = DeviceId(i);
             let mut driver = Vec::new();
@@ -304,6 +307,12 @@ impl Worker {
             }
             let d = self.graph.device(id);
             let gro = self.ports.iter().find(|p| p.id == id).and_then(|p| p.gro.as_ref()).map(|g| *g.counters());
+            if let Some(g) = self.ports.iter().find(|p| p.id == id).and_then(|p| p.gro.as_ref()) {
+                tables.push(
+                    TableUsage::new(&format!("gro:{}", d.name), g.held(), g.peak_held(), g.capacity())
+                        .event("evicted", g.counters().flushed.table_full),
+                );
+            }
             devices.push(DeviceSnapshot {
                 name: d.name.clone(),
                 kind: d.kind.name().to_string(),
@@ -320,6 +329,7 @@ impl Worker {
             packets_polled: self.packets,
             cpu_seconds: cputime::thread_cpu_seconds(),
             devices,
+            tables,
         }
     }
 

@@ -254,6 +254,7 @@ impl Drop for Packet {
                 pool::recycle(std::mem::take(buf));
             }
         }
+        pool::recycle_segment_list(std::mem::take(&mut self.segments.items));
     }
 }
 
@@ -400,7 +401,13 @@ impl Packet {
     /// Reserves room for `additional` more payload segments (capped at
     /// [`MAX_SEGMENTS`] in all), so that an aggregate allocates its segment
     /// list once instead of growing it merge by merge (GRO).
+    /// Room for all [`MAX_SEGMENTS`] on an empty list comes from the pool
+    /// ([`pool::take_segment_list`]: no allocation once warm).
     pub fn reserve_segments(&mut self, additional: usize) {
+        if additional >= MAX_SEGMENTS && self.segments.items.capacity() == 0 {
+            self.segments.items = pool::take_segment_list();
+            return;
+        }
         let room = MAX_SEGMENTS.saturating_sub(self.segments.len()).min(additional);
         self.segments.items.reserve(room);
     }

@@ -5,6 +5,7 @@
 mod buffer;
 mod meta;
 pub mod pool;
+pub mod prefetch;
 pub mod virtio;
 
 pub use buffer::{DEFAULT_HEADROOM, MAX_SEGMENTS, Packet, PacketError, Segment};

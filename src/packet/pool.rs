@@ -17,8 +17,18 @@
 //!
 //! The per-thread list needs no lock; a buffer dropped on another thread
 //! simply joins that thread's list.
+//!
+//! GRO aggregates' segment lists (the `skb_shared_info` frag arrays of this
+//! crate: [`MAX_SEGMENTS`] entries) are recycled the same way
+//! ([`take_segment_list`], [`recycle_segment_list`]): merging the first
+//! packet into an aggregate takes an empty list instead of allocating one,
+//! and dropping the aggregate gives it back. At most
+//! [`SEGMENT_LISTS_MAX_IDLE`] idle lists per thread; a recycled list is
+//! always empty with capacity exactly [`MAX_SEGMENTS`].
 
 use std::cell::RefCell;
+
+use super::buffer::{MAX_SEGMENTS, Segment};
 
 /// Size of a pooled receive buffer: headroom plus a frame of up to 128 KiB
 /// minus the headroom (more than a 64 KiB GSO frame with its headers).
@@ -32,8 +42,13 @@ pub const COPYBREAK: usize = 4096;
 /// Most idle buffers one thread keeps.
 pub const POOL_MAX_IDLE: usize = 64;
 
+/// Most idle segment lists one thread keeps: the aggregates a 1024-frame
+/// receive burst can make (pairs of frames), about 560 KB.
+pub const SEGMENT_LISTS_MAX_IDLE: usize = 512;
+
 thread_local! {
     static IDLE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static IDLE_SEGMENT_LISTS: RefCell<Vec<Vec<Segment>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Counters of this thread's pool.
@@ -51,10 +66,15 @@ pub fn take_buffer() -> Vec<u8> {
 
 /// Gives `buf` back if it is a pool buffer and this thread's list has room;
 /// otherwise it is freed.
+#[inline]
 pub fn recycle(buf: Vec<u8>) {
-    if buf.capacity() != POOL_BUFFER_LEN || buf.len() != POOL_BUFFER_LEN {
-        return;
+    if buf.capacity() == POOL_BUFFER_LEN && buf.len() == POOL_BUFFER_LEN {
+        keep_buffer(buf);
     }
+}
+
+/// Puts a pool buffer on this thread's idle list, if it has room.
+fn keep_buffer(buf: Vec<u8>) {
     // During thread teardown the list may be gone: the buffer is then freed.
     let _ = IDLE.try_with(|idle| {
         let mut idle = idle.borrow_mut();
@@ -63,6 +83,36 @@ pub fn recycle(buf: Vec<u8>) {
                 idle.reserve_exact(POOL_MAX_IDLE);
             }
             idle.push(buf);
+        }
+    });
+}
+
+/// An empty segment list with room for [`MAX_SEGMENTS`]: a recycled one
+/// when this thread has one idle, else a new one.
+pub fn take_segment_list() -> Vec<Segment> {
+    IDLE_SEGMENT_LISTS
+        .try_with(|idle| idle.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Vec::with_capacity(MAX_SEGMENTS))
+}
+
+/// Gives an emptied segment list back if it has exactly [`MAX_SEGMENTS`]
+/// capacity and this thread's list has room; otherwise it is freed.
+#[inline]
+pub fn recycle_segment_list(list: Vec<Segment>) {
+    if list.capacity() == MAX_SEGMENTS {
+        keep_segment_list(list);
+    }
+}
+
+/// Empties a segment list and puts it on this thread's idle list, if it has room.
+fn keep_segment_list(mut list: Vec<Segment>) {
+    list.clear();
+    let _ = IDLE_SEGMENT_LISTS.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        if idle.len() < SEGMENT_LISTS_MAX_IDLE {
+            idle.push(list);
         }
     });
 }
@@ -99,6 +149,25 @@ mod tests {
             recycle(b);
         }
         assert_eq!(stats().idle, POOL_MAX_IDLE);
+    }
+
+    #[test]
+    fn segment_lists_are_recycled_empty() {
+        let a = take_segment_list();
+        assert!(a.is_empty() && a.capacity() >= MAX_SEGMENTS);
+        let mut a = Vec::with_capacity(MAX_SEGMENTS);
+        a.push(Segment::Shared(bytes::Bytes::from_static(b"x")));
+        let ptr = a.as_ptr();
+        recycle_segment_list(a);
+        let b = take_segment_list();
+        assert_eq!(b.as_ptr(), ptr, "the idle list is handed out again");
+        assert!(b.is_empty(), "a recycled list is empty");
+        recycle_segment_list(b);
+        // A list of another capacity is not pooled.
+        recycle_segment_list(Vec::with_capacity(3));
+        let c = take_segment_list();
+        assert_eq!(c.as_ptr(), ptr, "the foreign list did not take the idle slot's place");
+        recycle_segment_list(c);
     }
 
     #[test]
