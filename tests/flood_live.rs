@@ -161,7 +161,7 @@ fn floods_keep_tables_bounded_and_the_tcp_flow_going() {
         for (i, kind) in FloodKind::ALL.into_iter().enumerate() {
             let before = engine.stats();
             let rep =
-                flood::flood(&lab.a, TAP_A, kind, mac, 300_000, Duration::from_millis(1500), 11 + i as u64).unwrap();
+                flood::flood(&lab.a, TAP_A, kind, mac, 300_000, Duration::from_millis(1500), 0, 11 + i as u64).unwrap();
             std::thread::sleep(Duration::from_millis(300));
             let s = engine.stats();
             eprintln!("{} flood: {rep:?}; tables {}", kind.name(), s["tables"]);

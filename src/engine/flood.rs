@@ -216,8 +216,12 @@ pub fn raw_sender(ns: &NetNs, dev: &str) -> Result<PacketSocket, IoError> {
     PacketSocket::open_in(ns, dev, &cfg)
 }
 
+/// Frames sent between two looks at the clock (and pacing sleeps).
+pub const PACING_BURST: u64 = 64;
+
 /// Sends `kind` frames on `dev` in `ns` to `router_mac` until `max_frames`
-/// were offered or `max_time` passed.
+/// were offered or `max_time` passed, at `rate` frames per second (paced
+/// in bursts of [`PACING_BURST`]; 0: as fast as the socket takes them).
 ///
 /// # Errors
 /// Opening the socket, or a send error other than `ENOBUFS`.
@@ -228,6 +232,7 @@ pub fn flood(
     router_mac: [u8; 6],
     max_frames: u64,
     max_time: Duration,
+    rate: u64,
     seed: u64,
 ) -> Result<FloodReport, IoError> {
     let mut sock = raw_sender(ns, dev)?;
@@ -237,8 +242,18 @@ pub fn flood(
     let mut rep = FloodReport::default();
     let t0 = Instant::now();
     while rep.sent + rep.refused < max_frames {
-        if (rep.sent + rep.refused) % 256 == 0 && t0.elapsed() >= max_time {
-            break;
+        let offered = rep.sent + rep.refused;
+        if offered % PACING_BURST == 0 {
+            let elapsed = t0.elapsed();
+            if elapsed >= max_time {
+                break;
+            }
+            if rate > 0 {
+                let due = Duration::from_secs_f64(offered as f64 / rate as f64);
+                if due > elapsed {
+                    std::thread::sleep((due - elapsed).min(max_time - elapsed));
+                }
+            }
         }
         let f = flood_frame(kind, &mut rng, router_mac, src_mac);
         match sock.send(&hdr, &[&f]) {
