@@ -29,7 +29,7 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use superpacket::engine::flood::{self, FloodKind, ipv4_frame, udp};
+use superpacket::engine::flood::{self, FloodKind, FloodPlan, ipv4_frame, udp};
 use superpacket::engine::lab::{HOST_A_V4, HOST_B_V4, Lab, TAP_A, TAP_B};
 use superpacket::io::NetNs;
 use superpacket::io::streams::{self, Limit, TcpConfig};
@@ -160,8 +160,14 @@ fn floods_keep_tables_bounded_and_the_tcp_flow_going() {
         std::thread::sleep(Duration::from_millis(500));
         for (i, kind) in FloodKind::ALL.into_iter().enumerate() {
             let before = engine.stats();
-            let rep =
-                flood::flood(&lab.a, TAP_A, kind, mac, 300_000, Duration::from_millis(1500), 0, 11 + i as u64).unwrap();
+            let plan = FloodPlan {
+                kind,
+                max_frames: 300_000,
+                max_time: Duration::from_millis(1500),
+                rate: 0,
+                seed: 11 + i as u64,
+            };
+            let rep = flood::flood(&lab.a, TAP_A, mac, &plan).unwrap();
             std::thread::sleep(Duration::from_millis(300));
             let s = engine.stats();
             eprintln!("{} flood: {rep:?}; tables {}", kind.name(), s["tables"]);

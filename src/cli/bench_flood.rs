@@ -20,7 +20,7 @@
 use super::{CliError, EXIT_OK};
 use crate::bench::BenchReport;
 use crate::engine::control::{StatsFormat, query};
-use crate::engine::flood::{self, FloodKind};
+use crate::engine::flood::{self, FloodKind, FloodPlan};
 use crate::engine::lab::{HOST_B_V4, Lab, TAP_A, TAP_B};
 use crate::io::streams::{self, Limit, TcpConfig};
 use clap::Args;
@@ -130,8 +130,13 @@ fn measure(lab: &Lab, secs: f64, kind: Option<FloodKind>, rate: u64) -> Result<(
             let mac = flood::neighbour_mac(&lab.a, "10.71.0.1".parse().expect("address"))
                 .ok_or_else(|| CliError("A has not resolved the router".into()))?;
             let left = Duration::from_secs_f64(secs).saturating_sub(WARMUP);
-            let rep = flood::flood(&lab.a, TAP_A, kind, mac, 100_000_000, left, rate, 42)
-                .map_err(|e| CliError(format!("flood: {e}")))?;
+            let rep = flood::flood(
+                &lab.a,
+                TAP_A,
+                mac,
+                &FloodPlan { kind, max_frames: 100_000_000, max_time: left, rate, seed: 42 },
+            )
+            .map_err(|e| CliError(format!("flood: {e}")))?;
             sent = rep.sent;
         }
         let t = flow.join().expect("flow thread").map_err(|e| CliError(format!("TCP flow: {e}")))?;

@@ -219,22 +219,28 @@ pub fn raw_sender(ns: &NetNs, dev: &str) -> Result<PacketSocket, IoError> {
 /// Frames sent between two looks at the clock (and pacing sleeps).
 pub const PACING_BURST: u64 = 64;
 
-/// Sends `kind` frames on `dev` in `ns` to `router_mac` until `max_frames`
-/// were offered or `max_time` passed, at `rate` frames per second (paced
-/// in bursts of [`PACING_BURST`]; 0: as fast as the socket takes them).
+/// What to send and for how long.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FloodPlan {
+    /// The kind of frames.
+    pub kind: FloodKind,
+    /// Stop after this many frames were offered.
+    pub max_frames: u64,
+    /// Stop after this long.
+    pub max_time: Duration,
+    /// Frames per second, paced in bursts of [`PACING_BURST`]; 0: as fast
+    /// as the socket takes them.
+    pub rate: u64,
+    /// Seed of the random addresses, ports and IDs.
+    pub seed: u64,
+}
+
+/// Sends the plan's frames on `dev` in `ns` to `router_mac`.
 ///
 /// # Errors
 /// Opening the socket, or a send error other than `ENOBUFS`.
-pub fn flood(
-    ns: &NetNs,
-    dev: &str,
-    kind: FloodKind,
-    router_mac: [u8; 6],
-    max_frames: u64,
-    max_time: Duration,
-    rate: u64,
-    seed: u64,
-) -> Result<FloodReport, IoError> {
+pub fn flood(ns: &NetNs, dev: &str, router_mac: [u8; 6], plan: &FloodPlan) -> Result<FloodReport, IoError> {
+    let FloodPlan { kind, max_frames, max_time, rate, seed } = *plan;
     let mut sock = raw_sender(ns, dev)?;
     let mut rng = Rng::new(seed);
     let src_mac = [0x02, 0x66, 0x6c, 0x6f, 0x6f, 0x64];
