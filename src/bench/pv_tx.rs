@@ -687,17 +687,6 @@ fn teardown(peer: PeerProcess, conn: Conn, ok: &mut bool) {
     }
 }
 
-/// Restores the thread's CPU affinity on drop.
-struct Restore(Option<libc::cpu_set_t>);
-
-impl Drop for Restore {
-    fn drop(&mut self) {
-        if let Some(s) = &self.0 {
-            let _ = affinity::set(s);
-        }
-    }
-}
-
 /// A private directory for the peers' sockets, removed on drop.
 struct TempDir(PathBuf);
 
@@ -762,8 +751,8 @@ fn run_inner(
     let mut ok = true;
     // The client here, the peer on another CPU (see `affinity`); the
     // caller's affinity is restored at the end.
-    let restore = Restore(affinity::current().ok());
-    let allowed = restore.0.as_ref().map(affinity::cpus).unwrap_or_default();
+    let restore = affinity::Restore::current();
+    let allowed = restore.cpus();
     let peer_cpu = if allowed.len() >= 2 && affinity::pin(allowed[0]).is_ok() { Some(allowed[1]) } else { None };
     report.push("cpus_pinned", if peer_cpu.is_some() { 1.0 } else { 0.0 }, "bool");
 

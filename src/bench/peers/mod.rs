@@ -41,11 +41,15 @@ pub mod tunrs;
 pub mod workload;
 
 use super::{BenchReport, median};
+use crate::io::pv::affinity;
 use workload::{GroWorkload, GsoWorkload};
 
 /// The targets: `(ratio result name, minimum)`.
 pub const TARGETS: [(&str, f64); 4] =
     [("gro_ratio_tunrs", 2.0), ("gro_ratio_dpdk", 1.2), ("gso_ratio_tunrs", 2.0), ("gso_ratio_dpdk", 1.2)];
+
+/// The CPU every engine is measured on (DPDK's EAL core list is `-l 0`).
+pub const MEASURE_CPU: usize = 0;
 
 /// Options of [`run_with_progress`].
 #[derive(Debug, Clone, PartialEq)]
@@ -270,6 +274,11 @@ impl Progress<'_> {
 /// Runs the comparison; `on_step(what, done, total)` is called before each
 /// measurement and once more with `done == total` at the end.
 pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> PeersReport {
+    // Every engine on the same CPU: the DPDK peer's EAL runs on lcore 0
+    // (`-l 0`), so the in-process engines are measured on CPU 0 too (a
+    // thread that migrates between CPUs mid-run loses its caches).
+    let _restore = affinity::Restore::current();
+    let _ = affinity::pin(MEASURE_CPU);
     let total = if opts.quick { 256 } else { 1024 };
     let measurements = (GRO_ENGINES.len() * 2 + GSO_ENGINES.len()) * opts.rounds.max(1);
     let mut progress = Progress { done: 0, total: measurements, on_step };

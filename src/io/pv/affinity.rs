@@ -49,6 +49,30 @@ pub fn pin(cpu: usize) -> Result<(), IoError> {
     set(&s)
 }
 
+/// Gives the calling thread back the CPUs it had when this was made, on drop.
+#[derive(Debug)]
+pub struct Restore(Option<libc::cpu_set_t>);
+
+impl Restore {
+    /// Remembers the calling thread's CPUs (nothing to restore if they cannot be read).
+    pub fn current() -> Restore {
+        Restore(current().ok())
+    }
+
+    /// The remembered CPUs (empty if they could not be read).
+    pub fn cpus(&self) -> Vec<usize> {
+        self.0.as_ref().map(cpus).unwrap_or_default()
+    }
+}
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        if let Some(s) = &self.0 {
+            let _ = set(s);
+        }
+    }
+}
+
 /// The CPUs in `set`, lowest first.
 pub fn cpus(set: &libc::cpu_set_t) -> Vec<usize> {
     (0..libc::CPU_SETSIZE as usize)
