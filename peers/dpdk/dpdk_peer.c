@@ -4,6 +4,7 @@
  *
  * Usage:
  *   dpdk_peer --mode gro|gso --pcap FILE --batch N --samples S [--mss M]
+ *             [--ptype parse|given]
  *
  * Reads Ethernet frames (TCP/IPv4) from a classic pcap file, starts the EAL
  * without hugepages and without PCI, preloads the frames into mbufs and times
@@ -15,6 +16,15 @@
  *        and edits the mbufs it merges), GRO over all bursts is timed, then the
  *        outputs are counted and freed (untimed). rte_gro does not touch
  *        checksums (the IPv4 header checksum of a merged packet is stale).
+ *        With --ptype parse (the default) the timed region also does what
+ *        the other engines do with the same raw frames: each frame is parsed
+ *        (rte_net_get_ptype: packet type and header lengths, which
+ *        rte_gro needs and which superpacket and tun-rs find out by
+ *        themselves), and each merged packet's IPv4 header checksum is
+ *        refreshed (rte_ipv4_cksum), so that the output is a valid packet
+ *        as superpacket's is. --ptype given sets the packet type and header
+ *        lengths untimed, as a NIC with packet-type offload would, and
+ *        leaves the merged headers stale.
  *
  *   gso  Each frame is a TCP/IPv4 superpacket (up to 64 KB). rte_gso_segment()
  *        cuts it into segments of at most M payload bytes (gso_size =
@@ -58,6 +68,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rte_net.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -113,7 +124,7 @@ static void usage(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs("\nusage: dpdk_peer --mode gro|gso --pcap FILE --batch N --samples S [--mss M]\n", stderr);
+	fputs("\nusage: dpdk_peer --mode gro|gso --pcap FILE --batch N --samples S [--mss M] [--ptype parse|given]\n", stderr);
 	exit(EXIT_USAGE);
 }
 
@@ -430,8 +441,14 @@ static unsigned int mbufs_per_frame(uint32_t len, uint16_t data_room)
 	return (len + per - 1) / per;
 }
 
-/* Copies frame fr into a fresh (chained if needed) mbuf from mp and sets the
- * header lengths and packet type that rte_gro and rte_gso read. */
+/* --ptype given (and always for gso, whose metadata every engine is given):
+ * load_frame sets the packet type and header lengths, untimed. Otherwise the
+ * timed GRO loop parses each frame for them (see the top of this file). */
+static bool given_ptype = true;
+
+/* Copies frame fr into a fresh (chained if needed) mbuf from mp and, when
+ * given_ptype, sets the header lengths and packet type that rte_gro and
+ * rte_gso read. */
 static struct rte_mbuf *load_frame(struct rte_mempool *mp, const struct frame *fr)
 {
 	struct rte_mbuf *head = NULL, *last = NULL;
@@ -457,11 +474,13 @@ static struct rte_mbuf *load_frame(struct rte_mempool *mp, const struct frame *f
 		}
 		last = m;
 	}
-	head->l2_len = ETH_HLEN;
-	head->l3_len = fr->l3_len;
-	head->l4_len = fr->l4_len;
-	head->packet_type = RTE_PTYPE_L2_ETHER |
-			    (fr->l3_len == 20 ? RTE_PTYPE_L3_IPV4 : RTE_PTYPE_L3_IPV4_EXT) | RTE_PTYPE_L4_TCP;
+	if (given_ptype) {
+		head->l2_len = ETH_HLEN;
+		head->l3_len = fr->l3_len;
+		head->l4_len = fr->l4_len;
+		head->packet_type = RTE_PTYPE_L2_ETHER |
+				    (fr->l3_len == 20 ? RTE_PTYPE_L3_IPV4 : RTE_PTYPE_L3_IPV4_EXT) | RTE_PTYPE_L4_TCP;
+	}
 	return head;
 }
 
@@ -490,6 +509,8 @@ struct options {
 	unsigned long batch;
 	unsigned long samples;
 	unsigned long mss; /* 0: derive */
+	bool ptype_given;  /* gro: --ptype given */
+	bool ptype_set;	   /* --ptype was named */
 };
 
 /* ------------------------------------------------------------------------ */
@@ -515,8 +536,32 @@ static uint64_t gro_pass(const struct capture *cap, struct rte_mempool *mp, stru
 	for (uint32_t b = 0; b < nb_bursts; b++) {
 		uint32_t first = b * (uint32_t)batch;
 		uint32_t n = cap->count - first < batch ? cap->count - first : (uint32_t)batch;
+		struct rte_mbuf **burst = &pkts[first];
 
-		nb_out[b] = rte_gro_reassemble_burst(&pkts[first], (uint16_t)n, param);
+		if (!given_ptype) {
+			for (uint32_t k = 0; k < n; k++) {
+				struct rte_net_hdr_lens hl;
+
+				burst[k]->packet_type = rte_net_get_ptype(burst[k], &hl, RTE_PTYPE_ALL_MASK);
+				burst[k]->l2_len = hl.l2_len;
+				burst[k]->l3_len = hl.l3_len;
+				burst[k]->l4_len = hl.l4_len;
+			}
+		}
+		nb_out[b] = rte_gro_reassemble_burst(burst, (uint16_t)n, param);
+		if (!given_ptype) {
+			for (uint16_t k = 0; k < nb_out[b]; k++) {
+				struct rte_mbuf *m = burst[k];
+
+				if (m->nb_segs > 1) {
+					struct rte_ipv4_hdr *ip =
+						rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, m->l2_len);
+
+					ip->hdr_checksum = 0;
+					ip->hdr_checksum = rte_ipv4_cksum(ip);
+				}
+			}
+		}
 	}
 	t1 = now_ns();
 
@@ -677,7 +722,7 @@ static void parse_options(int argc, char **argv, struct options *o)
 		{"mode", required_argument, NULL, 'm'},	   {"pcap", required_argument, NULL, 'p'},
 		{"batch", required_argument, NULL, 'b'},   {"samples", required_argument, NULL, 's'},
 		{"mss", required_argument, NULL, 'M'},	   {"help", no_argument, NULL, 'h'},
-		{NULL, 0, NULL, 0},
+		{"ptype", required_argument, NULL, 't'},   {NULL, 0, NULL, 0},
 	};
 	int c;
 
@@ -690,6 +735,15 @@ static void parse_options(int argc, char **argv, struct options *o)
 		case 'b': o->batch = parse_count("--batch", optarg, UINT16_MAX); break;
 		case 's': o->samples = parse_count("--samples", optarg, 1000000); break;
 		case 'M': o->mss = parse_count("--mss", optarg, 65000); break;
+		case 't':
+			if (strcmp(optarg, "parse") == 0)
+				o->ptype_given = false;
+			else if (strcmp(optarg, "given") == 0)
+				o->ptype_given = true;
+			else
+				usage("--ptype must be parse or given, got '%s'", optarg);
+			o->ptype_set = true;
+			break;
 		case 'h': usage("help");
 		default: usage("unknown or incomplete option '%s'", argv[optind - 1]);
 		}
@@ -704,6 +758,8 @@ static void parse_options(int argc, char **argv, struct options *o)
 		usage("--batch N is required");
 	if (o->samples == 0)
 		usage("--samples S is required");
+	if (o->ptype_set && strcmp(o->mode, "gro") != 0)
+		usage("--ptype applies to --mode gro only");
 	if (o->mss != 0 && strcmp(o->mode, "gso") != 0)
 		usage("--mss applies to --mode gso only");
 }
@@ -718,7 +774,7 @@ static void print_result(const struct options *o, const struct capture *cap, con
 	       o->mode, o->batch, cap->count, res->packets_out, cap->bytes, res->bytes_out);
 	for (unsigned long s = 0; s < o->samples; s++)
 		printf("%s%" PRIu64, s ? "," : "", samples[s]);
-	printf("],\"eal_args\":");
+	printf("],\"ptype\":\"%s\",\"eal_args\":", given_ptype ? "given" : "parse");
 	json_string(stdout, eal_args);
 	printf("%s}\n", extra);
 	fflush(stdout);
@@ -738,6 +794,7 @@ int main(int argc, char **argv)
 
 	parse_options(argc, argv, &o);
 	gro = strcmp(o.mode, "gro") == 0;
+	given_ptype = !gro || o.ptype_given;
 
 	/* The file is read and checked before the EAL starts: bad input is
 	 * reported without EAL noise and sizes the memory to reserve. */

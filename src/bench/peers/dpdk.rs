@@ -8,11 +8,16 @@
 //!
 //! - [`DpdkMode::Gro`]: cuts the frames, in order, into bursts of `batch` and
 //!   passes each burst to `rte_gro_reassemble_burst` (lightweight mode,
-//!   TCP/IPv4; every burst is flushed). **Timed**: the GRO calls over all
-//!   bursts of the file. **Not timed**: refilling fresh mbufs from the frames
-//!   before each sample (GRO chains and edits the mbufs it merges), counting
-//!   and freeing the output. rte_gro neither checks checksums nor updates the
-//!   IPv4 header checksum of merged packets. It keeps at most
+//!   TCP/IPv4; every burst is flushed). **Timed**: parsing each frame for
+//!   the packet type and header lengths rte_gro needs (`rte_net_get_ptype`:
+//!   superpacket and tun-rs get the same raw frames and parse them
+//!   themselves), the GRO calls over all bursts of the file, and refreshing
+//!   the IPv4 header checksum of every merged packet (rte_gro leaves it
+//!   stale; superpacket's output is a valid packet). **Not timed**: refilling
+//!   fresh mbufs from the frames before each sample (GRO chains and edits
+//!   the mbufs it merges), counting and freeing the output. rte_gro does not
+//!   check checksums. (`dpdk_peer --ptype given` sets the packet type
+//!   untimed instead, as a NIC with packet-type offload would.) It keeps at most
 //!   [`GRO_MAX_BURST_ITEMS`] packets per call: with a larger `batch`, packets
 //!   of flows beyond that pass through unmerged ([`DpdkRun::batch_exceeds_gro_max`]).
 //! - [`DpdkMode::Gso`]: each frame is a TCP/IPv4 superpacket, cut by

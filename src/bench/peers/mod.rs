@@ -10,7 +10,7 @@
 //!
 //! | row | superpacket | tun-rs | DPDK 22.11 |
 //! |---|---|---|---|
-//! | GRO, TCP/IPv4, 1 and 64 flows | `Gro::receive_burst` + `flush` per burst, checksums verified ([`superpacket::GroChecksum::Verify`]) and trusted ([`superpacket::GroChecksum::Trusted`]) | `GROTable::apply_gro` per burst (verifies checksums, copies payload) | `rte_gro_reassemble_burst`, lightweight mode (checksums not looked at, mbufs chained) |
+//! | GRO, TCP/IPv4, 1 and 64 flows | `Gro::receive_burst` + `flush` per burst, checksums verified ([`superpacket::GroChecksum::Verify`]) and trusted ([`superpacket::GroChecksum::Trusted`]) | `GROTable::apply_gro` per burst (verifies checksums, copies payload) | each frame parsed (`rte_net_get_ptype`), `rte_gro_reassemble_burst` in lightweight mode (checksums not looked at, mbufs chained), merged IPv4 headers' checksums refreshed |
 //! | GSO, 64 KB TCP/IPv4, checksums | `Segmenter::segment` for a target without offloads: linear (copy + sum) and scatter-gather (borrowed payload, summed) | `gso_split` (copy + checksums) | `rte_gso_segment` (indirect mbufs) + software IPv4 and TCP checksums |
 //!
 //! GRO: each peer is compared with the superpacket form that does the same
