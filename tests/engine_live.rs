@@ -11,11 +11,12 @@
 
 mod common;
 
-use common::{privileged, quiet_ns, wait_for_engine};
+use common::engine::{Running, counter};
+use common::{privileged, quiet_ns};
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use superpacket::engine::lab::Lab;
@@ -27,80 +28,12 @@ fn example(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("examples").join(name)).unwrap()
 }
 
-/// `superpacket run` as a child process; SIGTERM and wait on drop.
-struct Running {
-    child: Option<Child>,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Running {
-    fn start(topology: &str) -> Running {
-        Running::start_with(topology, &[])
-    }
-
-    /// With extra `run` arguments (e.g. `--workers 2`).
-    fn start_with(topology: &str, extra: &[&str]) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("live.toml");
-        std::fs::write(&path, topology).unwrap();
-        let socket = dir.path().join("live.sock");
-        let mut child = Command::new(BIN)
-            .args(["run", "--status-interval", "0", "--stats-socket"])
-            .arg(&socket)
-            .args(extra)
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_for_engine(&socket, &mut child);
-        Running { child: Some(child), socket, _dir: dir }
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = Command::new(BIN).args(["stats", "--json", "--socket"]).arg(&self.socket).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    /// SIGTERM; returns (exit code, stderr).
-    fn stop(mut self) -> (Option<i32>, String) {
-        let child = self.child.take().unwrap();
-        // SAFETY: kill with the PID of a child this test started and has not reaped.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let out = child.wait_with_output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: as in `stop`.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-}
-
 /// `ip -n NS -d link show DEV`: the link's details, `None` if it does not
 /// exist. (`ip -n` rather than `ip netns exec`, whose mount set-up can fail
 /// spuriously while other tests create namespaces.)
 fn link_details(ns: &superpacket::io::NetNs, dev: &str) -> Option<String> {
     let out = Command::new("ip").args(["-n", ns.name(), "-d", "link", "show", "dev", dev]).output().unwrap();
     out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// A device's counter from `stats --json`.
-fn counter(stats: &serde_json::Value, device: &str, key: &str) -> u64 {
-    stats["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == device)
-        .and_then(|d| d["counters"][key].as_u64())
-        .unwrap_or(0)
 }
 
 fn tcp(lab: &Lab, v6: bool, secs: f64) -> streams::TcpTransfer {

@@ -22,11 +22,10 @@
 
 mod common;
 
-use common::{privileged, wait_for_engine};
+use common::engine::{Running, counter};
+use common::privileged;
 
 use std::net::{SocketAddr, UdpSocket};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use superpacket::engine::flood::{self, FloodKind, FloodPlan, ipv4_frame, udp};
@@ -35,62 +34,8 @@ use superpacket::io::NetNs;
 use superpacket::io::streams::{self, Limit, TcpConfig};
 use superpacket::packet::virtio::VirtioNetHdr;
 
-const BIN: &str = env!("CARGO_BIN_EXE_superpacket");
-
 /// Conntrack size of the flood topology: small, so that floods fill it.
 const MAX_CONNS: u64 = 512;
-
-/// `superpacket run` as a child process; SIGTERM and wait on drop.
-struct Running {
-    child: Option<Child>,
-    socket: PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-impl Running {
-    fn start(topology: &str) -> Running {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("flood.toml");
-        std::fs::write(&path, topology).unwrap();
-        let socket = dir.path().join("flood.sock");
-        let mut child = Command::new(BIN)
-            .args(["run", "--status-interval", "0", "--stats-socket"])
-            .arg(&socket)
-            .arg(&path)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_for_engine(&socket, &mut child);
-        Running { child: Some(child), socket, _dir: dir }
-    }
-
-    fn stats(&self) -> serde_json::Value {
-        let out = Command::new(BIN).args(["stats", "--json", "--socket"]).arg(&self.socket).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: kill with the PID of a child this test started and has not reaped.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
-}
-
-fn counter(stats: &serde_json::Value, device: &str, key: &str) -> u64 {
-    stats["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["name"] == device)
-        .and_then(|d| d["counters"][key].as_u64())
-        .unwrap_or(0)
-}
 
 /// Every `drops.*` counter of every device, summed.
 fn engine_drops(stats: &serde_json::Value) -> u64 {
@@ -116,21 +61,6 @@ fn sysfs(ns: &NetNs, dev: &str, stat: &str) -> u64 {
     String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
 }
 
-/// The lab's router topology with NAT (masquerade out of B), a small
-/// connection table and GRO on A's port.
-fn nat_topology(lab: &Lab) -> String {
-    format!(
-        "[[device]]\nname = \"a\"\nkind = \"port\"\ngro = true\n\
-         driver = {{ kind = \"tap\", name = \"{TAP_A}\", netns = \"{}\" }}\naddresses = [\"10.71.0.1/24\"]\n\
-         [[device]]\nname = \"b\"\nkind = \"port\"\n\
-         driver = {{ kind = \"tap\", name = \"{TAP_B}\", netns = \"{}\" }}\naddresses = [\"10.72.0.1/24\"]\n\
-         [[nat]]\ntype = \"masquerade\"\nout = \"b\"\n\
-         [conntrack]\nmax_connections = {MAX_CONNS}\n",
-        lab.a.name(),
-        lab.b.name()
-    )
-}
-
 /// Waits until A has resolved the router's address; returns its MAC.
 fn router_mac(lab: &Lab) -> [u8; 6] {
     let t0 = Instant::now();
@@ -149,7 +79,7 @@ fn floods_keep_tables_bounded_and_the_tcp_flow_going() {
         return;
     }
     let lab = Lab::create("sp-flood", false).unwrap();
-    let engine = Running::start(&nat_topology(&lab));
+    let engine = Running::start(&flood::nat_topology(&lab, MAX_CONNS));
     let (a, b) = (&lab.a, &lab.b);
     let tcp = std::thread::scope(|s| {
         let flow = s.spawn(|| {

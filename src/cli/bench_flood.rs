@@ -21,7 +21,7 @@ use super::{CliError, EXIT_OK};
 use crate::bench::BenchReport;
 use crate::engine::control::{StatsFormat, query};
 use crate::engine::flood::{self, FloodKind, FloodPlan};
-use crate::engine::lab::{HOST_B_V4, Lab, TAP_A, TAP_B};
+use crate::engine::lab::{HOST_B_V4, Lab, TAP_A};
 use crate::io::streams::{self, Limit, TcpConfig};
 use clap::Args;
 use std::net::SocketAddr;
@@ -105,19 +105,6 @@ impl Drop for Engine {
     }
 }
 
-fn topology(lab: &Lab, max_conns: u32) -> String {
-    format!(
-        "[[device]]\nname = \"a\"\nkind = \"port\"\ngro = true\n\
-         driver = {{ kind = \"tap\", name = \"{TAP_A}\", netns = \"{}\" }}\naddresses = [\"10.71.0.1/24\"]\n\
-         [[device]]\nname = \"b\"\nkind = \"port\"\n\
-         driver = {{ kind = \"tap\", name = \"{TAP_B}\", netns = \"{}\" }}\naddresses = [\"10.72.0.1/24\"]\n\
-         [[nat]]\ntype = \"masquerade\"\nout = \"b\"\n\
-         [conntrack]\nmax_connections = {max_conns}\n",
-        lab.a.name(),
-        lab.b.name()
-    )
-}
-
 /// One TCP transfer A -> B of `secs`, with `kind` flooding from `WARMUP` on.
 fn measure(lab: &Lab, secs: f64, kind: Option<FloodKind>, rate: u64) -> Result<(f64, u64), CliError> {
     let cfg = TcpConfig { limit: Limit::Duration(Duration::from_secs_f64(secs)), ..TcpConfig::default() };
@@ -155,7 +142,7 @@ pub fn run(args: &FloodBenchArgs) -> Result<u8, CliError> {
     let secs = if args.quick { 1.0 } else { args.seconds.max(1.0) };
     let lab =
         Lab::create(&format!("sp-bflood-{}", std::process::id()), false).map_err(|e| CliError(format!("lab: {e}")))?;
-    let topo = topology(&lab, args.max_connections);
+    let topo = flood::nat_topology(&lab, u64::from(args.max_connections));
     let mut report = BenchReport::new("flood");
     let base = {
         let _engine = Engine::start(&topo)?;

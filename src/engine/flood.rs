@@ -13,6 +13,7 @@
 //!   random source ports: one new NAT connection each.
 
 use super::lab::{HOST_A_V4, HOST_B_V4};
+use crate::engine::lab::{Lab, TAP_A, TAP_B};
 use crate::io::packet_socket::{PacketSocket, PacketSocketConfig};
 use crate::io::{IoError, NetNs};
 use crate::packet::virtio::VirtioNetHdr;
@@ -214,6 +215,22 @@ pub fn neighbour_mac(ns: &NetNs, ip: Ipv4Addr) -> Option<[u8; 6]> {
 pub fn raw_sender(ns: &NetNs, dev: &str) -> Result<PacketSocket, IoError> {
     let cfg = PacketSocketConfig { qdisc_bypass: true, ..PacketSocketConfig::default() };
     PacketSocket::open_in(ns, dev, &cfg)
+}
+
+/// The topology floods are measured on: the lab's two TAPs
+/// ([`crate::engine::lab`]) routed with NAT (masquerade out of B), a
+/// connection table of `max_connections` and GRO on A's port.
+pub fn nat_topology(lab: &Lab, max_connections: u64) -> String {
+    format!(
+        "[[device]]\nname = \"a\"\nkind = \"port\"\ngro = true\n\
+         driver = {{ kind = \"tap\", name = \"{TAP_A}\", netns = \"{}\" }}\naddresses = [\"10.71.0.1/24\"]\n\
+         [[device]]\nname = \"b\"\nkind = \"port\"\n\
+         driver = {{ kind = \"tap\", name = \"{TAP_B}\", netns = \"{}\" }}\naddresses = [\"10.72.0.1/24\"]\n\
+         [[nat]]\ntype = \"masquerade\"\nout = \"b\"\n\
+         [conntrack]\nmax_connections = {max_connections}\n",
+        lab.a.name(),
+        lab.b.name()
+    )
 }
 
 /// Frames sent between two looks at the clock (and pacing sleeps).

@@ -2,6 +2,7 @@
 //! and uses only part of it, hence `allow(dead_code)`).
 #![allow(dead_code)]
 
+pub mod engine;
 pub mod ipv6_ext;
 
 use std::io::Read;
