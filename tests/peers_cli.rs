@@ -18,14 +18,7 @@ fn peers_quick_json_has_the_headline_keys() {
     let results = j["results"].as_array().expect("results");
     let get =
         |name: &str| results.iter().find(|r| r["name"] == name).and_then(|r| r["value"].as_f64()).unwrap_or(f64::NAN);
-    for key in [
-        "gro_superpacket_mpps",
-        "gro_tunrs_mpps",
-        "gro_dpdk_mpps",
-        "gso_superpacket_gbps",
-        "gso_tunrs_gbps",
-        "gso_dpdk_gbps",
-    ] {
+    for key in superpacket::bench::peers::HEADLINE_KEYS {
         let v = get(key);
         assert!(v.is_finite() && v > 0.0, "{key} = {v}");
     }
