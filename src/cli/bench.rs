@@ -37,7 +37,8 @@ pub enum BenchScenario {
     #[command(name = "seed-vlan-nat")]
     SeedVlanNat(CommonBenchArgs),
     /// superpacket next to tun-rs and DPDK 22.11 on the same preloaded
-    /// frames: GRO of 1 and 64 interleaved TCP/IPv4 flows and GSO of 64 KB
+    /// frames: GRO of 1 and 64 interleaved TCP/IPv4 and UDP/IPv4 flows (UDP:
+    /// tun-rs only) and GSO of 64 KB
     /// TCP/IPv4 superpackets with checksums; Mpps / Gbps, output counts
     /// (equal work) and the ratios superpacket / peer.
     Peers(PeersArgs),

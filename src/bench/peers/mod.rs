@@ -10,7 +10,7 @@
 //!
 //! | row | superpacket | tun-rs | DPDK 22.11 |
 //! |---|---|---|---|
-//! | GRO, TCP/IPv4, 1 and 64 flows | `Gro::receive_burst` + `flush` per burst, checksums verified ([`superpacket::GroChecksum::Verify`]) and trusted ([`superpacket::GroChecksum::Trusted`]) | `GROTable::apply_gro` per burst (verifies checksums, copies payload) | each frame parsed (`rte_net_get_ptype`), `rte_gro_reassemble_burst` in lightweight mode (checksums not looked at, mbufs chained), merged IPv4 headers' checksums refreshed |
+//! | GRO, TCP/IPv4 and UDP/IPv4, 1 and 64 flows (UDP: no DPDK row) | `Gro::receive_burst` + `flush` per burst, checksums verified ([`superpacket::GroChecksum::Verify`]) and trusted ([`superpacket::GroChecksum::Trusted`]) | `GROTable::apply_gro` per burst (verifies checksums, copies payload) | each frame parsed (`rte_net_get_ptype`), `rte_gro_reassemble_burst` in lightweight mode (checksums not looked at, mbufs chained), merged IPv4 headers' checksums refreshed |
 //! | GSO, 64 KB TCP/IPv4, checksums | `Segmenter::segment` for a target without offloads: linear (copy + sum) and scatter-gather (borrowed payload, summed) | `gso_split` (copy + checksums) | `rte_gso_segment` (indirect mbufs) + software IPv4 and TCP checksums |
 //!
 //! GRO: each peer is compared with the superpacket form that does the same
@@ -202,6 +202,10 @@ const GRO_ENGINES: [(&str, &str); 4] = [
     ("DPDK 22.11 (checksums not checked)", "dpdk"),
 ];
 
+/// The engines of a UDP GRO row (DPDK has no UDP segment GRO).
+const UDP_GRO_ENGINES: [(&str, &str); 2] =
+    [("superpacket (verifies checksums)", "superpacket_verify"), ("tun-rs 2.8 (verifies checksums)", "tunrs")];
+
 /// The engines of a GSO row, in measuring order.
 const GSO_ENGINES: [(&str, &str); 4] = [
     ("superpacket (scatter-gather + checksum)", "superpacket_sg"),
@@ -291,17 +295,21 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
     let _restore = affinity::Restore::current();
     let _ = affinity::pin(MEASURE_CPU);
     let total = if opts.quick { 256 } else { 1024 };
-    let measurements = (GRO_ENGINES.len() * 2 + GSO_ENGINES.len()) * opts.rounds.max(1);
+    let measurements = (GRO_ENGINES.len() * 2 + UDP_GRO_ENGINES.len() * 2 + GSO_ENGINES.len()) * opts.rounds.max(1);
     let mut progress = Progress { done: 0, total: measurements, on_step };
     let on_step = &mut progress;
     let mut rows = Vec::new();
-    for flows in [64, 1] {
-        let work = GroWorkload::tcp4(flows, total, opts.batch);
-        let engines = measure_row(&GRO_ENGINES, opts, |key, n| measure_gro(key, &work, n), on_step);
+    let tcp_work = [64, 1].into_iter().map(|f| GroWorkload::tcp4(f, total, opts.batch));
+    let udp_work = [64, 1].into_iter().map(|f| GroWorkload::udp4(f, total, opts.batch));
+    for work in tcp_work.chain(udp_work) {
+        let engines: &[(&str, &str)] = if work.udp { &UDP_GRO_ENGINES } else { &GRO_ENGINES };
+        let engines = measure_row(engines, opts, |key, n| measure_gro(key, &work, n), on_step);
         rows.push(Row {
             kind: "gro",
             description: format!(
-                "GRO, TCP/IPv4, {flows} flow(s) interleaved packet by packet, {} frames of {} bytes, bursts of {}",
+                "GRO, {}/IPv4, {} flow(s) interleaved packet by packet, {} frames of {} bytes, bursts of {}",
+                if work.udp { "UDP" } else { "TCP" },
+                work.flows,
                 work.frames.len(),
                 work.frames[0].len(),
                 work.batch
@@ -493,7 +501,7 @@ mod tests {
     #[test]
     fn every_engine_does_the_same_work() {
         let report = quick();
-        assert_eq!(report.rows.len(), 3);
+        assert_eq!(report.rows.len(), 5);
         for row in &report.rows {
             for e in &row.engines {
                 let run = e.run.as_ref().unwrap_or_else(|why| panic!("{} {}: {why}", row.workload, e.engine));
@@ -511,6 +519,10 @@ mod tests {
         // One flow: 128 segments per burst in aggregates of at most 64 KB (45 segments).
         let gro1 = gro64_or(&report, "tcp4_1flow");
         assert_eq!(gro1.run("tunrs").unwrap().packets_out, 2 * 3);
+        // UDP: the same pairs per burst, each merged into one UDP_L4 superpacket.
+        let udp64 = gro64_or(&report, "udp4_64flows");
+        assert_eq!(udp64.run("tunrs").unwrap().packets_out, 128);
+        assert_eq!(udp64.engines.len(), 2, "DPDK has no UDP segment GRO");
         // GSO: 4 superpackets of 45 segments, each segment 1500 IP bytes.
         let gso = gro64_or(&report, "tcp4_64k");
         let dpdk = gso.run("dpdk").unwrap();

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use super::EngineRun;
 use super::workload::{ETH_HLEN, GSO_SEGMENTS, GroWorkload, GsoWorkload};
-use crate::offload::gro::{Gro, GroConfig};
+use crate::offload::gro::{Gro, GroConfig, UdpGroMode};
 use crate::offload::gso::{SegmentSink, Segmenter, SgFrame, TargetCaps};
 use crate::packet::{ChecksumState, OffloadMeta, Packet};
 
@@ -36,8 +36,9 @@ pub enum GroChecksum {
 /// Linux's 8 x 8, which evicts when 64 flows hash unevenly), as tun-rs's
 /// table (sized for 128 flows) and DPDK's (sized to the burst) do. With
 /// Linux's 8 x 8, 64 interleaved flows give more, smaller aggregates: not
-/// the same output as the peers.
-pub const PEERS_GRO: GroConfig = GroConfig { buckets: 64, ..GroConfig::LINUX };
+/// the same output as the peers. UDP segment GRO is on
+/// (`rx-udp-gro-forwarding`), as tun-rs's UDP GRO does.
+pub const PEERS_GRO: GroConfig = GroConfig { buckets: 64, udp: UdpGroMode::Forward, ..GroConfig::LINUX };
 
 /// Times superpacket's GRO ([`PEERS_GRO`]) over the workload, `samples` times.
 pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {

@@ -50,7 +50,7 @@ pub fn gro(work: &GroWorkload, samples: usize) -> Result<EngineRun, String> {
         }
         let start = Instant::now();
         for burst in bufs.chunks_mut(work.batch.max(1)) {
-            table.apply_gro(burst, VIRTIO_NET_HDR_LEN, false).map_err(|e| format!("tun-rs GRO: {e}"))?;
+            table.apply_gro(burst, VIRTIO_NET_HDR_LEN, work.udp).map_err(|e| format!("tun-rs GRO: {e}"))?;
         }
         run.samples_secs.push(start.elapsed().as_secs_f64());
         black_box(&bufs);

@@ -7,6 +7,10 @@
 //!   with many busy connections), cut into receive bursts of `batch` frames;
 //!   every engine flushes at the end of each burst (NAPI's `napi_complete`,
 //!   DPDK's lightweight mode, tun-rs's per-read table).
+//! - UDP GRO: the same with UDP/IPv4 datagrams of 1400 payload bytes (the
+//!   peers and superpacket in UDP segment GRO, Linux's
+//!   `rx-udp-gro-forwarding`); DPDK has no UDP segment GRO (its UDP GRO
+//!   reassembles IP fragments), so those rows have no DPDK figure.
 //! - GSO: 64 KB TCP/IPv4 superpackets (45 segments of 1448 bytes) as a TAP
 //!   with TSO delivers them: `CHECKSUM_PARTIAL`, the pseudo-header sum in the
 //!   TCP checksum field, gso_size 1448. Every engine must produce wire-ready
@@ -19,6 +23,10 @@ use crate::wire::TcpFlags;
 
 /// Ethernet header length of every frame here (untagged).
 pub const ETH_HLEN: usize = 14;
+
+/// UDP payload of every datagram of the UDP GRO rows (a QUIC- or
+/// WireGuard-sized datagram).
+pub const UDP_PAYLOAD: usize = 1400;
 
 /// Segments per GSO superpacket: 45 x 1448 = 65160 payload bytes, the
 /// largest whole number of segments in a 64 KB IPv4 packet.
@@ -35,6 +43,8 @@ pub struct GroWorkload {
     pub frames: Vec<Vec<u8>>,
     /// Receive burst: every engine flushes after this many frames.
     pub batch: usize,
+    /// UDP datagrams (else TCP segments).
+    pub udp: bool,
 }
 
 impl GroWorkload {
@@ -42,7 +52,17 @@ impl GroWorkload {
     pub fn tcp4(flows: usize, total: usize, batch: usize) -> GroWorkload {
         let pattern = bursts(flows, 1, total, batch);
         let name = if flows == 1 { "tcp4_1flow".to_string() } else { format!("tcp4_{flows}flows") };
-        GroWorkload { name, flows, frames: pattern.frames, batch }
+        GroWorkload { name, flows, frames: pattern.frames, batch, udp: false }
+    }
+
+    /// `flows` UDP/IPv4 flows of [`UDP_PAYLOAD`]-byte datagrams interleaved
+    /// packet by packet, `total` frames.
+    pub fn udp4(flows: usize, total: usize, batch: usize) -> GroWorkload {
+        let mut fl: Vec<Flow> = (0..flows).map(|i| Flow::new(FlowSpec::new(Transport::Udp, false, i as u32))).collect();
+        let frames =
+            (0..total).map(|i| fl[i % flows].frame(UDP_PAYLOAD, TcpFlags::empty()).expect("a datagram fits")).collect();
+        let name = if flows == 1 { "udp4_1flow".to_string() } else { format!("udp4_{flows}flows") };
+        GroWorkload { name, flows, frames, batch, udp: true }
     }
 
     /// IP bytes of all frames (what every engine receives, without the Ethernet header).
