@@ -36,9 +36,9 @@ pub enum GroChecksum {
 /// Linux's 8 x 8, which evicts when 64 flows hash unevenly), as tun-rs's
 /// table (sized for 128 flows) and DPDK's (sized to the burst) do. With
 /// Linux's 8 x 8, 64 interleaved flows give more, smaller aggregates: not
-/// the same output as the peers. UDP segment GRO is on
+/// the same output as the peers. For UDP rows, UDP segment GRO is on
 /// (`rx-udp-gro-forwarding`), as tun-rs's UDP GRO does.
-pub const PEERS_GRO: GroConfig = GroConfig { buckets: 64, udp: UdpGroMode::Forward, ..GroConfig::LINUX };
+pub const PEERS_GRO: GroConfig = GroConfig { buckets: 64, ..GroConfig::LINUX };
 
 /// Times superpacket's GRO ([`PEERS_GRO`]) over the workload, `samples` times.
 pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
@@ -46,7 +46,8 @@ pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
         GroChecksum::Verify => ChecksumState::None,
         GroChecksum::Trusted => ChecksumState::Unnecessary { level: 0 },
     };
-    let mut engine = Gro::new(PEERS_GRO);
+    let udp = if work.udp { UdpGroMode::Forward } else { UdpGroMode::Off };
+    let mut engine = Gro::new(GroConfig { udp, ..PEERS_GRO });
     let mut delivered: Vec<Packet> = Vec::with_capacity(work.frames.len());
     let mut run = EngineRun::new(work.frames.len() as u64);
     for _ in 0..samples.max(1) {
