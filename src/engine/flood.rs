@@ -13,10 +13,13 @@
 //!   random source ports: one new NAT connection each.
 
 use super::lab::{HOST_A_V4, HOST_B_V4};
+use crate::csum;
 use crate::engine::lab::{Lab, TAP_A, TAP_B};
 use crate::io::packet_socket::{PacketSocket, PacketSocketConfig};
 use crate::io::{IoError, NetNs};
 use crate::packet::virtio::VirtioNetHdr;
+use crate::wire::tcp::TcpPacket;
+use crate::wire::udp::UdpPacket;
 use std::net::Ipv4Addr;
 use std::time::{Duration, Instant};
 
@@ -75,24 +78,6 @@ impl Rng {
     }
 }
 
-fn csum_add(mut sum: u32, data: &[u8]) -> u32 {
-    let mut chunks = data.chunks_exact(2);
-    for c in &mut chunks {
-        sum += u32::from(u16::from_be_bytes([c[0], c[1]]));
-    }
-    if let [b] = chunks.remainder() {
-        sum += u32::from(*b) << 8;
-    }
-    sum
-}
-
-fn csum_fold(mut sum: u32) -> u16 {
-    while sum >> 16 != 0 {
-        sum = (sum & 0xFFFF) + (sum >> 16);
-    }
-    !(sum as u16)
-}
-
 /// An Ethernet + IPv4 frame from `src` to `dst` carrying `l4` (protocol
 /// `proto`), with identification `id` and flags/offset `frag`; a valid
 /// header checksum. Padding is the caller's business.
@@ -121,7 +106,7 @@ pub fn ipv4_frame(
     ip[9] = proto;
     ip[12..16].copy_from_slice(&src.octets());
     ip[16..20].copy_from_slice(&dst.octets());
-    let c = csum_fold(csum_add(0, &ip));
+    let c = csum::checksum(&ip);
     ip[10..12].copy_from_slice(&c.to_be_bytes());
     f.extend_from_slice(&ip);
     f.extend_from_slice(l4);
@@ -148,11 +133,7 @@ fn syn(src: Ipv4Addr, dst: Ipv4Addr, sport: u16, dport: u16, seq: u32) -> Vec<u8
     t[12] = 5 << 4;
     t[13] = 0x02;
     t[14..16].copy_from_slice(&64240u16.to_be_bytes());
-    let mut sum = csum_add(0, &src.octets());
-    sum = csum_add(sum, &dst.octets());
-    sum += 6 + 20;
-    let c = csum_fold(csum_add(sum, &t));
-    t[16..18].copy_from_slice(&c.to_be_bytes());
+    TcpPacket::new_unchecked(&mut t[..]).fill_checksum(csum::pseudo_header_v4(src.octets(), dst.octets(), 6, 20));
     t
 }
 
@@ -166,14 +147,8 @@ pub fn flood_frame(kind: FloodKind, rng: &mut Rng, router_mac: [u8; 6], src_mac:
             let dport = if p2 == 5201 { 5202 } else { p2 };
             // With a checksum: GRO holds (and the bucket may evict) such flows.
             let mut u = udp(p1, dport, &[0x5a; 18]);
-            let mut sum = csum_add(0, &src.octets());
-            sum = csum_add(sum, &HOST_B_V4.octets());
-            sum += 17 + u.len() as u32;
-            let c = match csum_fold(csum_add(sum, &u)) {
-                0 => 0xFFFF,
-                c => c,
-            };
-            u[6..8].copy_from_slice(&c.to_be_bytes());
+            let pseudo = csum::pseudo_header_v4(src.octets(), HOST_B_V4.octets(), 17, u.len() as u16);
+            UdpPacket::new_unchecked(&mut u[..]).fill_checksum(pseudo);
             ipv4_frame(router_mac, src_mac, src, HOST_B_V4, 17, id, 0, &u)
         }
         FloodKind::Fragments => {
@@ -298,16 +273,17 @@ mod tests {
         let mut rng = Rng::new(7);
         for kind in FloodKind::ALL {
             let f = flood_frame(kind, &mut rng, [2; 6], [4; 6]);
-            assert_eq!(csum_fold(csum_add(0, &f[14..34])), 0, "{kind:?}: IPv4 header checksum");
+            assert_eq!(csum::checksum(&f[14..34]), 0, "{kind:?}: IPv4 header checksum");
             let frag = u16::from_be_bytes([f[20], f[21]]);
             match kind {
                 FloodKind::Fragments => assert_eq!(frag, 0x2000),
                 _ => assert_eq!(frag & 0x3FFF, 0),
             }
             if kind == FloodKind::SynFlood {
-                let mut sum = csum_add(0, &f[26..34]);
-                sum += 6 + 20;
-                assert_eq!(csum_fold(csum_add(sum, &f[34..])), 0, "TCP checksum");
+                let src: [u8; 4] = f[26..30].try_into().unwrap();
+                let dst: [u8; 4] = f[30..34].try_into().unwrap();
+                let pseudo = csum::pseudo_header_v4(src, dst, 6, 20);
+                assert_eq!(!csum::ones_add(pseudo, csum::ones_sum(&f[34..])), 0, "TCP checksum");
             }
         }
     }
