@@ -124,29 +124,27 @@ pub struct Timing {
     pub aggregation: f64,
 }
 
+/// The receive bursts (a ring's worth of buffers each) of `frames`, built
+/// before a timed run: `batch` packets per burst, each with checksum state
+/// `csum`.
+pub fn receive_bursts(frames: &[Vec<u8>], batch: usize, csum: ChecksumState) -> Vec<Vec<Packet>> {
+    let meta = OffloadMeta { csum, ..OffloadMeta::default() };
+    let packet = |f: &Vec<u8>| {
+        let mut pkt = Packet::from_frame(f);
+        pkt.meta = meta;
+        pkt
+    };
+    frames.chunks(batch.max(1)).map(|chunk| chunk.iter().map(packet).collect()).collect()
+}
+
 /// Times the engine over the pattern: `samples` rounds, each over copies of
 /// all template frames built beforehand.
 pub fn time_pattern(p: &Pattern, cfg: GroConfig, csum: ChecksumState, samples: usize) -> Timing {
-    let meta = OffloadMeta { csum, ..OffloadMeta::default() };
     let mut gro = Gro::new(cfg);
     let mut sink: Vec<Packet> = Vec::with_capacity(p.frames.len());
     let mut per_sample = Vec::with_capacity(samples);
     for _ in 0..samples.max(1) {
-        // The receive bursts (a ring's worth of buffers each), built beforehand.
-        let mut bursts: Vec<Vec<Packet>> = p
-            .frames
-            .chunks(p.batch.max(1))
-            .map(|chunk| {
-                chunk
-                    .iter()
-                    .map(|f| {
-                        let mut pkt = Packet::from_frame(f);
-                        pkt.meta = meta;
-                        pkt
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut bursts = receive_bursts(&p.frames, p.batch, csum);
         gro.reset_counters();
         let start = Instant::now();
         for burst in bursts.iter_mut() {

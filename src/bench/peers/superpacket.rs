@@ -18,6 +18,7 @@ use std::time::Instant;
 
 use super::EngineRun;
 use super::workload::{ETH_HLEN, GSO_SEGMENTS, GroWorkload, GsoWorkload};
+use crate::bench::gro::receive_bursts;
 use crate::offload::gro::{Gro, GroConfig, UdpGroMode};
 use crate::offload::gso::{SegmentSink, Segmenter, SgFrame, TargetCaps};
 use crate::packet::{ChecksumState, OffloadMeta, Packet};
@@ -51,20 +52,7 @@ pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
     let mut delivered: Vec<Packet> = Vec::with_capacity(work.frames.len());
     let mut run = EngineRun::new(work.frames.len() as u64);
     for _ in 0..samples.max(1) {
-        let mut bursts: Vec<Vec<Packet>> = work
-            .frames
-            .chunks(work.batch.max(1))
-            .map(|chunk| {
-                chunk
-                    .iter()
-                    .map(|f| {
-                        let mut p = Packet::from_frame(f);
-                        p.meta.csum = state;
-                        p
-                    })
-                    .collect()
-            })
-            .collect();
+        let mut bursts = receive_bursts(&work.frames, work.batch, state);
         let start = Instant::now();
         for burst in bursts.iter_mut() {
             engine.receive_burst(burst);
