@@ -64,6 +64,9 @@ pub struct Router {
     /// IPv4 defragmentation before NAT (created with the first fragment
     /// that meets NAT rules; see [`Defrag`]).
     defrag: Option<Box<Defrag>>,
+    /// The defragmenter's configuration (`[reassembly]` of a topology);
+    /// `None`: [`Defrag::default_config`].
+    pub defrag_config: Option<crate::offload::frag::ReasmConfig>,
     peak_neighbours: usize,
     peak_pending: usize,
 }
@@ -181,7 +184,10 @@ impl Router {
                 let mut len = len;
                 let mut geometry = None;
                 if !self.nat.rules.is_empty() && u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x3FFF != 0 {
-                    let d = self.defrag.get_or_insert_with(Box::default);
+                    let cfg = self.defrag_config;
+                    let d = self
+                        .defrag
+                        .get_or_insert_with(|| Box::new(Defrag::new(cfg.unwrap_or_else(Defrag::default_config))));
                     match d.push(pkt, iface, now)? {
                         None => return Ok(()),
                         Some((whole, info)) => {

@@ -71,7 +71,7 @@ pub struct Defrag {
 
 impl Default for Defrag {
     fn default() -> Self {
-        Defrag::new(ReasmConfig { delivery: crate::offload::frag::Delivery::Forward, ..ReasmConfig::default() })
+        Defrag::new(Defrag::default_config())
     }
 }
 
@@ -91,6 +91,12 @@ fn reason(r: &DropReason) -> &'static str {
 }
 
 impl Defrag {
+    /// The router's configuration: Linux's limits (4 MiB, 16384 queues, 30 s
+    /// for IPv4), forwarding delivery (the fragment geometry is kept).
+    pub fn default_config() -> ReasmConfig {
+        ReasmConfig { delivery: crate::offload::frag::Delivery::Forward, ..ReasmConfig::default() }
+    }
+
     /// A defragmenter with `cfg`.
     pub fn new(cfg: ReasmConfig) -> Defrag {
         let clock = ManualClock::new(0);

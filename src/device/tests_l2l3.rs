@@ -458,3 +458,38 @@ fn connection_flood_through_nat_stays_within_the_table_and_spares_established_fl
     assert_eq!(out.len(), 10);
     assert!(out.iter().all(|p| p.linear()[18 + 12..18 + 16] == [203, 0, 113, 1]), "masqueraded");
 }
+
+/// `[reassembly]` sets the limits of the router's defragmentation before
+/// NAT; a queue limit refuses the datagrams beyond it as counted
+/// `reasm-queue-limit` drops, and held fragments stay within it.
+#[test]
+fn reassembly_limits_come_from_the_topology_and_bound_the_queues() {
+    let src =
+        "[[device]]\nname = \"v\"\nkind = \"port\"\n\n[reassembly]\nmax_bytes = 1048576\nmax_queues = 2\ntimeout = 5\n";
+    let g = load(src).unwrap();
+    let cfg = g.router.defrag_config.expect("configured");
+    assert_eq!((cfg.v4.high_thresh, cfg.v4.low_thresh, cfg.max_queues), (1 << 20, 3 << 18, 2));
+    assert_eq!(cfg.v4.timeout_ns, 5 * S);
+    assert_eq!(cfg.delivery, crate::offload::frag::Delivery::Forward);
+
+    let (mut g, spec) = crate::bench::seed_vlan_nat::seed_router(StackMode::Passthrough, MemoryMode::Capture);
+    let (lan, wan, lan10) = (g.id("lan").unwrap(), g.id("wan").unwrap(), g.id("lan.10").unwrap());
+    g.router.defrag_config = Some(cfg);
+    // First fragments (MF set) of five datagrams: two queues, three refused.
+    for id in 0..5u16 {
+        let mut f = Flow::new(spec).frame(1000, TcpFlags::empty()).unwrap();
+        let l3 = FrameHeaders::parse(&f).unwrap().l3_offset;
+        f[l3 + 4..l3 + 6].copy_from_slice(&(0x4000 + id).to_be_bytes());
+        f[l3 + 6] = 0x20; // MF, offset 0
+        f[l3 + 10..l3 + 12].fill(0);
+        let sum = crate::csum::checksum(&f[l3..l3 + 20]);
+        f[l3 + 10..l3 + 12].copy_from_slice(&sum.to_be_bytes());
+        g.receive(lan, Packet::from_frame(&f));
+    }
+    assert!(tx_of(&mut g, wan).is_empty(), "incomplete datagrams are held");
+    assert_eq!(g.counters(lan10).drops.get("reasm-queue-limit"), Some(&3));
+    let mut usage = Vec::new();
+    g.router.table_usage(&mut usage);
+    let queues = usage.iter().find(|t| t.name == "reasm-queues").expect("reasm-queues in the table usage");
+    assert_eq!((queues.size, queues.limit), (2, 2));
+}

@@ -281,6 +281,9 @@ fn bad_files_name_the_line_and_the_problem() {
         ),
         (&format!("{BASE}kind = \"port\"\n\n[conntrack]\nmax_connections = 0\n"), 16, &["at least 1"]),
         (&format!("{BASE}kind = \"port\"\n\n[conntrack]\nudp_replied = 0\n"), 16, &["timeout"]),
+        (&format!("{BASE}kind = \"port\"\n\n[reassembly]\nmax_bytes = 1000\n"), 16, &["at least 65536"]),
+        (&format!("{BASE}kind = \"port\"\n\n[reassembly]\nmax_queues = 0\n"), 16, &["at least 1"]),
+        (&format!("{BASE}kind = \"port\"\n\n[reassembly]\ntimeout = -1\n"), 16, &["timeout"]),
     ];
     for (i, (src, line, words)) in cases.iter().enumerate() {
         let err = match Topology::parse(src).and_then(|t| t.build()) {

@@ -96,6 +96,9 @@ pub struct TopologySpec {
     /// `[conntrack]`: connection-table size and timeouts.
     #[serde(default)]
     pub conntrack: Option<ConntrackSpec>,
+    /// `[reassembly]`: limits of the IPv4 defragmentation before NAT.
+    #[serde(default)]
+    pub reassembly: Option<ReassemblySpec>,
 }
 
 /// One `[[device]]`.
@@ -327,6 +330,20 @@ pub struct ConntrackSpec {
     pub tcp_established: Option<Spanned<f64>>,
     /// TCP after FIN/RST (10).
     pub tcp_closing: Option<Spanned<f64>>,
+}
+
+/// `[reassembly]`: limits of the router's IPv4 defragmentation before NAT
+/// (defaults: Linux's `ipfrag_high_thresh`, queue bound and `ipfrag_time`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReassemblySpec {
+    /// Bytes of held fragments above which new fragments are refused
+    /// (default 4194304, `ipfrag_high_thresh`).
+    pub max_bytes: Option<Spanned<u64>>,
+    /// Most datagrams being reassembled at once (default 16384).
+    pub max_queues: Option<Spanned<u32>>,
+    /// Seconds a datagram may take to complete (default 30, `ipfrag_time`).
+    pub timeout: Option<Spanned<f64>>,
 }
 
 // ------------------------------------------------------------------ build
@@ -666,7 +683,35 @@ impl Topology {
                 };
             }
         }
+        if let Some(r) = &self.spec.reassembly {
+            g.router.defrag_config = Some(self.reassembly_config(r)?);
+        }
         Ok(g)
+    }
+
+    /// The defragmenter configuration of a `[reassembly]` section.
+    fn reassembly_config(&self, r: &ReassemblySpec) -> Result<crate::offload::frag::ReasmConfig, TopologyError> {
+        let mut cfg = super::tables::Defrag::default_config();
+        if let Some(m) = &r.max_bytes {
+            let bytes = usize::try_from(*m.get_ref())
+                .ok()
+                .filter(|&b| b >= 1 << 16)
+                .ok_or_else(|| self.err(&m.span(), "max_bytes must be at least 65536"))?;
+            // Linux keeps low_thresh at 3/4 of high_thresh by default.
+            cfg.v4.high_thresh = bytes;
+            cfg.v4.low_thresh = bytes / 4 * 3;
+        }
+        if let Some(q) = &r.max_queues {
+            if *q.get_ref() == 0 {
+                return Err(self.err(&q.span(), "max_queues must be at least 1"));
+            }
+            cfg.max_queues = *q.get_ref() as usize;
+        }
+        if let Some(t) = &r.timeout {
+            cfg.v4.timeout_ns = seconds_ns(*t.get_ref())
+                .ok_or_else(|| self.err(&t.span(), "a timeout is a positive number of seconds"))?;
+        }
+        Ok(cfg)
     }
 
     fn nat_rule(
