@@ -259,12 +259,25 @@ pub fn segment_checked(
         }
     }
     assert_eq!(c.frames_out, before.frames_out + frames.len() as u64);
-    // A partial checksum whose field is not in a TCP/UDP header (another
-    // protocol, or not IP) may point anywhere: completing it may rewrite any
-    // bytes (the metadata said so), so such outputs are not held to `pcap check`.
-    let in_l4 = FrameHeaders::parse(&bytes_of(pkt)).map(|h| h.l4);
-    let csum_anywhere =
-        matches!(pkt.meta.csum, ChecksumState::Partial { .. }) && !matches!(in_l4, Ok(L4Kind::Tcp | L4Kind::Udp));
+    // A partial checksum whose field is not the TCP/UDP checksum field
+    // (another protocol, not IP, or a `csum_start`/`csum_offset` elsewhere in
+    // the packet, which `virtio_net_hdr_to_skb` accepts for a non-GSO packet)
+    // may point anywhere: completing it rewrites those bytes, as the metadata
+    // asked (Linux's `skb_checksum_help` does the same), so such outputs are
+    // not held to `pcap check` or payload conservation.
+    let in_headers = FrameHeaders::parse(&bytes_of(pkt));
+    let csum_anywhere = match (pkt.meta.csum, &in_headers) {
+        (ChecksumState::Partial { start, offset }, Ok(h)) => {
+            let field = match h.l4 {
+                L4Kind::Tcp => Some(16),
+                L4Kind::Udp => Some(6),
+                _ => None,
+            };
+            usize::from(start) != h.l4_offset || field != Some(offset)
+        }
+        (ChecksumState::Partial { .. }, Err(_)) => true,
+        _ => false,
+    };
     let valid_payload = valid_payload.filter(|_| !csum_anywhere);
     if let (Some(expected), Ok(_)) = (valid_payload, &r) {
         let mut payload = Vec::new();
