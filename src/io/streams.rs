@@ -1045,13 +1045,12 @@ impl UdpReceiver {
     }
 
     /// Receives until `sender_done` is set and nothing came for
-    /// `drain_gap`, or nothing came for `idle_timeout` after the first
-    /// datagram.
+    /// `drain_gap` after the first datagram, or nothing came for
+    /// `idle_timeout`.
     ///
     /// # Errors
     /// [`StreamError::Timeout`] when no datagram at all comes within
-    /// `idle_timeout` (or before the drain gap after the sender finished);
-    /// socket errors.
+    /// `idle_timeout`; socket errors.
     pub fn run(self, sender_done: &AtomicBool) -> StreamResult<UdpRecvReport> {
         let cfg = &self.cfg;
         let mut verifier = UdpVerifier::new(cfg.seed, cfg.gso_size as usize);
@@ -1076,7 +1075,11 @@ impl UdpReceiver {
                         done_at = Some(now);
                     }
                     let quiet = now - last;
-                    let drained = done_at.is_some_and(|d| now - d >= cfg.drain_gap && quiet >= cfg.drain_gap);
+                    // Before the first datagram the drain gap does not
+                    // apply: on a loaded machine the first ones (held for
+                    // neighbour resolution) may come after the sender is done.
+                    let drained =
+                        first.is_some() && done_at.is_some_and(|d| now - d >= cfg.drain_gap && quiet >= cfg.drain_gap);
                     if drained || quiet >= cfg.idle_timeout {
                         break;
                     }
