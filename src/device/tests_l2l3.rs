@@ -481,9 +481,7 @@ fn reassembly_limits_come_from_the_topology_and_bound_the_queues() {
         let l3 = FrameHeaders::parse(&f).unwrap().l3_offset;
         f[l3 + 4..l3 + 6].copy_from_slice(&(0x4000 + id).to_be_bytes());
         f[l3 + 6] = 0x20; // MF, offset 0
-        f[l3 + 10..l3 + 12].fill(0);
-        let sum = crate::csum::checksum(&f[l3..l3 + 20]);
-        f[l3 + 10..l3 + 12].copy_from_slice(&sum.to_be_bytes());
+        assert!(crate::validate::refresh_checksums(&mut f), "the IPv4 header checksum of the fragment");
         g.receive(lan, Packet::from_frame(&f));
     }
     assert!(tx_of(&mut g, wan).is_empty(), "incomplete datagrams are held");
