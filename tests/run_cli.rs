@@ -106,6 +106,76 @@ fn replayed_capture_is_coalesced_bridged_and_segmented_at_the_port() {
     assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
 }
 
+/// A router between a pcap port replaying `lan.pcap` and a pcap port
+/// capturing to `wan.pcapng`, whose default gateway never answers ARP.
+const SILENT_GATEWAY_TOPOLOGY: &str = r#"
+[[device]]
+name = "lan"
+kind = "port"
+driver = { kind = "pcap", path = "lan-tx.pcapng", input = "lan.pcap" }
+mac = "02:00:00:00:01:01"
+addresses = ["10.1.0.1/24"]
+[[device]]
+name = "wan"
+kind = "port"
+driver = { kind = "pcap", path = "wan.pcapng" }
+addresses = ["10.2.0.1/24"]
+[[route]]
+to = "default"
+via = "10.2.0.254"
+dev = "wan"
+"#;
+
+#[test]
+fn a_silent_gateway_is_asked_three_times_a_second_apart_then_its_packets_are_dropped_and_counted() {
+    use std::net::Ipv4Addr;
+    use superpacket::traffic::Addrs;
+    use superpacket::wire::MacAddr;
+    let dir = tempfile::tempdir().unwrap();
+    let mut spec = FlowSpec::new(Transport::Udp, false, 0);
+    spec.dst_mac = MacAddr([0x02, 0, 0, 0, 1, 1]);
+    spec.addrs = Addrs::V4 { src: Ipv4Addr::new(10, 1, 0, 2), dst: Ipv4Addr::new(198, 51, 100, 7) };
+    let mut flow = Flow::new(spec);
+    let mut w =
+        CaptureWriter::create(dir.path().join("lan.pcap"), CaptureFormat::PcapNanos, LinkType::ETHERNET).unwrap();
+    for i in 0..5u64 {
+        w.write_frame(&flow.frame(100, TcpFlags::empty()).unwrap(), 1_000_000_000 + i, &FrameAnnotation::NONE).unwrap();
+    }
+    w.finish().unwrap();
+    let topo = dir.path().join("router.toml");
+    write(&topo, SILENT_GATEWAY_TOPOLOGY);
+    let out = Command::new(BIN)
+        .args(["run", "--duration", "4.5", "--status-interval", "0", "--stats-socket"])
+        .arg(dir.path().join("s.sock"))
+        .arg(&topo)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let report = String::from_utf8_lossy(&out.stdout);
+
+    // Three ARP requests for the gateway, about a second apart, and nothing else.
+    let mut r = CaptureReader::open(dir.path().join("wan.pcapng")).unwrap();
+    let mut requests = Vec::new();
+    while let Some(f) = r.next_frame().unwrap() {
+        assert_eq!(&f.data[12..14], &[0x08, 0x06], "only ARP leaves: {report}");
+        assert_eq!(&f.data[14 + 24..14 + 28], &[10, 2, 0, 254], "asks for the gateway");
+        requests.push(f.timestamp_ns);
+    }
+    assert_eq!(requests.len(), 3, "three requests: {report}");
+    for pair in requests.windows(2) {
+        let gap_ms = (pair[1] - pair[0]) / 1_000_000;
+        assert!((900..=1500).contains(&gap_ms), "requests {gap_ms} ms apart: {requests:?}");
+    }
+    // The five waiting packets are dropped with their reason, the neighbour counted as failed.
+    assert!(report.contains("drops.neighbour-unresolved=5\n"), "{report}");
+    let queue = report.lines().find(|l| l.starts_with("neighbour-queue")).unwrap();
+    assert_eq!(
+        queue.split_whitespace().collect::<Vec<_>>(),
+        ["neighbour-queue", "0", "5", "64", "failed=1"],
+        "{report}"
+    );
+}
+
 fn stats(sock: &Path, extra: &[&str]) -> (Option<i32>, String) {
     let out = Command::new(BIN).args(["stats", "--socket"]).arg(sock).args(extra).output().unwrap();
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())

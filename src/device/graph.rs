@@ -1091,6 +1091,22 @@ impl Graph {
         self.devices[id.0].local.push_back(pkt);
     }
 
+    /// Periodic work at the engine clock `now_ns` (the worker calls it every
+    /// `publish_interval`): the router's timers (reassembly lifetimes,
+    /// neighbour solicitations and give-ups, see [`super::router::Router::housekeeping`]).
+    /// Packets dropped there are counted on their egress device;
+    /// re-solicitations are sent like any router output.
+    pub fn housekeeping(&mut self, now_ns: u64) {
+        self.now_ns = self.now_ns.max(now_ns);
+        let mut out = std::mem::take(&mut self.router_out);
+        let devices = &mut self.devices;
+        self.router.housekeeping(now_ns, &mut out, |dev, reason, n| devices[dev.0].counters.drop_n(reason, n));
+        for (dev, p, n) in out.drain(..) {
+            self.xmit(dev, p, n, 0);
+        }
+        self.router_out = out;
+    }
+
     /// Sends a packet from the router's host side (e.g. a locally generated
     /// IP packet): routed, NATed and resolved like forwarded traffic.
     pub fn route_local(&mut self, pkt: Packet) {

@@ -309,8 +309,14 @@ impl PcapDriver {
         self.writer.flush().map_err(|e| DriverError::new("pcap-write", e.to_string()))
     }
 
+    /// Writes one frame, stamped with its arrival time (a replayed frame
+    /// keeps its capture time) or, for a frame made by the engine itself
+    /// (ARP, neighbour solicitations), the time it is written.
     fn write(&mut self, data: &[u8], meta: &OffloadMeta) {
-        if let Err(e) = self.writer.write_frame(data, meta.arrival_ns.unwrap_or(0), &FrameAnnotation::from_meta(meta))
+        let ts = meta.arrival_ns.unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        });
+        if let Err(e) = self.writer.write_frame(data, ts, &FrameAnnotation::from_meta(meta))
             && self.error.is_none()
         {
             self.error = Some(e.to_string());

@@ -37,8 +37,34 @@ pub struct Interface {
 }
 
 /// Most packets waiting for neighbour resolution (all neighbours together);
-/// more are dropped as `neighbour-queue-full`.
+/// more are dropped as `neighbour-queue-full`. Packets leave it when their
+/// neighbour answers or is given up ([`SOLICIT_PROBES`]).
 pub const MAX_PENDING: usize = 64;
+
+/// Solicitations sent for an unresolved neighbour before it is given up
+/// (Linux's `mcast_solicit`, 3), one every [`SOLICIT_INTERVAL_NS`]
+/// (`retrans_time`, 1 s). A neighbour that answered none of them is
+/// unreachable: the packets waiting for it are dropped as
+/// `neighbour-unresolved` (Linux counts them as `unresolved_discards`) and
+/// leave the neighbour queue, so silent next hops cannot fill it for good.
+pub const SOLICIT_PROBES: u32 = 3;
+
+/// Time between two solicitations of one unresolved neighbour (1 s, Linux's
+/// `retrans_time`); see [`SOLICIT_PROBES`].
+pub const SOLICIT_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// A neighbour being resolved: packets for it wait in the neighbour queue.
+#[derive(Debug, Clone, Copy)]
+struct Resolving {
+    hop: IpAddr,
+    egress: DeviceId,
+    /// The egress interface's MAC (the solicitation's source).
+    src_mac: MacAddr,
+    /// Solicitations sent so far (1 ..= [`SOLICIT_PROBES`]).
+    probes: u32,
+    /// When the last one was sent (engine clock, ns).
+    last_probe_ns: u64,
+}
 
 /// Most learned neighbours (Linux's `gc_thresh3` default, 1024). Once full,
 /// the router learns only neighbours it asked for (packets wait for them);
@@ -60,7 +86,12 @@ pub struct Router {
     pub nat: Nat,
     /// Neighbours not learned because the table was full ([`MAX_NEIGHBOURS`]).
     pub neighbours_refused: u64,
+    /// Neighbours that gave no answer to [`SOLICIT_PROBES`] solicitations.
+    pub neighbours_failed: u64,
     pending: Vec<(IpAddr, DeviceId, Packet, usize)>,
+    /// Unresolved neighbours with packets waiting (at most one entry per
+    /// (next hop, egress); every entry has at least one pending packet).
+    resolving: Vec<Resolving>,
     /// IPv4 defragmentation before NAT (created with the first fragment
     /// that meets NAT rules; see [`Defrag`]).
     defrag: Option<Box<Defrag>>,
@@ -249,13 +280,13 @@ impl Router {
                     let mut res = Ok(());
                     for f in frags {
                         let n = f.total_len();
-                        if let Err(e) = self.send(egress, hop, f, n, devs, out) {
+                        if let Err(e) = self.send(egress, hop, f, n, now, devs, out) {
                             res = Err(e);
                         }
                     }
                     return res;
                 }
-                self.send(egress, hop, pkt, len, devs, out)
+                self.send(egress, hop, pkt, len, now, devs, out)
             }
             0x86DD => {
                 let l3 = 14;
@@ -276,7 +307,7 @@ impl Router {
                 }
                 let (egress, hop) = self.route(IpAddr::V6(dst)).ok_or("no-route")?;
                 pkt.linear_mut()[l3 + 7] -= 1;
-                self.send(egress, hop, pkt, len, devs, out)
+                self.send(egress, hop, pkt, len, now, devs, out)
             }
             _ => Err("unknown-ethertype"),
         }
@@ -290,7 +321,7 @@ impl Router {
     pub fn output_local(
         &mut self,
         pkt: Packet,
-        _now: u64,
+        now: u64,
         devs: &[Device],
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
@@ -306,17 +337,20 @@ impl Router {
         };
         let (egress, hop) = self.route(dst).ok_or("no-route")?;
         let len = pkt.total_len();
-        self.send(egress, hop, pkt, len, devs, out)
+        self.send(egress, hop, pkt, len, now, devs, out)
     }
 
     /// Resolves `hop` on `egress` and queues the frame, or holds it and
-    /// sends an ARP request / neighbour solicitation.
+    /// sends an ARP request / neighbour solicitation (repeated and given up
+    /// by [`Router::housekeeping`]).
+    #[allow(clippy::too_many_arguments)]
     fn send(
         &mut self,
         egress: DeviceId,
         hop: IpAddr,
         mut pkt: Packet,
         len: usize,
+        now: u64,
         devs: &[Device],
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
@@ -329,56 +363,49 @@ impl Router {
         // The source address is ours whether the frame leaves now or after
         // neighbour resolution.
         pkt.linear_mut()[6..12].copy_from_slice(&src_mac.0);
-        match self.neighbours.get(&hop) {
-            Some(&mac) => {
-                pkt.linear_mut()[0..6].copy_from_slice(&mac.0);
-                out.push((egress, pkt, len));
-                Ok(())
-            }
-            None => {
-                if self.pending.len() >= MAX_PENDING {
-                    return Err("neighbour-queue-full");
-                }
-                self.peak_pending = self.peak_pending.max(self.pending.len() + 1);
-                // One solicitation per unresolved neighbour: later packets
-                // only queue behind the first.
-                if self.pending.iter().any(|(h, d, _, _)| *h == hop && *d == egress) {
-                    self.pending.push((hop, egress, pkt, len));
-                    return Ok(());
-                }
-                let req = match hop {
-                    IpAddr::V4(t) => {
-                        let me = self.iface_v4(egress).ok_or("no-address")?;
-                        let repr = ArpRepr::request(src_mac, me, t);
-                        let mut buf = [0u8; 28];
-                        repr.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).map_err(|_| "arp-emit")?;
-                        frame_with(MacAddr::BROADCAST, src_mac, 0x0806, &buf)
-                    }
-                    IpAddr::V6(t) => {
-                        let me = self.iface_v6(egress).ok_or("no-address")?;
-                        let o = t.octets();
-                        let sol = Ipv6Addr::new(
-                            0xff02,
-                            0,
-                            0,
-                            0,
-                            0,
-                            1,
-                            0xff00 | u16::from(o[13]),
-                            u16::from_be_bytes([o[14], o[15]]),
-                        );
-                        let repr = Icmpv6Repr::NeighborSolicit { target_addr: t, source_lladdr: Some(src_mac) };
-                        let mut buf = [0u8; 128];
-                        let n = repr.emit_ipv6_packet(me, sol, 255, &mut buf).map_err(|_| "ndp-emit")?;
-                        frame_with(MacAddr::from_ipv6_multicast(sol.octets()), src_mac, 0x86DD, &buf[..n])
-                    }
-                };
-                let n = req.len();
-                out.push((egress, req, n));
-                self.pending.push((hop, egress, pkt, len));
-                Ok(())
-            }
+        if let Some(&mac) = self.neighbours.get(&hop) {
+            pkt.linear_mut()[0..6].copy_from_slice(&mac.0);
+            out.push((egress, pkt, len));
+            return Ok(());
         }
+        if self.pending.len() >= MAX_PENDING {
+            return Err("neighbour-queue-full");
+        }
+        // One solicitation per unresolved neighbour: later packets only
+        // queue behind the first.
+        if !self.resolving.iter().any(|r| r.hop == hop && r.egress == egress) {
+            let req = self.solicitation(egress, hop, src_mac)?;
+            let n = req.len();
+            out.push((egress, req, n));
+            self.resolving.push(Resolving { hop, egress, src_mac, probes: 1, last_probe_ns: now });
+        }
+        self.pending.push((hop, egress, pkt, len));
+        self.peak_pending = self.peak_pending.max(self.pending.len());
+        Ok(())
+    }
+
+    /// The ARP request (IPv4) or neighbour solicitation (IPv6) for `hop`,
+    /// sent from interface `egress` whose MAC is `src_mac`.
+    fn solicitation(&self, egress: DeviceId, hop: IpAddr, src_mac: MacAddr) -> Result<Packet, &'static str> {
+        Ok(match hop {
+            IpAddr::V4(t) => {
+                let me = self.iface_v4(egress).ok_or("no-address")?;
+                let repr = ArpRepr::request(src_mac, me, t);
+                let mut buf = [0u8; 28];
+                repr.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).map_err(|_| "arp-emit")?;
+                frame_with(MacAddr::BROADCAST, src_mac, 0x0806, &buf)
+            }
+            IpAddr::V6(t) => {
+                let me = self.iface_v6(egress).ok_or("no-address")?;
+                let o = t.octets();
+                let sol =
+                    Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | u16::from(o[13]), u16::from_be_bytes([o[14], o[15]]));
+                let repr = Icmpv6Repr::NeighborSolicit { target_addr: t, source_lladdr: Some(src_mac) };
+                let mut buf = [0u8; 128];
+                let n = repr.emit_ipv6_packet(me, sol, 255, &mut buf).map_err(|_| "ndp-emit")?;
+                frame_with(MacAddr::from_ipv6_multicast(sol.octets()), src_mac, 0x86DD, &buf[..n])
+            }
+        })
     }
 
     /// Packets waiting for neighbour resolution.
@@ -386,11 +413,50 @@ impl Router {
         self.pending.len()
     }
 
-    /// Periodic work at `now` (ns): reassembly queues past their lifetime
-    /// are discarded.
-    pub fn housekeeping(&mut self, now: u64) {
+    /// Neighbours being resolved (each with packets in the neighbour queue).
+    pub fn resolving(&self) -> usize {
+        self.resolving.len()
+    }
+
+    /// Periodic work at `now` (ns, the clock of [`Router::input`]):
+    /// reassembly queues past their lifetime are discarded; an unresolved
+    /// neighbour is solicited again every [`SOLICIT_INTERVAL_NS`] (into
+    /// `out`, as `(egress, frame, length)`), and after [`SOLICIT_PROBES`]
+    /// unanswered solicitations it is given up: its waiting packets are
+    /// dropped, reported through `dropped(egress, "neighbour-unresolved",
+    /// count)`.
+    pub fn housekeeping(
+        &mut self,
+        now: u64,
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+        mut dropped: impl FnMut(DeviceId, &'static str, u64),
+    ) {
         if let Some(d) = &mut self.defrag {
             d.expire(now);
+        }
+        let mut i = 0;
+        while i < self.resolving.len() {
+            let r = self.resolving[i];
+            if now.saturating_sub(r.last_probe_ns) < SOLICIT_INTERVAL_NS {
+                i += 1;
+                continue;
+            }
+            if r.probes < SOLICIT_PROBES {
+                if let Ok(req) = self.solicitation(r.egress, r.hop, r.src_mac) {
+                    let n = req.len();
+                    out.push((r.egress, req, n));
+                }
+                let r = &mut self.resolving[i];
+                r.probes += 1;
+                r.last_probe_ns = now;
+                i += 1;
+                continue;
+            }
+            self.resolving.swap_remove(i);
+            self.neighbours_failed += 1;
+            let before = self.pending.len();
+            self.pending.retain(|(hop, egress, _, _)| !(*hop == r.hop && *egress == r.egress));
+            dropped(r.egress, "neighbour-unresolved", (before - self.pending.len()) as u64);
         }
     }
 
@@ -402,7 +468,10 @@ impl Router {
             TableUsage::new("neighbours", self.neighbours.len(), self.peak_neighbours, MAX_NEIGHBOURS)
                 .event("refused", self.neighbours_refused),
         );
-        out.push(TableUsage::new("neighbour-queue", self.pending.len(), self.peak_pending, MAX_PENDING));
+        out.push(
+            TableUsage::new("neighbour-queue", self.pending.len(), self.peak_pending, MAX_PENDING)
+                .event("failed", self.neighbours_failed),
+        );
         if !self.nat.rules.is_empty() {
             let c = &self.nat.counters;
             out.push(
@@ -427,6 +496,7 @@ impl Router {
         }
         self.neighbours.insert(addr, mac);
         self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
+        self.resolving.retain(|r| r.hop != addr);
         for (_, dev, mut p, len) in self.pending.extract_if(.., |e| e.0 == addr) {
             p.linear_mut()[0..6].copy_from_slice(&mac.0);
             out.push((dev, p, len));

@@ -5,7 +5,7 @@
 //! | table | limit (default) | when full |
 //! |---|---|---|
 //! | `neighbours` (router, ARP/NDP) | [`super::router::MAX_NEIGHBOURS`] (1024) | unsolicited neighbours not learned (`refused`) |
-//! | `neighbour-queue` (packets awaiting ARP/NDP) | [`super::router::MAX_PENDING`] (64) | drop `neighbour-queue-full` |
+//! | `neighbour-queue` (packets awaiting ARP/NDP) | [`super::router::MAX_PENDING`] (64) | drop `neighbour-queue-full`; a neighbour unanswered after [`super::router::SOLICIT_PROBES`] (3) solicitations 1 s apart is given up (`failed`), its packets dropped as `neighbour-unresolved` |
 //! | `conntrack` (NAT connections) | `[conntrack] max_connections` (65536) | expired ones reclaimed, else drop `conntrack-full` |
 //! | `reasm-bytes` / `reasm-queues` (IPv4 defragmentation before NAT) | 4 MiB ([`crate::offload::frag::DEFAULT_HIGH_THRESH`]) / 16384 queues, 30 s lifetime | drops `reasm-mem-limit` / `reasm-queue-limit` |
 //! | `gro:<port>` (GRO flow table of a port) | 8 buckets x 8 ([`crate::offload::gro::GroConfig`]) | oldest aggregate of the bucket flushed (`evicted`) |

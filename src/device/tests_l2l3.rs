@@ -274,6 +274,67 @@ fn arp_resolution_holds_packets_until_the_reply_releases_them_in_order() {
     assert_eq!(tx_of(&mut g, wan).len(), 1);
 }
 
+/// The ARP requests in `out`, as their target addresses.
+fn arp_targets(out: &[Packet]) -> Vec<Ipv4Addr> {
+    out.iter()
+        .filter_map(|p| ArpRepr::parse(&ArpPacket::new_checked(&p.linear()[18..]).ok()?).ok())
+        .map(|r| r.target_protocol_addr)
+        .collect()
+}
+
+#[test]
+fn a_silent_neighbour_is_solicited_three_times_then_its_packets_are_dropped_and_counted() {
+    use crate::device::router::{MAX_PENDING, SOLICIT_INTERVAL_NS};
+    let (mut g, lan, wan, spec) = router_without_neighbours();
+    let wan20 = g.id("wan.20").unwrap();
+    let gw = Ipv4Addr::new(203, 0, 113, 254);
+    let mut flow = Flow::new(spec);
+    let sec = SOLICIT_INTERVAL_NS;
+    g.set_time(10 * sec);
+    for len in [100, 200, 300] {
+        g.receive(lan, Packet::from_frame(&flow.frame(len, TcpFlags::empty()).unwrap()));
+    }
+    assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "first request");
+    assert_eq!((g.router.pending(), g.router.resolving()), (3, 1));
+    // Retransmitted once per interval, not more often.
+    g.housekeeping(10 * sec + sec / 2);
+    assert!(tx_of(&mut g, wan).is_empty(), "no retransmission before the interval");
+    g.housekeeping(11 * sec);
+    assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "second request");
+    g.housekeeping(12 * sec);
+    assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "third request");
+    assert_eq!(g.router.pending(), 3, "still waiting after three requests");
+    // No answer to the third: the neighbour is given up, its packets dropped and counted.
+    g.housekeeping(13 * sec);
+    assert!(tx_of(&mut g, wan).is_empty(), "no fourth request");
+    assert_eq!((g.router.pending(), g.router.resolving(), g.router.neighbours_failed), (0, 0, 1));
+    assert_eq!(g.device(wan20).counters.drops.get("neighbour-unresolved"), Some(&3));
+
+    // The queue does not stay full of packets for silent hosts: 64 of them
+    // fill it, the 65th packet is refused, and once they are given up
+    // traffic waits in the queue again.
+    let mut silent = spec;
+    for i in 0..MAX_PENDING as u32 {
+        silent.addrs = Addrs::V4 { src: Ipv4Addr::new(192, 168, 10, 2), dst: Ipv4Addr::from(0xcb00_7100 + 101 + i) };
+        g.set_time(20 * sec);
+        g.receive(lan, Packet::from_frame(&Flow::new(silent).frame(64, TcpFlags::empty()).unwrap()));
+    }
+    assert_eq!((g.router.pending(), g.router.resolving()), (MAX_PENDING, MAX_PENDING));
+    assert_eq!(arp_targets(&tx_of(&mut g, wan)).len(), MAX_PENDING);
+    g.receive(lan, Packet::from_frame(&flow.frame(64, TcpFlags::empty()).unwrap()));
+    let lan10 = g.id("lan.10").unwrap();
+    assert_eq!(g.device(lan10).counters.drops.get("neighbour-queue-full"), Some(&1), "counted where it came in");
+    for t in 21..=23 {
+        g.housekeeping(t * sec);
+    }
+    assert_eq!(g.router.pending(), 0);
+    assert_eq!(g.device(wan20).counters.drops.get("neighbour-unresolved"), Some(&(3 + MAX_PENDING as u64)));
+    tx_of(&mut g, wan);
+    g.receive(lan, Packet::from_frame(&flow.frame(64, TcpFlags::empty()).unwrap()));
+    assert_eq!(g.router.pending(), 1, "the queue takes packets again");
+    assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "a fresh resolution starts");
+}
+
 /// An ARP request from `host` at `addr` for the router's 192.168.10.1, in VLAN 10.
 fn arp_request_to_router(host: MacAddr, addr: Ipv4Addr) -> Packet {
     let req = ArpRepr::request(host, addr, Ipv4Addr::new(192, 168, 10, 1));

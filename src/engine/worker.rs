@@ -254,10 +254,15 @@ impl Worker {
         (self.on_event)(PortEvent::Gone { port: name });
     }
 
-    /// Gone ports: checks the drivers (a port can vanish while idle) and
-    /// tries to reopen those whose time has come.
+    /// The graph's timers (the router's neighbour solicitations and
+    /// reassembly lifetimes; what they send leaves at once); gone ports:
+    /// checks the drivers (a port can vanish while idle) and tries to reopen
+    /// those whose time has come.
     fn housekeeping(&mut self, now: Instant) {
-        self.graph.router.housekeeping(now.saturating_duration_since(self.started).as_nanos() as u64);
+        self.graph.housekeeping(now.saturating_duration_since(self.started).as_nanos() as u64);
+        for i in 0..self.ports.len() {
+            self.flush_port(i);
+        }
         for i in 0..self.ports.len() {
             let id = self.ports[i].id;
             if self.ports[i].fd.is_none() && !self.ports[i].gone {
