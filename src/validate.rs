@@ -131,12 +131,8 @@ pub fn refresh_checksums(frame: &mut [u8]) -> bool {
     if h.is_fragment {
         return true;
     }
-    let field = match h.l4 {
-        L4Kind::Tcp => 16,
-        L4Kind::Udp => 6,
-        _ => return true,
-    };
-    let at = h.l4_offset + field;
+    let Some(field) = h.l4.csum_offset() else { return true };
+    let at = h.l4_offset + usize::from(field);
     frame[at..at + 2].fill(0);
     let Some(pseudo) = l4_pseudo_header_sum(frame, &h) else { return true };
     let mut c = !ones_add(pseudo, ones_sum(&frame[h.l4_offset..h.l3_end()]));

@@ -17,7 +17,7 @@ use std::net::Ipv4Addr;
 use superpacket::device::nat::{Nat, Tuple, rewrite, tuple_of};
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::validate;
-use superpacket::wire::{FrameHeaders, L3Kind, L4Kind};
+use superpacket::wire::{FrameHeaders, L3Kind};
 use superpacket_fuzz::{Flows, FrameRecipe, is_valid, problems};
 
 #[derive(Debug, Arbitrary, Clone, Copy)]
@@ -98,12 +98,11 @@ fuzz_target!(|input: Input| {
                 let mut meta = superpacket::packet::OffloadMeta::default();
                 if *partial
                     && !h.is_fragment
-                    && matches!(h.l4, L4Kind::Tcp | L4Kind::Udp)
+                    && let Some(field) = h.l4.csum_offset()
                     && let Some(pseudo) = validate::l4_pseudo_header_sum(&f, &h)
                 {
-                    let field = if h.l4 == L4Kind::Tcp { 16 } else { 6 };
-                    f[h.l4_offset + field..][..2].copy_from_slice(&pseudo.to_be_bytes());
-                    meta.csum = ChecksumState::Partial { start: h.l4_offset as u16, offset: field as u16 };
+                    f[h.l4_offset + usize::from(field)..][..2].copy_from_slice(&pseudo.to_be_bytes());
+                    meta.csum = ChecksumState::Partial { start: h.l4_offset as u16, offset: field };
                 }
                 let Some((from, l4, _)) = tuple_of(&f, h.l3_offset) else { continue };
                 if h.l3 != L3Kind::Ipv4 {

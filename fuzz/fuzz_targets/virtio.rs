@@ -45,8 +45,8 @@ fuzz_target!(|input: Input| {
         && let Ok(h) = FrameHeaders::parse(&frame)
         && let Some(pseudo) = validate::l4_pseudo_header_sum(&frame, &h)
         && !h.is_fragment
+        && let Some(field) = h.l4.csum_offset()
     {
-        let field = if h.l4 == superpacket::wire::L4Kind::Tcp { 16 } else { 6 };
         hdr.flags |= 1; // NEEDS_CSUM
         hdr.csum_start = h.l4_offset as u16;
         hdr.csum_offset = field;

@@ -208,11 +208,7 @@ pub fn reflect(frame: &mut [u8], received: &OffloadMeta) -> Option<OffloadMeta> 
     if h.is_fragment || !matches!(h.l3, L3Kind::Ipv4 | L3Kind::Ipv6) {
         return None;
     }
-    let offset = match h.l4 {
-        L4Kind::Tcp => 16,
-        L4Kind::Udp => 6,
-        _ => return None,
-    };
+    let offset = usize::from(h.l4.csum_offset()?);
     let swap = |f: &mut [u8], a: usize, b: usize, n: usize| {
         for i in 0..n {
             f.swap(a + i, b + i);

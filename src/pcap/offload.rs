@@ -3,7 +3,7 @@
 
 use super::annotation::{FrameAnnotation, GsoAnnotation, GsoKind};
 use crate::packet::{ChecksumState, GsoProtocol, GsoType, OffloadMeta};
-use crate::wire::{FrameHeaders, L4Kind};
+use crate::wire::FrameHeaders;
 
 impl GsoKind {
     /// The packet model's protocol for this token.
@@ -58,11 +58,8 @@ impl FrameAnnotation {
         if self.csum_partial {
             let (start, offset) = match headers {
                 Some(h) => {
-                    let offset = match h.l4 {
-                        L4Kind::Tcp => 16,
-                        L4Kind::Udp => 6,
-                        _ => 2,
-                    };
+                    // Other protocols: where ICMP keeps its checksum.
+                    let offset = h.l4.csum_offset().unwrap_or(2);
                     (u16::try_from(h.l4_offset).unwrap_or(u16::MAX), offset)
                 }
                 None => (0, 0),

@@ -80,7 +80,7 @@ pub use udp::UDP_GRO_CNT_MAX;
 use crate::csum;
 use crate::packet::prefetch::prefetch_lines;
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
-use crate::wire::{FrameHeaders, L4Kind};
+use crate::wire::FrameHeaders;
 use flow::{FlowKey, FlowTable, Held};
 use lro::LroQueue;
 use parse::{GroHeaders, NotCandidate};
@@ -810,8 +810,8 @@ pub fn capture_bytes(pkt: &Packet, out: &mut Vec<u8>) -> OffloadMeta {
     if meta.gso_type.contains(GsoType::FRAGLIST)
         && let Ok(h) = FrameHeaders::parse(out)
         && let Some(pseudo) = crate::validate::l4_pseudo_header_sum(out, &h)
+        && let Some(offset) = h.l4.csum_offset()
     {
-        let offset: u16 = if h.l4 == L4Kind::Tcp { 16 } else { 6 };
         let at = h.l4_offset + offset as usize;
         out[at..at + 2].copy_from_slice(&pseudo.to_be_bytes());
         meta.gso_type = meta.gso_type.without(GsoType::FRAGLIST);

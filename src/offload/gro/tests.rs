@@ -11,7 +11,7 @@ use super::*;
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use crate::traffic::{Flow, FlowSpec, Transport};
 use crate::validate::{self, LinkLayer};
-use crate::wire::{FrameHeaders, L4Kind, TcpFlags};
+use crate::wire::{FrameHeaders, TcpFlags};
 
 // ---------------------------------------------------------------- helpers
 
@@ -99,7 +99,7 @@ fn ip_edit(input: In, f: impl FnOnce(&mut [u8])) -> In {
 fn corrupt_l4(input: In) -> In {
     let In::F(mut frame) = input else { panic!() };
     let h = FrameHeaders::parse(&frame).unwrap();
-    let at = h.l4_offset + if h.l4 == L4Kind::Tcp { 16 } else { 6 };
+    let at = h.l4_offset + usize::from(h.l4.csum_offset().expect("TCP or UDP"));
     frame[at] ^= 0x5a;
     In::F(frame)
 }
