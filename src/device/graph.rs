@@ -1082,6 +1082,7 @@ impl Graph {
             if let Err(reason) = self.router.input(id, pkt, len, now, &self.devices, &mut out) {
                 self.devices[id.0].counters.drop(reason);
             }
+            self.collect_router_drops();
             for (dev, p, n) in out.drain(..) {
                 self.xmit(dev, p, n, 0);
             }
@@ -1089,6 +1090,12 @@ impl Graph {
             return;
         }
         self.devices[id.0].local.push_back(pkt);
+    }
+
+    /// Adds the drops the router counted itself ([`super::router::Router::take_drops`]).
+    fn collect_router_drops(&mut self) {
+        let devices = &mut self.devices;
+        self.router.take_drops(|dev, reason, n| devices[dev.0].counters.drop_n(reason, n));
     }
 
     /// Periodic work at the engine clock `now_ns` (the worker calls it every
@@ -1099,8 +1106,8 @@ impl Graph {
     pub fn housekeeping(&mut self, now_ns: u64) {
         self.now_ns = self.now_ns.max(now_ns);
         let mut out = std::mem::take(&mut self.router_out);
-        let devices = &mut self.devices;
-        self.router.housekeeping(now_ns, &mut out, |dev, reason, n| devices[dev.0].counters.drop_n(reason, n));
+        self.router.housekeeping(now_ns, &mut out);
+        self.collect_router_drops();
         for (dev, p, n) in out.drain(..) {
             self.xmit(dev, p, n, 0);
         }
@@ -1109,14 +1116,20 @@ impl Graph {
 
     /// Sends a packet from the router's host side (e.g. a locally generated
     /// IP packet): routed, NATed and resolved like forwarded traffic.
-    pub fn route_local(&mut self, pkt: Packet) {
+    ///
+    /// # Errors
+    /// Why the packet was dropped (no route, neighbour queue full, ...);
+    /// there is no ingress device to count it on.
+    pub fn route_local(&mut self, pkt: Packet) -> Result<(), &'static str> {
         let mut out = std::mem::take(&mut self.router_out);
         let now = self.now_ns;
-        let _ = self.router.output_local(pkt, now, &self.devices, &mut out);
+        let res = self.router.output_local(pkt, now, &self.devices, &mut out);
+        self.collect_router_drops();
         for (dev, p, n) in out.drain(..) {
             self.xmit(dev, p, n, 0);
         }
         self.router_out = out;
+        res
     }
 }
 

@@ -89,6 +89,10 @@ pub struct Router {
     /// Neighbours that gave no answer to [`SOLICIT_PROBES`] solicitations.
     pub neighbours_failed: u64,
     pending: Vec<(IpAddr, DeviceId, Packet, usize)>,
+    /// Drops not reported as an `input` error (refused fragments of a
+    /// refragmented datagram, packets of a neighbour given up), until the
+    /// graph collects them with [`Router::take_drops`].
+    drops: Vec<(DeviceId, &'static str, u64)>,
     /// Unresolved neighbours with packets waiting (at most one entry per
     /// (next hop, egress); every entry has at least one pending packet).
     resolving: Vec<Resolving>,
@@ -276,15 +280,14 @@ impl Router {
                 if let (Some(info), Some(d)) = (geometry, self.defrag.as_mut()) {
                     let mut frags = Vec::new();
                     d.refragment(pkt, devs[egress.0].mtu, &info, &mut frags)?;
-                    // Every fragment is sent; a refused one is the reported drop.
-                    let mut res = Ok(());
+                    // Every fragment is sent; each refused one is a drop.
                     for f in frags {
                         let n = f.total_len();
-                        if let Err(e) = self.send(egress, hop, f, n, now, devs, out) {
-                            res = Err(e);
+                        if let Err(reason) = self.send(egress, hop, f, n, now, devs, out) {
+                            self.count_drops(iface, reason, 1);
                         }
                     }
-                    return res;
+                    return Ok(());
                 }
                 self.send(egress, hop, pkt, len, now, devs, out)
             }
@@ -413,6 +416,21 @@ impl Router {
         self.pending.len()
     }
 
+    fn count_drops(&mut self, dev: DeviceId, reason: &'static str, n: u64) {
+        if n != 0 {
+            self.drops.push((dev, reason, n));
+        }
+    }
+
+    /// Hands the drops counted since the last call to `f(device, reason,
+    /// packets)`, to be added to the device's counters (the graph calls it
+    /// after [`Router::input`] and [`Router::housekeeping`]).
+    pub fn take_drops(&mut self, mut f: impl FnMut(DeviceId, &'static str, u64)) {
+        for (dev, reason, n) in self.drops.drain(..) {
+            f(dev, reason, n);
+        }
+    }
+
     /// Neighbours being resolved (each with packets in the neighbour queue).
     pub fn resolving(&self) -> usize {
         self.resolving.len()
@@ -423,14 +441,9 @@ impl Router {
     /// neighbour is solicited again every [`SOLICIT_INTERVAL_NS`] (into
     /// `out`, as `(egress, frame, length)`), and after [`SOLICIT_PROBES`]
     /// unanswered solicitations it is given up: its waiting packets are
-    /// dropped, reported through `dropped(egress, "neighbour-unresolved",
-    /// count)`.
-    pub fn housekeeping(
-        &mut self,
-        now: u64,
-        out: &mut Vec<(DeviceId, Packet, usize)>,
-        mut dropped: impl FnMut(DeviceId, &'static str, u64),
-    ) {
+    /// dropped as `neighbour-unresolved` on the egress device (see
+    /// [`Router::take_drops`]).
+    pub fn housekeeping(&mut self, now: u64, out: &mut Vec<(DeviceId, Packet, usize)>) {
         if let Some(d) = &mut self.defrag {
             d.expire(now);
         }
@@ -456,7 +469,7 @@ impl Router {
             self.neighbours_failed += 1;
             let before = self.pending.len();
             self.pending.retain(|(hop, egress, _, _)| !(*hop == r.hop && *egress == r.egress));
-            dropped(r.egress, "neighbour-unresolved", (before - self.pending.len()) as u64);
+            self.count_drops(r.egress, "neighbour-unresolved", (before - self.pending.len()) as u64);
         }
     }
 

@@ -335,6 +335,36 @@ fn a_silent_neighbour_is_solicited_three_times_then_its_packets_are_dropped_and_
     assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "a fresh resolution starts");
 }
 
+/// A datagram that arrived in fragments is reassembled for NAT and cut
+/// again; when the neighbour queue has room for only some of its fragments,
+/// each refused fragment is a counted drop (not one drop per datagram).
+#[test]
+fn every_refused_fragment_of_a_refragmented_datagram_is_counted() {
+    use crate::device::router::MAX_PENDING;
+    use crate::offload::frag::{FragmentRequest, Fragmenter};
+    let (mut g, lan, wan, spec) = router_without_neighbours();
+    let lan10 = g.id("lan.10").unwrap();
+    // Fill the neighbour queue but one place with packets for silent hosts.
+    let mut silent = spec;
+    for i in 0..MAX_PENDING as u32 - 1 {
+        silent.addrs = Addrs::V4 { src: Ipv4Addr::new(192, 168, 10, 2), dst: Ipv4Addr::from(0xcb00_7100 + 101 + i) };
+        g.receive(lan, Packet::from_frame(&Flow::new(silent).frame(64, TcpFlags::empty()).unwrap()));
+    }
+    tx_of(&mut g, wan);
+    // A 3000-byte datagram in three fragments (MTU 1200) for the gateway.
+    let mut big = spec;
+    big.dont_frag = false;
+    let whole = Packet::from_frame(&Flow::new(big).frame(3000, TcpFlags::empty()).unwrap());
+    let mut frags = Vec::new();
+    Fragmenter::new().fragment(whole, &FragmentRequest::forward(1200), &mut frags).unwrap();
+    assert_eq!(frags.len(), 3);
+    for f in frags {
+        g.receive(lan, f);
+    }
+    assert_eq!(g.router.pending(), MAX_PENDING, "one fragment took the last place");
+    assert_eq!(g.counters(lan10).drops.get("neighbour-queue-full"), Some(&2), "both refused fragments counted");
+}
+
 /// An ARP request from `host` at `addr` for the router's 192.168.10.1, in VLAN 10.
 fn arp_request_to_router(host: MacAddr, addr: Ipv4Addr) -> Packet {
     let req = ArpRepr::request(host, addr, Ipv4Addr::new(192, 168, 10, 1));
