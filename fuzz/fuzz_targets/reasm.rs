@@ -53,8 +53,9 @@ struct Input {
     events: Vec<Event>,
 }
 
-/// The four datagrams (IPv4/IPv6, UDP/TCP), DF clear, IDs distinct.
-fn datagrams() -> Vec<Vec<u8>> {
+/// The four datagrams (IPv4/IPv6, UDP/TCP), DF clear, IDs distinct. Built
+/// once: they are the same for every input.
+static DATAGRAMS: std::sync::LazyLock<Vec<Vec<u8>>> = std::sync::LazyLock::new(|| {
     (0..4u32)
         .map(|i| {
             let transport = if i == 2 { Transport::Tcp } else { Transport::Udp };
@@ -68,7 +69,7 @@ fn datagrams() -> Vec<Vec<u8>> {
             d
         })
         .collect()
-}
+});
 
 fuzz_target!(|input: Input| {
     let mut cfg = ReasmConfig {
@@ -90,7 +91,7 @@ fuzz_target!(|input: Input| {
     }
     let clock = ManualClock::new(1000 * S);
     let mut r = Reassembler::with_clock(cfg, clock.clone());
-    let ds = datagrams();
+    let ds: &[Vec<u8>] = &DATAGRAMS;
     let mut flows = Flows::new();
     let mut clean = true;
     let (mut completed, mut expired) = (0u64, 0usize);
