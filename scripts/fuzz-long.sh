@@ -6,6 +6,9 @@
 #   CORPUS_DIR  working corpus (default: a copy of fuzz/corpus/TARGET in
 #               fuzz/long-corpus/TARGET, kept between runs; it grows)
 # Crashes go to fuzz/artifacts/TARGET/. Needs cargo-fuzz (scripts/fuzz.sh installs it).
+# SUPERPACKET_FUZZ_WORKERS=W (default 1) runs W fuzzer processes side by side
+# on the one corpus (libFuzzer -jobs=W -workers=W), RUNS/W executions each,
+# their output in fuzz/fuzz-<job>.log.
 #
 # Speed: the short CI runs (scripts/fuzz.sh) use cargo-fuzz's defaults. The
 # long runs trade some guidance for 2-3x more executions per second, as
@@ -40,7 +43,14 @@ if [ ! -d "$corpus" ]; then
 fi
 mkdir -p "artifacts/$target"
 bin="target-long/$(rustc -vV | sed -n 's/^host: //p')/release/$target"
+workers="${SUPERPACKET_FUZZ_WORKERS:-1}"
+parallel=()
+if [ "$workers" -gt 1 ]; then
+    parallel=(-jobs="$workers" -workers="$workers")
+    runs=$(( (runs + workers - 1) / workers ))
+    echo "$workers workers, $runs executions each, output in fuzz/fuzz-<job>.log"
+fi
 echo "fuzzing $target for $runs executions from $corpus (commit $(git rev-parse --short HEAD))"
 ASAN_OPTIONS=detect_stack_use_after_return=0:malloc_context_size=0 \
     exec "$bin" -entropic=0 -runs="$runs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -artifact_prefix="artifacts/$target/" "$corpus"
+    "${parallel[@]}" -artifact_prefix="artifacts/$target/" "$corpus"
