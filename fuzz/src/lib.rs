@@ -268,12 +268,7 @@ pub fn segment_checked(
     let in_headers = FrameHeaders::parse(&bytes_of(pkt));
     let csum_anywhere = match (pkt.meta.csum, &in_headers) {
         (ChecksumState::Partial { start, offset }, Ok(h)) => {
-            let field = match h.l4 {
-                L4Kind::Tcp => Some(16),
-                L4Kind::Udp => Some(6),
-                _ => None,
-            };
-            usize::from(start) != h.l4_offset || field != Some(offset)
+            usize::from(start) != h.l4_offset || h.l4.csum_offset() != Some(offset)
         }
         (ChecksumState::Partial { .. }, Err(_)) => true,
         _ => false,

@@ -1082,20 +1082,22 @@ impl Graph {
             if let Err(reason) = self.router.input(id, pkt, len, now, &self.devices, &mut out) {
                 self.devices[id.0].counters.drop(reason);
             }
-            self.collect_router_drops();
-            for (dev, p, n) in out.drain(..) {
-                self.xmit(dev, p, n, 0);
-            }
-            self.router_out = out;
+            self.finish_router_work(out);
             return;
         }
         self.devices[id.0].local.push_back(pkt);
     }
 
-    /// Adds the drops the router counted itself ([`super::router::Router::take_drops`]).
-    fn collect_router_drops(&mut self) {
+    /// After the router ran: adds the drops it counted itself
+    /// ([`super::router::Router::take_drops`]) to their devices, transmits
+    /// its output `out` and keeps the emptied vector for the next call.
+    fn finish_router_work(&mut self, mut out: Vec<(DeviceId, Packet, usize)>) {
         let devices = &mut self.devices;
         self.router.take_drops(|dev, reason, n| devices[dev.0].counters.drop_n(reason, n));
+        for (dev, p, n) in out.drain(..) {
+            self.xmit(dev, p, n, 0);
+        }
+        self.router_out = out;
     }
 
     /// Periodic work at the engine clock `now_ns` (the worker calls it every
@@ -1104,14 +1106,9 @@ impl Graph {
     /// Packets dropped there are counted on their egress device;
     /// re-solicitations are sent like any router output.
     pub fn housekeeping(&mut self, now_ns: u64) {
-        self.now_ns = self.now_ns.max(now_ns);
         let mut out = std::mem::take(&mut self.router_out);
         self.router.housekeeping(now_ns, &mut out);
-        self.collect_router_drops();
-        for (dev, p, n) in out.drain(..) {
-            self.xmit(dev, p, n, 0);
-        }
-        self.router_out = out;
+        self.finish_router_work(out);
     }
 
     /// Sends a packet from the router's host side (e.g. a locally generated
@@ -1124,11 +1121,7 @@ impl Graph {
         let mut out = std::mem::take(&mut self.router_out);
         let now = self.now_ns;
         let res = self.router.output_local(pkt, now, &self.devices, &mut out);
-        self.collect_router_drops();
-        for (dev, p, n) in out.drain(..) {
-            self.xmit(dev, p, n, 0);
-        }
-        self.router_out = out;
+        self.finish_router_work(out);
         res
     }
 }
