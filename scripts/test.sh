@@ -32,6 +32,17 @@ if command -v rustup >/dev/null 2>&1; then
     rustup component list --installed 2>/dev/null | grep -q '^clippy' || rustup component add clippy
 fi
 
+# --- Disk -----------------------------------------------------------------------
+# The whole run writes about 2.5 GB (target/ and fuzz/target/). A full disk
+# shows up as a linker killed by SIGBUS, so say up front how much room there is.
+# Incremental compilation is off: it only helps rebuilds and doubles target/.
+export CARGO_INCREMENTAL=0
+free_kb=$(df -Pk . | awk 'NR == 2 { print $4 }')
+log "disk: $((free_kb / 1024)) MB free in $(pwd)"
+if [ "$free_kb" -lt $((3 * 1024 * 1024)) ]; then
+    echo "warning: under 3 GB free; the build may fail with 'No space left on device' or a linker bus error" >&2
+fi
+
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
