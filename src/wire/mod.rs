@@ -89,6 +89,7 @@ pub mod error;
 pub mod ethernet;
 #[doc(hidden)]
 pub mod exercise;
+pub mod field;
 pub mod headers;
 pub mod icmpv4;
 pub mod icmpv6;

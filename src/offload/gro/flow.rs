@@ -15,6 +15,7 @@
 
 use super::parse::GroHeaders;
 use crate::packet::Packet;
+use crate::wire::field::{be32, ne32, ne64};
 
 /// The identity of a flow, built once per packet from its headers.
 ///
@@ -25,16 +26,6 @@ use crate::packet::Packet;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct FlowKey(pub [u64; 8]);
 
-#[inline]
-fn u64_at(b: &[u8], at: usize) -> u64 {
-    u64::from_ne_bytes(b[at..at + 8].try_into().expect("8 bytes"))
-}
-
-#[inline]
-fn u32_at(b: &[u8], at: usize) -> u32 {
-    u32::from_ne_bytes(b[at..at + 4].try_into().expect("4 bytes"))
-}
-
 impl FlowKey {
     /// Builds the key of a TCP/UDP frame over IPv4 or IPv6 with at most two
     /// VLAN tags. `frame` must hold the headers `h` describes.
@@ -43,28 +34,28 @@ impl FlowKey {
         let v6 = h.v6;
         let protocol: u8 = if h.tcp { 6 } else { 17 };
         let mut w = [0u64; 8];
-        w[0] = u64_at(frame, 0);
+        w[0] = ne64(frame, 0);
         let tags = h.tags;
         let ext_len = if v6 { (h.l4 - h.l3 - 40) as u64 } else { 0 };
-        w[1] = u32_at(frame, 8) as u64 | (ext_len & 0xFFFF) << 32 | (tags as u64) << 48 | (protocol as u64) << 56;
+        w[1] = ne32(frame, 8) as u64 | (ext_len & 0xFFFF) << 32 | (tags as u64) << 48 | (protocol as u64) << 56;
         match tags {
             0 => {}
-            1 => w[2] = u32_at(frame, 12) as u64,
-            _ => w[2] = u64_at(frame, 12),
+            1 => w[2] = ne32(frame, 12) as u64,
+            _ => w[2] = ne64(frame, 12),
         }
         let l3 = h.l3;
-        let ports = u32_at(frame, h.l4) as u64;
+        let ports = ne32(frame, h.l4) as u64;
         if v6 {
-            w[3] = u64_at(frame, l3 + 8);
-            w[4] = u64_at(frame, l3 + 16);
-            w[5] = u64_at(frame, l3 + 24);
-            w[6] = u64_at(frame, l3 + 32);
+            w[3] = ne64(frame, l3 + 8);
+            w[4] = ne64(frame, l3 + 16);
+            w[5] = ne64(frame, l3 + 24);
+            w[6] = ne64(frame, l3 + 32);
             // Version nibble and flow label must match; traffic class is a
             // within-flow field (offload-rules 1.2).
-            let first = u32::from_be_bytes([frame[l3], frame[l3 + 1], frame[l3 + 2], frame[l3 + 3]]) & 0xF00F_FFFF;
+            let first = be32(frame, l3) & 0xF00F_FFFF;
             w[7] = ports | (first as u64) << 32;
         } else {
-            w[3] = u64_at(frame, l3 + 12);
+            w[3] = ne64(frame, l3 + 12);
             w[7] = ports | 0x4000_0000u64 << 32;
         }
         FlowKey(w)

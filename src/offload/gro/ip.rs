@@ -8,6 +8,7 @@ use super::flow::Held;
 use super::parse::GroHeaders;
 use super::{FixedIdRule, GroConfig};
 use crate::csum;
+use crate::wire::field::{be16, ne32};
 
 /// IPv4 flag bits in the 16-bit flags/fragment-offset word.
 const IPV4_DF: u8 = 0x40;
@@ -26,7 +27,10 @@ const fn skippable_ext(nh: u8) -> bool {
 pub fn ipv4_header_ok(hdr: &[u8]) -> bool {
     // Five native-order 32-bit words: a ones' complement sum is byte-order
     // independent as long as the fold is (RFC 1071 2(B)); all-ones either way.
-    let w = |i: usize| u32::from_ne_bytes([hdr[i], hdr[i + 1], hdr[i + 2], hdr[i + 3]]) as u64;
+    let Some(hdr) = hdr.first_chunk::<20>() else {
+        return false;
+    };
+    let w = |i: usize| ne32(hdr, i) as u64;
     let acc = w(0) + w(4) + w(8) + w(12) + w(16);
     csum::fold64(acc) == 0xFFFF
 }
@@ -108,8 +112,8 @@ pub fn network_flush(
     if a[8] != b[8] || a[1] != b[1] || ((a[6] ^ b[6]) & IPV4_DF) != 0 {
         return Err(FlushReason::Mismatch);
     }
-    let id_p = u16::from_be_bytes([a[4], a[5]]);
-    let id_n = u16::from_be_bytes([b[4], b[5]]);
+    let id_p = be16(a, 4);
+    let id_n = be16(b, 4);
     let off = id_n.wrapping_sub(id_p);
     let count = p.count as u16;
     let df = b[6] & IPV4_DF != 0;
@@ -132,9 +136,9 @@ pub fn set_l3_len(frame: &mut [u8], l3: usize, v6: bool, l3_len: usize) {
         let payload = (l3_len - 40) as u16;
         ip[4..6].copy_from_slice(&payload.to_be_bytes());
     } else {
-        let old = u16::from_be_bytes([ip[2], ip[3]]);
+        let old = be16(ip, 2);
         let new = l3_len as u16;
-        let check = u16::from_be_bytes([ip[10], ip[11]]);
+        let check = be16(ip, 10);
         ip[2..4].copy_from_slice(&new.to_be_bytes());
         ip[10..12].copy_from_slice(&csum::update_u16(check, old, new).to_be_bytes());
     }

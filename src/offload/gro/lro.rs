@@ -12,6 +12,7 @@
 
 use super::toeplitz::Toeplitz;
 use crate::packet::Packet;
+use crate::wire::field::be16;
 use crate::wire::{FrameHeaders, L3Kind, L4Kind};
 
 /// The RSS hash of a packet: its own if it has one, else Toeplitz over the
@@ -28,7 +29,7 @@ pub fn rss_hash(pkt: &Packet) -> u32 {
     let ports = match h.l4 {
         L4Kind::Tcp | L4Kind::Udp if !h.is_fragment => {
             let l4 = &frame[h.l4_offset..];
-            Some((u16::from_be_bytes([l4[0], l4[1]]), u16::from_be_bytes([l4[2], l4[3]])))
+            Some((be16(l4, 0), be16(l4, 2)))
         }
         _ => None,
     };

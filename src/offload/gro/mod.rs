@@ -81,6 +81,7 @@ use crate::csum;
 use crate::packet::prefetch::prefetch_lines;
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use crate::wire::FrameHeaders;
+use crate::wire::field::be16;
 use flow::{FlowKey, FlowTable, Held};
 use lro::LroQueue;
 use parse::{GroHeaders, NotCandidate};
@@ -92,6 +93,10 @@ const PREFETCH_AHEAD: usize = 2;
 
 /// Most cache lines prefetched per packet (1536 bytes: an MTU frame).
 const PREFETCH_MAX_LINES: usize = 24;
+
+/// Cache lines prefetched of a packet whose checksum is trusted: its headers
+/// (Ethernet, IP and TCP with options reach past the first 64 bytes).
+const HEADER_LINES: usize = 2;
 
 /// Largest number of segments of a TCP fraglist aggregate (offload-rules 1.6).
 pub const FRAGLIST_MAX_SEGS: u32 = 64;
@@ -356,11 +361,11 @@ impl Gro {
         // merged packet only gives up its buffer, a held or delivered one is
         // moved out once; what is left (empty packets) is dropped at the end.
         for i in 0..pkts.len() {
-            if let Some(ahead) = pkts.get(i + PREFETCH_AHEAD)
-                && ahead.meta.csum == ChecksumState::None
-            {
-                // Its checksum will be summed: bring the bytes in now.
-                prefetch_lines(ahead.linear(), PREFETCH_MAX_LINES);
+            if let Some(ahead) = pkts.get(i + PREFETCH_AHEAD) {
+                // Its checksum will be summed: bring all its bytes in now;
+                // otherwise only the headers are read.
+                let lines = if ahead.meta.csum == ChecksumState::None { PREFETCH_MAX_LINES } else { HEADER_LINES };
+                prefetch_lines(ahead.linear(), lines);
             }
             self.counters.packets_in += 1;
             self.gro_one(&mut pkts[i], None);
@@ -642,7 +647,7 @@ impl Gro {
             }
             match udp::decide(self.table.get(b, i), pkt, n, &self.cfg) {
                 UdpDecision::Merge { latch } => {
-                    let ulen = u16::from_be_bytes([pkt.linear()[n.l4 + 4], pkt.linear()[n.l4 + 5]]);
+                    let ulen = be16(pkt.linear(), n.l4 + 4);
                     let p = self.table.get_mut(b, i);
                     p.fixed_id |= latch;
                     p.count += 1;
@@ -673,11 +678,8 @@ impl Gro {
     #[inline]
     fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize) {
         let l4 = &pkt.linear()[n.l4..];
-        let (next_seq, ulen) = if n.tcp {
-            (tcp::seq(l4).wrapping_add(n.payload_len as u32), 0)
-        } else {
-            (0, u16::from_be_bytes([l4[4], l4[5]]))
-        };
+        let (next_seq, ulen) =
+            if n.tcp { (tcp::seq(l4).wrapping_add(n.payload_len as u32), 0) } else { (0, be16(l4, 4)) };
         let fraglist = if n.tcp { self.cfg.tcp_fraglist } else { self.cfg.udp == UdpGroMode::Fraglist };
         let age_ns = pkt.meta.arrival_ns;
         if let Some(a) = age_ns {

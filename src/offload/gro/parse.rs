@@ -5,6 +5,7 @@
 //! fragments, IPv6 extension headers, malformed frames), so that the rules
 //! see exactly what the crate-wide parser sees.
 
+use crate::wire::field::be16;
 use crate::wire::{FrameHeaders, L3Kind, L4Kind};
 
 /// Offsets and kinds GRO needs (all offsets from the start of the frame).
@@ -47,11 +48,6 @@ pub enum NotCandidate {
     NotTcpUdp,
     /// More than two VLAN tags (the count is reported by the caller's check).
     TooManyTags,
-}
-
-#[inline]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
 }
 
 #[inline]

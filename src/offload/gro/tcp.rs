@@ -6,6 +6,7 @@ use super::flow::Held;
 use super::ip;
 use super::{CwrRule, GroConfig, Incoming};
 use crate::packet::{ChecksumState, GsoType, Packet};
+use crate::wire::field::be32;
 
 /// TCP flag bits as they sit in the 32-bit word at offset 12 (data offset,
 /// reserved/AE, flags, window), network order read as big-endian.
@@ -31,13 +32,13 @@ pub const W3_CLOSING: u32 = W3_URG | W3_PSH | W3_RST | W3_SYN | W3_FIN;
 /// Word 3 of a TCP header.
 #[inline]
 pub fn word3(tcp: &[u8]) -> u32 {
-    u32::from_be_bytes([tcp[12], tcp[13], tcp[14], tcp[15]])
+    be32(tcp, 12)
 }
 
 /// Sequence number of a TCP header.
 #[inline]
 pub fn seq(tcp: &[u8]) -> u32 {
-    u32::from_be_bytes([tcp[4], tcp[5], tcp[6], tcp[7]])
+    be32(tcp, 4)
 }
 
 /// Byte equality of two equal-length header ranges, 8 bytes at a time

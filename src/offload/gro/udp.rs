@@ -7,6 +7,7 @@ use super::ip;
 use super::tcp::{csum_kind, unnecessary};
 use super::{GroConfig, Incoming};
 use crate::packet::{ChecksumState, GsoType, Packet};
+use crate::wire::field::be16;
 
 /// Largest number of datagrams in one UDP aggregate (`UDP_GRO_CNT_MAX`).
 pub const UDP_GRO_CNT_MAX: u32 = 64;
@@ -20,7 +21,7 @@ pub fn check_entry(n_pkt: &Packet, n: &Incoming) -> Result<(), BypassReason> {
     if uh[6] == 0 && uh[7] == 0 {
         return Err(BypassReason::UdpZeroChecksum);
     }
-    let ulen = u16::from_be_bytes([uh[4], uh[5]]) as usize;
+    let ulen = be16(uh, 4) as usize;
     if ulen != n.l3_len - (n.l4 - n.l3) || n.padded_strict {
         return Err(if n.padded_strict { BypassReason::Padding } else { BypassReason::UdpLength });
     }
@@ -53,7 +54,7 @@ pub enum UdpDecision {
 pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDecision {
     let pl = p.pkt.linear();
     let nl = n_pkt.linear();
-    let ulen = u16::from_be_bytes([nl[n.l4 + 4], nl[n.l4 + 5]]);
+    let ulen = be16(nl, n.l4 + 4);
     let net = ip::network_flush(p, pl, nl, n.l3, cfg);
     if ulen > p.ulen {
         return UdpDecision::FlushAndHold(FlushReason::SegmentSize);
