@@ -98,8 +98,11 @@ pub fn network_flush(
     n_l3: usize,
     cfg: &GroConfig,
 ) -> Result<bool, FlushReason> {
-    let a = &p_frame[p.l3..];
-    let b = &n_frame[n_l3..];
+    // Both headers were parsed whole (IPv4: 20 bytes, IPv6: 40), so these
+    // fixed-size views hold and every byte below is read unchecked.
+    let (Some(a), Some(b)) = (p_frame[p.l3..].first_chunk::<20>(), n_frame[n_l3..].first_chunk::<20>()) else {
+        return Err(FlushReason::Mismatch);
+    };
     if p.v6 {
         // Traffic class spans bytes 0-1 (mask 0x0FF0_0000 of the first word).
         let tc_differs = ((a[0] ^ b[0]) & 0x0F) != 0 || ((a[1] ^ b[1]) & 0xF0) != 0;

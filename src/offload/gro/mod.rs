@@ -359,7 +359,7 @@ impl Gro {
         }
         // The plain case of `receive`, working on the packets in place: a
         // merged packet only gives up its buffer, a held or delivered one is
-        // moved out once; what is left (empty packets) is dropped at the end.
+        // moved out once; what is left (empty packets) is released at the end.
         for i in 0..pkts.len() {
             if let Some(ahead) = pkts.get(i + PREFETCH_AHEAD) {
                 // Its checksum will be summed: bring all its bytes in now;
@@ -370,7 +370,7 @@ impl Gro {
             self.counters.packets_in += 1;
             self.gro_one(&mut pkts[i], None);
         }
-        pkts.clear();
+        pkts.drain(..).for_each(Packet::release);
     }
 
     /// Receives a copy of `frame` (see [`Gro::receive`]).
