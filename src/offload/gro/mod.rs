@@ -348,8 +348,10 @@ impl Gro {
     /// `i + PREFETCH_AHEAD` are prefetched if its checksum is still to be
     /// verified (`CHECKSUM_NONE`), so summing it does not wait on memory:
     /// 10-25% more packets per second on a 1024-frame burst (`superpacket
-    /// bench peers`, verifying rows). Prefetching only the headers, or a
-    /// first pass touching every header, measured no better than nothing.
+    /// bench peers`, verifying rows). A packet whose checksum is trusted gets
+    /// only its two header lines prefetched (2% more at 64 flows, neutral at
+    /// one); for a packet to verify, headers alone measured no better than
+    /// nothing.
     pub fn receive_burst(&mut self, pkts: &mut Vec<Packet>) {
         if self.cfg.lro || self.cfg.flush_age_ns.is_some() {
             for pkt in pkts.drain(..) {
@@ -458,8 +460,8 @@ impl Gro {
 
     #[inline(never)]
     fn flush_at(&mut self, b: usize, i: usize, reason: FlushReason) {
-        let held = self.table.remove(b, i);
-        finish(held, reason, &mut self.out, &mut self.counters);
+        let (out, counters) = (&mut self.out, &mut self.counters);
+        self.table.remove_with(b, i, |held| finish(held, reason, out, counters));
     }
 
     /// One packet through the GRO layers.
@@ -681,34 +683,51 @@ impl Gro {
         let (next_seq, ulen) =
             if n.tcp { (tcp::seq(l4).wrapping_add(n.payload_len as u32), 0) } else { (0, be16(l4, 4)) };
         let fraglist = if n.tcp { self.cfg.tcp_fraglist } else { self.cfg.udp == UdpGroMode::Fraglist };
-        let age_ns = pkt.meta.arrival_ns;
-        if let Some(a) = age_ns {
+        let arrival_ns = pkt.meta.arrival_ns;
+        if let Some(a) = arrival_ns {
             self.min_age = self.min_age.min(a);
         }
-        let held = Held {
-            key: n.key,
-            tcp: n.tcp,
-            v6: n.v6,
-            fraglist,
-            l3: n.l3,
-            l4: n.l4,
-            payload: n.payload,
-            l3_len: n.l3_len,
-            count: n.segs,
-            mss: if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 },
-            next_seq,
-            ulen,
-            fixed_id: false,
-            age_ns,
-            merged: false,
-            pkt: std::mem::take(pkt),
-        };
         self.counters.held += 1;
-        if let Some(evicted) = self.table.insert(b, held) {
-            finish(evicted, FlushReason::TableFull, &mut self.out, &mut self.counters);
-        } else {
-            self.peak_held = self.peak_held.max(self.table.len());
-        }
+        let (out, counters) = (&mut self.out, &mut self.counters);
+        let slot = self.table.insert(b, |evicted| finish(evicted, FlushReason::TableFull, out, counters));
+        // Every field is written (the slot holds a stale aggregate); the
+        // pattern names them all, so a new field cannot be forgotten here.
+        let Held {
+            key,
+            pkt: held_pkt,
+            tcp,
+            v6,
+            fraglist: held_fraglist,
+            l3,
+            l4,
+            payload,
+            l3_len,
+            count,
+            mss,
+            next_seq: held_next_seq,
+            ulen: held_ulen,
+            fixed_id,
+            age_ns,
+            merged,
+        } = slot;
+        *key = n.key;
+        *tcp = n.tcp;
+        *v6 = n.v6;
+        *held_fraglist = fraglist;
+        *l3 = n.l3;
+        *l4 = n.l4;
+        *payload = n.payload;
+        *l3_len = n.l3_len;
+        *count = n.segs;
+        *mss = if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 };
+        *held_next_seq = next_seq;
+        *held_ulen = ulen;
+        *fixed_id = false;
+        *age_ns = arrival_ns;
+        *merged = false;
+        // The slot's packet is an empty one left by `finish`.
+        std::mem::replace(held_pkt, std::mem::take(pkt)).release();
+        self.peak_held = self.peak_held.max(self.table.len());
     }
 }
 
@@ -778,21 +797,22 @@ fn chain(p: &mut Packet, mut n: Packet, payload: usize, fraglist: bool) {
     p.push_frag(n);
 }
 
-/// Completes an aggregate (if anything was merged) and delivers it.
+/// Completes an aggregate (if anything was merged) in its table slot and
+/// delivers its packet, leaving an empty one in the slot.
 #[inline]
-fn finish(mut held: Held, reason: FlushReason, out: &mut Vec<Packet>, counters: &mut GroCounters) {
+fn finish(held: &mut Held, reason: FlushReason, out: &mut Vec<Packet>, counters: &mut GroCounters) {
     counters.flush(reason);
     if held.merged {
         if held.tcp {
-            tcp::complete(&mut held);
+            tcp::complete(held);
         } else {
-            udp::complete(&mut held);
+            udp::complete(held);
         }
         counters.superpackets += 1;
         counters.superpacket_segments += held.count as u64;
     }
     counters.packets_out += 1;
-    out.push(held.pkt);
+    out.push(std::mem::take(&mut held.pkt));
 }
 
 /// Copies a delivered packet into `out` as one frame (linear area, payload
