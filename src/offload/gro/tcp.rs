@@ -41,21 +41,27 @@ pub fn seq(tcp: &[u8]) -> u32 {
     be32(tcp, 4)
 }
 
-/// Byte equality of two equal-length header ranges, 8 bytes at a time
-/// (no `memcmp` call for the usual 4 + 12 or 4 + 0 bytes).
+/// Byte equality of two equal-length header ranges, 8 bytes at a time, then
+/// 4 (TCP options come in 4-byte words: the usual 12 bytes of timestamps are
+/// one 8-byte and one 4-byte compare, no `memcmp` call).
 #[inline]
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     debug_assert_eq!(a.len(), b.len());
+    let (a8, a_rest) = a.as_chunks::<8>();
+    let (b8, b_rest) = b.as_chunks::<8>();
     let mut diff = 0u64;
-    let mut ca = a.chunks_exact(8);
-    let mut cb = b.chunks_exact(8);
-    for (x, y) in (&mut ca).zip(&mut cb) {
-        diff |= u64::from_ne_bytes(x.try_into().expect("8")) ^ u64::from_ne_bytes(y.try_into().expect("8"));
+    for (x, y) in a8.iter().zip(b8) {
+        diff |= u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y);
     }
-    for (x, y) in ca.remainder().iter().zip(cb.remainder()) {
+    let (a4, a_tail) = a_rest.as_chunks::<4>();
+    let (b4, b_tail) = b_rest.as_chunks::<4>();
+    for (x, y) in a4.iter().zip(b4) {
+        diff |= (u32::from_ne_bytes(*x) ^ u32::from_ne_bytes(*y)) as u64;
+    }
+    for (x, y) in a_tail.iter().zip(b_tail) {
         diff |= (x ^ y) as u64;
     }
-    diff == 0
+    diff == 0 && a.len() == b.len()
 }
 
 /// Checksum state "kind and level", compared by fraglist GRO (offload-rules 1.6).
@@ -177,5 +183,23 @@ pub fn unnecessary(c: ChecksumState) -> ChecksumState {
     match c {
         ChecksumState::Unnecessary { level } => ChecksumState::Unnecessary { level },
         _ => ChecksumState::Unnecessary { level: 0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_finds_a_difference_at_every_position_of_every_length() {
+        for len in 0..=41 {
+            let a: Vec<u8> = (0..len as u8).collect();
+            assert!(same_bytes(&a, &a.clone()), "len {len}");
+            for at in 0..len {
+                let mut b = a.clone();
+                b[at] ^= 0x80;
+                assert!(!same_bytes(&a, &b), "len {len}, byte {at}");
+            }
+        }
     }
 }
