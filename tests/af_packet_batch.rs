@@ -856,3 +856,45 @@ fn qinq_superpacket_crosses_veth_whole() {
     assert_eq!(got.len(), 30, "tso off: segmented");
     assert!(got.iter().all(|(i, f)| i.hdr.gso_type == GSO_NONE && f.len() == 74 - 4 + 1400), "{:?}", got[0].0);
 }
+
+/// A blocking receive that a signal interrupts is retried, not reported as
+/// an error (a CI run saw `recvmsg (spvb): Interrupted system call` fail a
+/// capture). Stopping and continuing a process makes a receive with a
+/// timeout (`SO_RCVTIMEO`) fail with EINTR even without a signal handler
+/// (signal(7)), so a child shell stops and continues this test process
+/// while it waits for a frame sent a second later.
+#[test]
+fn a_receive_interrupted_by_a_signal_is_retried() {
+    if !privileged("a_receive_interrupted_by_a_signal_is_retried") {
+        return;
+    }
+    let (ns_a, ns_b, _veth) = veth_pair("spia", "spib");
+    let cfg = PacketSocketConfig { recv_timeout: Some(Duration::from_secs(5)), ..capture_cfg() };
+    let mut cap = PacketSocket::open_in(&ns_b, "spib", &cfg).unwrap();
+    let mut tx = PacketSocket::open_in(&ns_a, "spia", &PacketSocketConfig::default()).unwrap();
+    let frame = mtu_frame(&mut [tcp_flow(0)], 0);
+    let pid = std::process::id();
+    let mut stopper = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("sleep 0.3; kill -STOP {pid}; sleep 0.2; kill -CONT {pid}"))
+        .spawn()
+        .expect("sh");
+    let sent = frame.clone();
+    let sender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(1));
+        tx.send(&VirtioNetHdr::default(), &[&sent]).unwrap();
+    });
+    let t0 = Instant::now();
+    let mut buf = vec![0u8; 65536];
+    let got = loop {
+        match cap.recv_info(&mut buf) {
+            Ok(info) if buf[6..11] == FLOW_SRC_MAC[..5] => break buf[..info.len].to_vec(),
+            Ok(_) => {}
+            Err(e) => panic!("receive across a stop and continue: {e}"),
+        }
+    };
+    assert!(stopper.wait().expect("sh").success(), "the stop/continue shell failed");
+    sender.join().unwrap();
+    assert!(t0.elapsed() >= Duration::from_millis(900), "the frame came before the stop: nothing was interrupted");
+    assert_eq!(got, frame);
+}

@@ -461,7 +461,14 @@ impl PacketSocket {
             // SAFETY: `msg` points to live buffers (name, two iovecs, control) of the stated sizes.
             let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags | libc::MSG_TRUNC) };
             if n < 0 {
-                return Err(IoError::last_os("recvmsg", self.ifname.clone()));
+                let err = std::io::Error::last_os_error();
+                if err.kind() == std::io::ErrorKind::Interrupted {
+                    // A signal arrived during a blocking receive (seen in
+                    // CI: the test harness's threads): nothing was read, so
+                    // receive again, as the kernel would with SA_RESTART.
+                    continue;
+                }
+                return Err(IoError::Syscall { call: "recvmsg", what: self.ifname.clone(), source: err });
             }
             let pkttype = PktType::from_raw(sa.sll_pkttype);
             if self.filter_outgoing && pkttype == PktType::Outgoing {
