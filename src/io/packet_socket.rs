@@ -458,18 +458,13 @@ impl PacketSocket {
             msg.msg_iovlen = 2;
             msg.msg_control = control.as_mut_ptr() as *mut libc::c_void;
             msg.msg_controllen = std::mem::size_of_val(&control) as _;
+            let fd = self.fd.as_raw_fd();
+            // A signal during a blocking receive (one failed a CI run) is not
+            // an error: `retry_interrupted` receives again.
             // SAFETY: `msg` points to live buffers (name, two iovecs, control) of the stated sizes.
-            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, flags | libc::MSG_TRUNC) };
-            if n < 0 {
-                let err = std::io::Error::last_os_error();
-                if err.kind() == std::io::ErrorKind::Interrupted {
-                    // A signal arrived during a blocking receive (seen in
-                    // CI: the test harness's threads): nothing was read, so
-                    // receive again, as the kernel would with SA_RESTART.
-                    continue;
-                }
-                return Err(IoError::Syscall { call: "recvmsg", what: self.ifname.clone(), source: err });
-            }
+            let n = sys::retry_interrupted("recvmsg", &self.ifname, || unsafe {
+                libc::recvmsg(fd, &mut msg, flags | libc::MSG_TRUNC)
+            })?;
             let pkttype = PktType::from_raw(sa.sll_pkttype);
             if self.filter_outgoing && pkttype == PktType::Outgoing {
                 continue;

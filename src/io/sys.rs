@@ -19,6 +19,26 @@ pub(crate) fn set_nonblocking(fd: BorrowedFd<'_>, on: bool, what: &str) -> Resul
     Ok(())
 }
 
+/// Makes a blocking system call, again as long as a signal interrupts it
+/// (`EINTR`: nothing was done, as with `SA_RESTART`); a negative result is
+/// the error `call` on `what`. Its timeout, if any, restarts in full.
+pub(crate) fn retry_interrupted<T: Default + PartialOrd>(
+    call: &'static str,
+    what: &str,
+    mut syscall: impl FnMut() -> T,
+) -> Result<T> {
+    loop {
+        let rc = syscall();
+        if rc >= T::default() {
+            return Ok(rc);
+        }
+        let err = std::io::Error::last_os_error();
+        if err.kind() != std::io::ErrorKind::Interrupted {
+            return Err(IoError::Syscall { call, what: what.to_string(), source: err });
+        }
+    }
+}
+
 /// Waits until `fd` is readable or `timeout` passes; `Ok(true)` when readable.
 /// `EINTR` restarts the wait with the full timeout (good enough for tests).
 pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration, what: &str) -> Result<bool> {
@@ -26,18 +46,9 @@ pub(crate) fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration, what: &str) -
     // Round sub-millisecond timeouts up so that a non-zero timeout waits.
     let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
     let mut pfd = libc::pollfd { fd: fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-    loop {
-        // SAFETY: `pfd` is a valid pollfd array of length 1 that lives across the call.
-        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
-        if rc < 0 {
-            let err = std::io::Error::last_os_error();
-            if err.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(IoError::Syscall { call: "poll", what: what.to_string(), source: err });
-        }
-        return Ok(rc > 0 && pfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0);
-    }
+    // SAFETY: `pfd` is a valid pollfd array of length 1 that lives across the call.
+    let rc = retry_interrupted("poll", what, || unsafe { libc::poll(&mut pfd, 1, ms) })?;
+    Ok(rc > 0 && pfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
 }
 
 /// An `iovec` for a read-only slice (the kernel only reads it).

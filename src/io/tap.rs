@@ -492,18 +492,9 @@ impl TapDevice {
         // reaching the sentinel is known to be longer than `buf`.
         let mut sentinel = [0u8; 1];
         let iov = [sys::iovec_rw(&mut hdr[..hlen]), sys::iovec_rw(buf), sys::iovec_rw(&mut sentinel)];
-        let n = loop {
-            // SAFETY: all three iovecs point to live, writable buffers of the stated lengths.
-            let n = unsafe { libc::readv(self.fd.as_raw_fd(), iov.as_ptr(), 3) };
-            if n >= 0 {
-                break n as usize;
-            }
-            let err = std::io::Error::last_os_error();
-            // A signal during a blocking read: nothing was read, read again.
-            if err.kind() != std::io::ErrorKind::Interrupted {
-                return Err(IoError::Syscall { call: "readv", what: self.name.clone(), source: err });
-            }
-        };
+        let fd = self.fd.as_raw_fd();
+        // SAFETY: all three iovecs point to live, writable buffers of the stated lengths.
+        let n = sys::retry_interrupted("readv", &self.name, || unsafe { libc::readv(fd, iov.as_ptr(), 3) })? as usize;
         if n < hlen {
             return Err(IoError::Truncated { len: n, capacity: hlen });
         }
