@@ -435,3 +435,74 @@ fn io_port_counts_refused_headers_and_writes_chunks() {
     assert_eq!(&frame[frame.len() - 100..], &tail_bytes[..]);
     assert_eq!((whdr.gso_type, whdr.gso_size), (GSO_TCPV4, MSS));
 }
+
+/// A scripted endpoint that batches: records the frames of each batched write.
+#[derive(Debug, Default)]
+struct ScriptedBatches {
+    inner: Scripted,
+    /// Bytes of every frame, per batched write call.
+    batches: Vec<Vec<usize>>,
+}
+
+impl IoEndpoint for ScriptedBatches {
+    const KIND: &'static str = "scripted-batches";
+    fn ifname(&self) -> &str {
+        self.inner.ifname()
+    }
+    fn write_frame(&mut self, hdr: &VirtioNetHdr, parts: &[&[u8]]) -> Result<usize, IoError> {
+        self.inner.write_frame(hdr, parts)
+    }
+    fn read_frame(&mut self, buf: &mut [u8]) -> Result<Option<Received>, IoError> {
+        self.inner.read_frame(buf)
+    }
+    fn batched(&self) -> bool {
+        true
+    }
+    fn write_frames<'a>(
+        &mut self,
+        frames: &dyn superpacket::io::packet_socket::FrameSource<'a>,
+        report: &mut dyn FnMut(usize, Result<usize, IoError>),
+    ) -> usize {
+        let mut sizes = Vec::new();
+        for i in 0..frames.len() {
+            let mut n = 0;
+            frames.parts(i, &mut |p| n += p.len());
+            sizes.push(n);
+            report(i, Ok(n));
+        }
+        self.batches.push(sizes);
+        1
+    }
+}
+
+/// A batched port does not wait for `batch` superpackets: its send queue is
+/// written once the packets queued by value hold `TX_QUEUE_FLUSH_BYTES`
+/// (each pins a receive buffer until then), so no write carries much more
+/// than that; every packet is written once, in order.
+#[test]
+fn batched_port_flushes_queued_superpackets_by_bytes() {
+    use superpacket::device::port_io::TX_QUEUE_FLUSH_BYTES;
+    let mut flow = tcp_flow();
+    let drv = IoPortDriver::with_features(ScriptedBatches::default(), PACKET_SOCKET_FEATURES, 0).with_batch(32);
+    let mut g = Graph::new(StackMode::Passthrough);
+    let port = g.add_port("p", Box::new(drv)).unwrap();
+    let sent = 32;
+    let mut len = 0;
+    for _ in 0..sent {
+        let p = superpacket(&mut flow);
+        len = p.len();
+        g.transmit(port, p);
+    }
+    let drv = g.driver_mut::<IoPortDriver<ScriptedBatches>>(port).unwrap();
+    superpacket::device::PortDriver::flush(drv);
+    let batches = &drv.endpoint().batches;
+    let per_batch = TX_QUEUE_FLUSH_BYTES.div_ceil(len);
+    assert!(per_batch < sent, "the test needs more than {per_batch} packets");
+    assert_eq!(batches.iter().map(Vec::len).sum::<usize>(), sent, "{batches:?}");
+    let (last, full) = batches.split_last().unwrap();
+    for b in full {
+        assert_eq!(b.len(), per_batch, "{batches:?}");
+        assert!(b.iter().sum::<usize>() >= TX_QUEUE_FLUSH_BYTES);
+    }
+    assert!(last.len() <= per_batch, "{batches:?}");
+}
