@@ -50,8 +50,9 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Run the main job on traffic it generates (offline pipeline until the
-    /// live data path lands) and report what it did.
+    /// Run the main job: as root, real kernel TCP and UDP through the engine in
+    /// throwaway namespaces (throughput, CPU per GB, integrity); otherwise, or
+    /// with --offline, the offline pipeline on generated traffic.
     Demo(demo::DemoArgs),
     /// Inspect and validate capture files (pcap, pcapng).
     Pcap {
