@@ -27,7 +27,7 @@ use std::time::Instant;
 
 use super::{BenchReport, format_value, median};
 use crate::offload::gro::{Gro, GroConfig};
-use crate::packet::{ChecksumState, OffloadMeta, Packet};
+use crate::packet::{ChecksumState, DEFAULT_HEADROOM, OffloadMeta, Packet};
 use crate::traffic::{Flow, FlowSpec, Transport};
 use crate::wire::TcpFlags;
 
@@ -135,6 +135,34 @@ pub fn receive_bursts(frames: &[Vec<u8>], batch: usize, csum: ChecksumState) -> 
         pkt
     };
     frames.chunks(batch.max(1)).map(|chunk| chunk.iter().map(packet).collect()).collect()
+}
+
+/// As [`receive_bursts`], but each packet's buffer comes from `spare`
+/// (lowest address first; new buffers only when it runs out), which the
+/// caller refills from the previous sample's output with
+/// [`Packet::into_buffers`]: every sample then works on the same memory, as
+/// a driver refilling its receive ring does, and as the peers' harnesses
+/// do (DPDK's mbufs return to their mempool, tun-rs's buffer array is
+/// reused).
+pub fn refill_bursts(
+    frames: &[Vec<u8>],
+    batch: usize,
+    csum: ChecksumState,
+    spare: &mut Vec<Vec<u8>>,
+) -> Vec<Vec<Packet>> {
+    let meta = OffloadMeta { csum, ..OffloadMeta::default() };
+    spare.sort_unstable_by_key(|b| std::cmp::Reverse(b.as_ptr() as usize));
+    let mut packet = |f: &Vec<u8>| {
+        let mut buf = spare.pop().unwrap_or_default();
+        buf.clear();
+        buf.resize(DEFAULT_HEADROOM, 0);
+        buf.extend_from_slice(f);
+        let tail = buf.len();
+        let mut pkt = Packet::from_storage(buf, DEFAULT_HEADROOM, tail).expect("the frame was just written");
+        pkt.meta = meta;
+        pkt
+    };
+    frames.chunks(batch.max(1)).map(|chunk| chunk.iter().map(&mut packet).collect()).collect()
 }
 
 /// Times the engine over the pattern: `samples` rounds, each over copies of

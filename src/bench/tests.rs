@@ -78,3 +78,40 @@ fn quick_csum_run_has_every_required_result() {
     assert!(human.contains("1500 B") && human.contains("64 MiB"), "{human}");
     assert_eq!(human.matches("PASS").count() + human.matches("FAIL").count(), 2, "{human}");
 }
+
+/// The peers harness refills every sample into the buffers the last one
+/// gave back ([`gro::refill_bursts`], [`crate::packet::Packet::into_buffers`]):
+/// after GRO merged 4 flows, every input buffer comes back, and the next
+/// sample holds the same frames in the same memory.
+#[test]
+fn refilled_bursts_reuse_the_last_samples_buffers() {
+    use crate::offload::gro::{Gro, GroConfig};
+    use crate::packet::{ChecksumState, Packet};
+    let p = gro::bursts(4, 1, 256, 64);
+    let csum = ChecksumState::Unnecessary { level: 0 };
+    let mut spare = Vec::new();
+    let addresses = |bursts: &[Vec<Packet>]| {
+        let mut a: Vec<usize> = bursts.iter().flatten().map(|p| p.linear().as_ptr() as usize).collect();
+        a.sort_unstable();
+        a
+    };
+    let mut first = gro::refill_bursts(&p.frames, 64, csum, &mut spare);
+    let before = addresses(&first);
+    let mut g = Gro::new(GroConfig::LINUX);
+    let mut out = Vec::new();
+    for burst in first.iter_mut() {
+        g.receive_burst(burst);
+        g.flush();
+        g.take_delivered_into(&mut out);
+    }
+    assert!(out.len() < p.frames.len(), "GRO merged the flows");
+    for pkt in out.drain(..) {
+        pkt.into_buffers(&mut spare);
+    }
+    assert_eq!(spare.len(), p.frames.len());
+    let second = gro::refill_bursts(&p.frames, 64, csum, &mut spare);
+    assert!(spare.is_empty());
+    assert_eq!(addresses(&second), before);
+    let frames: Vec<Vec<u8>> = second.iter().flatten().map(|p| p.to_vec()).collect();
+    assert_eq!(frames, p.frames);
+}

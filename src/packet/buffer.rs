@@ -300,6 +300,26 @@ impl Packet {
         pool::recycle_segment_list(std::mem::take(&mut self.segments.items));
     }
 
+    /// Moves the packet's owned buffers into `out` for reuse as receive
+    /// buffers (what a driver's ring refill does, or a benchmark that
+    /// preloads every sample into the same memory, as DPDK's mempool and
+    /// tun-rs's buffer arrays do): its linear storage, its owned payload
+    /// segments, and those of every frag-list packet. Shared segments and
+    /// the rest of the packet are dropped as usual.
+    pub fn into_buffers(mut self, out: &mut Vec<Vec<u8>>) {
+        if self.storage.capacity() != 0 {
+            out.push(std::mem::take(&mut self.storage));
+        }
+        for seg in &mut self.segments.items {
+            if let Segment::Owned { buf, .. } = seg {
+                out.push(std::mem::take(buf));
+            }
+        }
+        for p in std::mem::take(&mut self.frag_list) {
+            p.into_buffers(out);
+        }
+    }
+
     /// A packet holding a copy of `frame` in its linear area, with
     /// [`DEFAULT_HEADROOM`] bytes of headroom. This is the copy at the I/O edge.
     pub fn from_frame(frame: &[u8]) -> Packet {
