@@ -10,7 +10,8 @@ use std::net::Ipv4Addr;
 
 use super::error::{Result, WireError, check_len};
 use super::ethernet::{EtherType, MacAddr};
-use super::{get_u16, put_u16};
+use super::field::be16;
+use super::put_u16;
 
 /// Fixed part of an ARP packet, before the addresses.
 pub const ARP_FIXED_LEN: usize = 8;
@@ -78,12 +79,12 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
 
     /// Hardware type (1 = Ethernet).
     pub fn hardware_type(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 0)
+        be16(self.buffer.as_ref(), 0)
     }
 
     /// Protocol type (an EtherType; 0x0800 = IPv4).
     pub fn protocol_type(&self) -> EtherType {
-        EtherType(get_u16(self.buffer.as_ref(), 2))
+        EtherType(be16(self.buffer.as_ref(), 2))
     }
 
     /// Hardware address length.
@@ -98,7 +99,7 @@ impl<T: AsRef<[u8]>> ArpPacket<T> {
 
     /// Operation.
     pub fn operation(&self) -> ArpOperation {
-        ArpOperation::from_u16(get_u16(self.buffer.as_ref(), 6))
+        ArpOperation::from_u16(be16(self.buffer.as_ref(), 6))
     }
 
     fn field(&self, index: usize) -> &[u8] {

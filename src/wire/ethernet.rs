@@ -15,7 +15,8 @@
 use core::fmt;
 
 use super::error::{Result, WireError, check_len};
-use super::{get_u16, put_u16};
+use super::field::be16;
+use super::put_u16;
 
 /// Length of the untagged Ethernet II header: two addresses and the type.
 pub const ETHERNET_HEADER_LEN: usize = 14;
@@ -194,7 +195,7 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// The raw type field at offset 12 (a TPID for a tagged frame).
     #[inline]
     pub fn ethertype(&self) -> EtherType {
-        EtherType(get_u16(self.buffer.as_ref(), 12))
+        EtherType(be16(self.buffer.as_ref(), 12))
     }
 
     /// Everything after the first 14 bytes (for a tagged frame this starts
@@ -298,12 +299,12 @@ impl<T: AsRef<[u8]>> VlanTagView<T> {
 
     /// Tag protocol identifier.
     pub fn tpid(&self) -> EtherType {
-        EtherType(get_u16(self.buffer.as_ref(), 0))
+        EtherType(be16(self.buffer.as_ref(), 0))
     }
 
     /// Raw tag control information.
     pub fn tci(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), 2)
     }
 
     /// Priority code point.
@@ -461,12 +462,12 @@ pub(crate) fn parse_tags(buf: &[u8], start: usize) -> Result<(VlanStack, EtherTy
         if off + 2 > buf.len() {
             return Err(WireError::truncated(if stack.is_empty() { "ethernet" } else { "vlan" }, off + 2, buf.len()));
         }
-        let t = EtherType(get_u16(buf, off));
+        let t = EtherType(be16(buf, off));
         if !t.is_vlan_tpid() {
             return Ok((stack, t, off + 2));
         }
         check_len("vlan", off + 4 + 2, buf.len())?;
-        stack.push(VlanTag::from_tci(t, get_u16(buf, off + 2)))?;
+        stack.push(VlanTag::from_tci(t, be16(buf, off + 2)))?;
         off += VLAN_TAG_LEN;
     }
 }

@@ -13,9 +13,10 @@
 use std::net::Ipv4Addr;
 
 use super::error::{Result, check_len};
+use super::field::be16;
 use super::ip::IpProtocol;
 use super::ipv4::{IPV4_HEADER_LEN, Ipv4Options, Ipv4Packet, Ipv4Repr};
-use super::{get_u16, put_u16, sub};
+use super::{put_u16, sub};
 use crate::csum;
 
 /// Length of the ICMP header (type, code, checksum, 4 type-specific bytes).
@@ -70,7 +71,7 @@ pub fn icmpv4_quote(offending: &[u8], how: Icmpv4QuoteLen) -> &[u8] {
     let mut hl = IPV4_HEADER_LEN;
     if offending.len() >= IPV4_HEADER_LEN && offending[0] >> 4 == 4 {
         hl = ((offending[0] & 0x0f) as usize * 4).max(IPV4_HEADER_LEN);
-        let total = get_u16(offending, 2) as usize;
+        let total = be16(offending, 2) as usize;
         if total >= hl {
             end = end.min(total);
         }
@@ -113,7 +114,7 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), 2)
     }
 
     /// Bytes 4..8 (type specific).
@@ -124,17 +125,17 @@ impl<T: AsRef<[u8]>> Icmpv4Packet<T> {
 
     /// Echo identifier (bytes 4..6).
     pub fn echo_ident(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 4)
+        be16(self.buffer.as_ref(), 4)
     }
 
     /// Echo sequence number (bytes 6..8).
     pub fn echo_seq_no(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 6)
+        be16(self.buffer.as_ref(), 6)
     }
 
     /// Next-hop MTU of a "fragmentation needed" (bytes 6..8, RFC 1191).
     pub fn next_hop_mtu(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 6)
+        be16(self.buffer.as_ref(), 6)
     }
 
     /// Parameter-problem pointer (byte 4).

@@ -13,9 +13,10 @@ use std::net::Ipv6Addr;
 
 use super::error::{Result, WireError, check_len};
 use super::ethernet::MacAddr;
+use super::field::{be16, be32};
 use super::ip::IpProtocol;
 use super::ipv6::{IPV6_HEADER_LEN, IPV6_MIN_MTU, Ipv6Packet, Ipv6Repr};
-use super::{get_u16, get_u32, put_u16, put_u32, sub};
+use super::{put_u16, put_u32, sub};
 use crate::csum;
 
 /// Length of the common header plus the 4 type-specific bytes.
@@ -80,7 +81,7 @@ const NA_OVERRIDE: u8 = 0x20;
 pub fn icmpv6_quote(offending: &[u8]) -> &[u8] {
     let mut end = offending.len();
     if offending.len() >= IPV6_HEADER_LEN && offending[0] >> 4 == 6 {
-        end = end.min(IPV6_HEADER_LEN + get_u16(offending, 4) as usize);
+        end = end.min(IPV6_HEADER_LEN + be16(offending, 4) as usize);
     }
     sub(offending, 0, end.min(IPV6_MIN_MTU - IPV6_HEADER_LEN - ICMPV6_HEADER_LEN))
 }
@@ -116,12 +117,12 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), 2)
     }
 
     /// Bytes 4..8 as a u32 (MTU of packet-too-big, pointer of parameter problem).
     pub fn word1(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 4)
+        be32(self.buffer.as_ref(), 4)
     }
 
     /// Packet-too-big MTU.
@@ -136,12 +137,12 @@ impl<T: AsRef<[u8]>> Icmpv6Packet<T> {
 
     /// Echo identifier.
     pub fn echo_ident(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 4)
+        be16(self.buffer.as_ref(), 4)
     }
 
     /// Echo sequence number.
     pub fn echo_seq_no(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 6)
+        be16(self.buffer.as_ref(), 6)
     }
 
     /// Neighbor advertisement flags byte (R, S, O in the top bits).

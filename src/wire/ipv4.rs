@@ -20,8 +20,9 @@
 use std::net::Ipv4Addr;
 
 use super::error::{Result, WireError, check_len};
+use super::field::be16;
 use super::ip::{Ecn, FragmentInfo, IpProtocol};
-use super::{get_u16, put_u16, sub, sub_mut};
+use super::{put_u16, sub, sub_mut};
 use crate::csum;
 
 /// Minimum (option-less) IPv4 header length.
@@ -110,18 +111,18 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     /// Total length (header + payload).
     #[inline]
     pub fn total_len(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), 2)
     }
 
     /// Identification.
     #[inline]
     pub fn ident(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 4)
+        be16(self.buffer.as_ref(), 4)
     }
 
     #[inline]
     fn flags_frag(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 6)
+        be16(self.buffer.as_ref(), 6)
     }
 
     /// The reserved ("evil") flag bit.
@@ -172,7 +173,7 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
 
     /// Header checksum field.
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 10)
+        be16(self.buffer.as_ref(), 10)
     }
 
     /// Source address.

@@ -19,8 +19,9 @@
 use std::net::Ipv6Addr;
 
 use super::error::{Result, WireError, check_len};
+use super::field::{be16, be32};
 use super::ip::{Ecn, FragmentInfo, IpProtocol};
-use super::{get_u16, get_u32, put_u16, put_u32, sub, sub_mut};
+use super::{put_u16, put_u32, sub, sub_mut};
 use crate::csum;
 
 /// Length of the fixed IPv6 header.
@@ -73,7 +74,7 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Traffic class (DSCP << 2 | ECN).
     #[inline]
     pub fn traffic_class(&self) -> u8 {
-        (get_u16(self.buffer.as_ref(), 0) >> 4) as u8
+        (be16(self.buffer.as_ref(), 0) >> 4) as u8
     }
 
     /// DSCP (6 bits).
@@ -89,14 +90,14 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     /// Flow label (20 bits).
     #[inline]
     pub fn flow_label(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 0) & 0x000f_ffff
+        be32(self.buffer.as_ref(), 0) & 0x000f_ffff
     }
 
     /// Payload length (everything after the fixed header, extension headers
     /// included).
     #[inline]
     pub fn payload_len(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 4)
+        be16(self.buffer.as_ref(), 4)
     }
 
     /// `40 + payload_len`.
@@ -180,7 +181,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
 
     /// Sets the traffic class.
     pub fn set_traffic_class(&mut self, tc: u8) {
-        let w = get_u16(self.buffer.as_ref(), 0);
+        let w = be16(self.buffer.as_ref(), 0);
         put_u16(self.buffer.as_mut(), 0, (w & 0xf00f) | ((tc as u16) << 4));
     }
 
@@ -192,7 +193,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
 
     /// Sets the flow label (low 20 bits used).
     pub fn set_flow_label(&mut self, fl: u32) {
-        let w = get_u32(self.buffer.as_ref(), 0);
+        let w = be32(self.buffer.as_ref(), 0);
         put_u32(self.buffer.as_mut(), 0, (w & 0xfff0_0000) | (fl & 0x000f_ffff));
     }
 
@@ -474,8 +475,8 @@ impl<'a> Iterator for Ipv6OptionIter<'a> {
         self.data = rest;
         Some(Ok(match kind {
             1 => Ipv6Option::PadN(len + 2),
-            5 if len == 2 => Ipv6Option::RouterAlert(get_u16(data, 0)),
-            0xc2 if len == 4 => Ipv6Option::Jumbo(get_u32(data, 0)),
+            5 if len == 2 => Ipv6Option::RouterAlert(be16(data, 0)),
+            0xc2 if len == 4 => Ipv6Option::Jumbo(be32(data, 0)),
             5 | 0xc2 => return bad(self, "option of known type with wrong length"),
             kind => Ipv6Option::Unknown { kind, data },
         }))
@@ -653,17 +654,17 @@ impl<T: AsRef<[u8]>> Ipv6FragmentHeader<T> {
 
     /// Fragment offset in bytes.
     pub fn frag_offset(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2) & 0xfff8
+        be16(self.buffer.as_ref(), 2) & 0xfff8
     }
 
     /// M flag.
     pub fn more_frags(&self) -> bool {
-        get_u16(self.buffer.as_ref(), 2) & 1 != 0
+        be16(self.buffer.as_ref(), 2) & 1 != 0
     }
 
     /// Identification.
     pub fn ident(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 4)
+        be32(self.buffer.as_ref(), 4)
     }
 
     /// Offset, M flag, identification.

@@ -119,19 +119,7 @@ mod oracle_tests;
 #[cfg(test)]
 mod proptests;
 
-/// Reads a big-endian u16 at `off` (panics out of bounds: callers check first).
-#[inline(always)]
-pub(crate) fn get_u16(b: &[u8], off: usize) -> u16 {
-    u16::from_be_bytes([b[off], b[off + 1]])
-}
-
-/// Reads a big-endian u32 at `off`.
-#[inline(always)]
-pub(crate) fn get_u32(b: &[u8], off: usize) -> u32 {
-    u32::from_be_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
-}
-
-/// Writes a big-endian u16 at `off`.
+/// Writes a big-endian u16 at `off` (the readers are in [`field`]).
 #[inline(always)]
 pub(crate) fn put_u16(b: &mut [u8], off: usize, v: u16) {
     b[off..off + 2].copy_from_slice(&v.to_be_bytes());

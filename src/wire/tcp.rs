@@ -16,7 +16,8 @@ use core::fmt;
 use core::ops::{BitAnd, BitAndAssign, BitOr, BitOrAssign, Not};
 
 use super::error::{Result, WireError, check_len};
-use super::{get_u16, get_u32, put_u16, put_u32, sub, sub_mut};
+use super::field::{be16, be32};
+use super::{put_u16, put_u32, sub, sub_mut};
 use crate::csum;
 
 /// Minimum TCP header length.
@@ -206,25 +207,25 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 0)
+        be16(self.buffer.as_ref(), 0)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), 2)
     }
 
     /// Sequence number.
     #[inline]
     pub fn seq_number(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 4)
+        be32(self.buffer.as_ref(), 4)
     }
 
     /// Acknowledgment number.
     #[inline]
     pub fn ack_number(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 8)
+        be32(self.buffer.as_ref(), 8)
     }
 
     /// Data offset in 32-bit words.
@@ -242,13 +243,13 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// All 12 flag bits.
     #[inline]
     pub fn flags(&self) -> TcpFlags {
-        TcpFlags::from_bits_truncate(get_u16(self.buffer.as_ref(), 12))
+        TcpFlags::from_bits_truncate(be16(self.buffer.as_ref(), 12))
     }
 
     /// The 32-bit word at offset 12: data offset, flags and window (the word
     /// GRO compares, offload-rules 1.3 (a)).
     pub fn word3(&self) -> u32 {
-        get_u32(self.buffer.as_ref(), 12)
+        be32(self.buffer.as_ref(), 12)
     }
 
     /// SYN set.
@@ -279,17 +280,17 @@ impl<T: AsRef<[u8]>> TcpPacket<T> {
     /// Window (unscaled).
     #[inline]
     pub fn window(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 14)
+        be16(self.buffer.as_ref(), 14)
     }
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 16)
+        be16(self.buffer.as_ref(), 16)
     }
 
     /// Urgent pointer.
     pub fn urgent_ptr(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 18)
+        be16(self.buffer.as_ref(), 18)
     }
 
     /// Option bytes (20 .. data offset * 4).
@@ -345,7 +346,7 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> TcpPacket<T> {
 
     /// Sets all 12 flag bits, keeping the data offset.
     pub fn set_flags(&mut self, f: TcpFlags) {
-        let w = get_u16(self.buffer.as_ref(), 12);
+        let w = be16(self.buffer.as_ref(), 12);
         put_u16(self.buffer.as_mut(), 12, (w & 0xf000) | f.bits());
     }
 
@@ -504,18 +505,18 @@ impl<'a> Iterator for TcpOptionIter<'a> {
         self.data = rest;
         let data = &opt[2..];
         let o = match (kind, len) {
-            (2, 4) => TcpOption::MaxSegmentSize(get_u16(data, 0)),
+            (2, 4) => TcpOption::MaxSegmentSize(be16(data, 0)),
             (3, 3) => TcpOption::WindowScale(data[0]),
             (4, 2) => TcpOption::SackPermitted,
             (5, 10 | 18 | 26 | 34) => {
                 let mut s = SackBlocks::default();
                 for (i, c) in data.chunks_exact(8).enumerate() {
-                    s.blocks[i] = (get_u32(c, 0), get_u32(c, 4));
+                    s.blocks[i] = (be32(c, 0), be32(c, 4));
                 }
                 s.len = (data.len() / 8) as u8;
                 TcpOption::Sack(s)
             }
-            (8, 10) => TcpOption::Timestamp { tsval: get_u32(data, 0), tsecr: get_u32(data, 4) },
+            (8, 10) => TcpOption::Timestamp { tsval: be32(data, 0), tsecr: be32(data, 4) },
             (2..=5 | 8, _) => return self.fail("known option with wrong length"),
             (kind, _) => TcpOption::Unknown { kind, data },
         };

@@ -14,8 +14,9 @@
 //!   (RFC 6935/6936 zero-checksum tunnels are not special-cased).
 
 use super::error::{Result, WireError, check_len};
+use super::field::be16;
 use super::ip::IpVersion;
-use super::{get_u16, put_u16, sub, sub_mut};
+use super::{put_u16, sub, sub_mut};
 use crate::csum;
 
 /// UDP header length.
@@ -69,25 +70,25 @@ impl<T: AsRef<[u8]>> UdpPacket<T> {
     /// Source port.
     #[inline]
     pub fn src_port(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 0)
+        be16(self.buffer.as_ref(), 0)
     }
 
     /// Destination port.
     #[inline]
     pub fn dst_port(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 2)
+        be16(self.buffer.as_ref(), 2)
     }
 
     /// Length field (header + payload).
     #[inline]
     #[allow(clippy::len_without_is_empty)]
     pub fn len(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 4)
+        be16(self.buffer.as_ref(), 4)
     }
 
     /// Checksum field.
     pub fn checksum(&self) -> u16 {
-        get_u16(self.buffer.as_ref(), 6)
+        be16(self.buffer.as_ref(), 6)
     }
 
     /// Payload, bounded by the length field.
