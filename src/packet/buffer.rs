@@ -292,12 +292,19 @@ impl Packet {
     /// Gives the owned payload buffers and the segment list back to the pool.
     #[inline(never)]
     fn recycle_segments(&mut self) {
+        self.take_segment_buffers(pool::recycle);
+        pool::recycle_segment_list(std::mem::take(&mut self.segments.items));
+    }
+
+    /// Hands the buffer of every owned payload segment to `f`, in order
+    /// (the segments stay, empty).
+    #[inline]
+    fn take_segment_buffers(&mut self, mut f: impl FnMut(Vec<u8>)) {
         for seg in &mut self.segments.items {
             if let Segment::Owned { buf, .. } = seg {
-                pool::recycle(std::mem::take(buf));
+                f(std::mem::take(buf));
             }
         }
-        pool::recycle_segment_list(std::mem::take(&mut self.segments.items));
     }
 
     /// Moves the packet's owned buffers into `out` for reuse as receive
@@ -310,11 +317,7 @@ impl Packet {
         if self.storage.capacity() != 0 {
             out.push(std::mem::take(&mut self.storage));
         }
-        for seg in &mut self.segments.items {
-            if let Segment::Owned { buf, .. } = seg {
-                out.push(std::mem::take(buf));
-            }
-        }
+        self.take_segment_buffers(|buf| out.push(buf));
         for p in std::mem::take(&mut self.frag_list) {
             p.into_buffers(out);
         }
