@@ -126,6 +126,17 @@ pub struct Held {
     pub merged: bool,
 }
 
+/// Where a held aggregate is: its bucket, its place there (0 = oldest) and
+/// its slab slot. Valid until the table is next changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// The bucket.
+    pub bucket: usize,
+    /// Place in the bucket, oldest first.
+    pub index: usize,
+    slot: u32,
+}
+
 /// The bounded flow table: `buckets` lists of at most `depth` aggregates each,
 /// oldest first (offload-rules 1.1: 8 x 8 in Linux).
 ///
@@ -192,12 +203,12 @@ impl FlowTable {
         &self.rows[base..base + self.lens[b]]
     }
 
-    /// Index in bucket `b` of the aggregate with this key. `ext` gives the
-    /// IPv6 extension-header bytes of the new packet (compared byte for byte
-    /// when the key says there are some).
+    /// The aggregate in bucket `b` with this key. `ext` gives the IPv6
+    /// extension-header bytes of the new packet (compared byte for byte when
+    /// the key says there are some).
     #[inline]
-    pub fn find(&self, b: usize, key: &FlowKey, ext: &[u8]) -> Option<usize> {
-        for (i, &slot) in self.row(b).iter().enumerate() {
+    pub fn find(&self, b: usize, key: &FlowKey, ext: &[u8]) -> Option<Position> {
+        for (index, &slot) in self.row(b).iter().enumerate() {
             let held = &self.slots[slot as usize];
             if held.key.same(key) {
                 if key.ext_len() != 0 {
@@ -206,23 +217,22 @@ impl FlowTable {
                         continue;
                     }
                 }
-                return Some(i);
+                return Some(Position { bucket: b, index, slot });
             }
         }
         None
     }
 
-    /// The aggregate at `(b, i)`.
+    /// The aggregate at `at` (one index: the slot was found with it).
     #[inline]
-    pub fn get(&self, b: usize, i: usize) -> &Held {
-        &self.slots[self.row(b)[i] as usize]
+    pub fn get(&self, at: Position) -> &Held {
+        &self.slots[at.slot as usize]
     }
 
-    /// The aggregate at `(b, i)`, writable.
+    /// The aggregate at `at`, writable.
     #[inline]
-    pub fn get_mut(&mut self, b: usize, i: usize) -> &mut Held {
-        let slot = self.row(b)[i];
-        &mut self.slots[slot as usize]
+    pub fn get_mut(&mut self, at: Position) -> &mut Held {
+        &mut self.slots[at.slot as usize]
     }
 
     /// Takes entry `i` out of bucket `b` (the later ones move up); returns its slot.
@@ -235,11 +245,12 @@ impl FlowTable {
         slot
     }
 
-    /// Removes the aggregate at `(b, i)`, handing it to `f` in its slot
-    /// (which `f` must leave with an empty packet: it takes the aggregate's).
+    /// Removes the aggregate at `at`, handing it to `f` in its slot (which
+    /// `f` must leave with an empty packet: it takes the aggregate's).
     #[inline]
-    pub fn remove_with(&mut self, b: usize, i: usize, f: impl FnOnce(&mut Held)) {
-        let slot = self.unlink(b, i);
+    pub fn remove_with(&mut self, at: Position, f: impl FnOnce(&mut Held)) {
+        let slot = self.unlink(at.bucket, at.index);
+        debug_assert_eq!(slot, at.slot, "a stale position");
         f(&mut self.slots[slot as usize]);
         self.free.push(slot);
     }

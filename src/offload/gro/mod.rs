@@ -78,11 +78,11 @@ pub use counters::{BypassCounters, BypassReason, FlushCounters, FlushReason, Gro
 pub use udp::UDP_GRO_CNT_MAX;
 
 use crate::csum;
-use crate::packet::prefetch::prefetch_lines;
+use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use crate::wire::FrameHeaders;
 use crate::wire::field::be16;
-use flow::{FlowKey, FlowTable, Held};
+use flow::{FlowKey, FlowTable, Held, Position};
 use lro::LroQueue;
 use parse::{GroHeaders, NotCandidate};
 use tcp::{W3_CLOSING, W3_FIN, W3_PSH};
@@ -93,10 +93,6 @@ const PREFETCH_AHEAD: usize = 2;
 
 /// Most cache lines prefetched per packet (1536 bytes: an MTU frame).
 const PREFETCH_MAX_LINES: usize = 24;
-
-/// Cache lines prefetched of a packet whose checksum is trusted: its headers
-/// (Ethernet, IP and TCP with options reach past the first 64 bytes).
-const HEADER_LINES: usize = 2;
 
 /// Largest number of segments of a TCP fraglist aggregate (offload-rules 1.6).
 pub const FRAGLIST_MAX_SEGS: u32 = 64;
@@ -366,8 +362,11 @@ impl Gro {
             if let Some(ahead) = pkts.get(i + PREFETCH_AHEAD) {
                 // Its checksum will be summed: bring all its bytes in now;
                 // otherwise only the headers are read.
-                let lines = if ahead.meta.csum == ChecksumState::None { PREFETCH_MAX_LINES } else { HEADER_LINES };
-                prefetch_lines(ahead.linear(), lines);
+                if ahead.meta.csum == ChecksumState::None {
+                    prefetch_lines(ahead.linear(), PREFETCH_MAX_LINES);
+                } else {
+                    prefetch_headers(ahead.linear());
+                }
             }
             self.counters.packets_in += 1;
             self.gro_one(&mut pkts[i], None);
@@ -459,9 +458,9 @@ impl Gro {
     }
 
     #[inline(never)]
-    fn flush_at(&mut self, b: usize, i: usize, reason: FlushReason) {
+    fn flush_at(&mut self, at: Position, reason: FlushReason) {
         let (out, counters) = (&mut self.out, &mut self.counters);
-        self.table.remove_with(b, i, |held| finish(held, reason, out, counters));
+        self.table.remove_with(at, |held| finish(held, reason, out, counters));
     }
 
     /// One packet through the GRO layers.
@@ -490,7 +489,8 @@ impl Gro {
     /// reject what GRO cannot take, trim padding, verify the L4 checksum.
     #[inline]
     fn prepare(&mut self, pkt: &mut Packet, hash: Option<u32>) -> Result<Incoming, BypassReason> {
-        let h = GroHeaders::parse(pkt.linear()).map_err(|e| match e {
+        let frame = pkt.linear();
+        let h = GroHeaders::parse(frame).map_err(|e| match e {
             NotCandidate::Malformed => BypassReason::Malformed,
             NotCandidate::NotIp => BypassReason::NotIp,
             NotCandidate::NotTcpUdp => BypassReason::NotTcpUdp,
@@ -499,11 +499,13 @@ impl Gro {
         if h.tags != 0 && !self.cfg.vlan {
             return Err(BypassReason::Vlan);
         }
-        let l3c = ip::check_l3(pkt.linear(), &h)?;
+        let l3c = ip::check_l3(frame, &h)?;
         let (v6, tcp) = (h.v6, h.tcp);
         if !tcp && self.cfg.udp == UdpGroMode::Off {
             return Err(BypassReason::UdpOff);
         }
+        // Built before the padding is trimmed: it reads only headers.
+        let key = FlowKey::build(frame, &h);
         let mut padded_strict = false;
         if h.l2_padding > 0 {
             if self.cfg.trim_padding {
@@ -534,7 +536,6 @@ impl Gro {
         if !flush_mark {
             self.verify_l4(pkt, &h)?;
         }
-        let key = FlowKey::build(pkt.linear(), &h);
         let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash());
         Ok(Incoming {
             key,
@@ -589,12 +590,13 @@ impl Gro {
 
     /// The TCP outcome matrix (offload-rules 1.3).
     #[inline]
-    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<usize>) {
-        let w = tcp::word3(&pkt.linear()[n.l4..]);
-        if let Some(i) = found {
-            match tcp::can_merge(self.table.get(b, i), pkt, n, &self.cfg) {
-                Ok(latch) => return self.tcp_merge(pkt, n, b, i, latch, w),
-                Err(reason) => self.flush_at(b, i, reason),
+    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>) {
+        let frame = pkt.linear();
+        let w = tcp::word3(&frame[n.l4..]);
+        if let Some(at) = found {
+            match tcp::can_merge(self.table.get(at), frame, pkt.meta.csum, n, &self.cfg) {
+                Ok(latch) => return self.tcp_merge(pkt, n, at, latch, w),
+                Err(reason) => self.flush_at(at, reason),
             }
         }
         if n.flush_mark {
@@ -611,8 +613,8 @@ impl Gro {
     }
 
     #[inline]
-    fn tcp_merge(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, i: usize, latch: bool, w: u32) {
-        let p = self.table.get_mut(b, i);
+    fn tcp_merge(&mut self, pkt: &mut Packet, n: &Incoming, at: Position, latch: bool, w: u32) {
+        let p = self.table.get_mut(at);
         p.fixed_id |= latch;
         p.count += n.segs;
         p.l3_len += n.payload_len;
@@ -629,28 +631,28 @@ impl Gro {
         let short =
             if n.gso_size != 0 { n.payload_len != n.segs as usize * n.gso_size as usize } else { n.payload_len < mss };
         if fin_psh != 0 {
-            self.flush_at(b, i, FlushReason::Flags);
+            self.flush_at(at, FlushReason::Flags);
         } else if short {
-            self.flush_at(b, i, FlushReason::SegmentSize);
+            self.flush_at(at, FlushReason::SegmentSize);
         }
     }
 
     /// The UDP rules (offload-rules 2.3). Out of line: it keeps the TCP path
     /// (the common case) compact.
     #[inline(never)]
-    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<usize>) {
+    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>) {
         if let Err(reason) = udp::check_entry(pkt, n) {
             return self.bypass(pkt, reason);
         }
-        if let Some(i) = found {
-            if self.table.get(b, i).fraglist != (self.cfg.udp == UdpGroMode::Fraglist) {
-                self.flush_at(b, i, FlushReason::Mismatch);
+        if let Some(at) = found {
+            if self.table.get(at).fraglist != (self.cfg.udp == UdpGroMode::Fraglist) {
+                self.flush_at(at, FlushReason::Mismatch);
                 return self.bypass(pkt, BypassReason::Mode);
             }
-            match udp::decide(self.table.get(b, i), pkt, n, &self.cfg) {
+            match udp::decide(self.table.get(at), pkt, n, &self.cfg) {
                 UdpDecision::Merge { latch } => {
                     let ulen = be16(pkt.linear(), n.l4 + 4);
-                    let p = self.table.get_mut(b, i);
+                    let p = self.table.get_mut(at);
                     p.fixed_id |= latch;
                     p.count += 1;
                     p.l3_len += n.payload_len;
@@ -659,13 +661,13 @@ impl Gro {
                     let (shorter, full) = (ulen < p.ulen, p.count >= UDP_GRO_CNT_MAX);
                     self.counters.merged += 1;
                     if shorter {
-                        self.flush_at(b, i, FlushReason::SegmentSize);
+                        self.flush_at(at, FlushReason::SegmentSize);
                     } else if full {
-                        self.flush_at(b, i, FlushReason::SizeLimit);
+                        self.flush_at(at, FlushReason::SizeLimit);
                     }
                     return;
                 }
-                UdpDecision::FlushAndHold(reason) => self.flush_at(b, i, reason),
+                UdpDecision::FlushAndHold(reason) => self.flush_at(at, reason),
                 UdpDecision::Bypass(reason) => return self.bypass(pkt, reason),
             }
         }

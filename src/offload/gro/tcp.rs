@@ -5,7 +5,7 @@ use super::counters::FlushReason;
 use super::flow::Held;
 use super::ip;
 use super::{CwrRule, GroConfig, Incoming};
-use crate::packet::{ChecksumState, GsoType, Packet};
+use crate::packet::{ChecksumState, GsoType};
 use crate::wire::field::be32;
 
 /// TCP flag bits as they sit in the 32-bit word at offset 12 (data offset,
@@ -77,11 +77,17 @@ pub fn csum_kind(c: ChecksumState) -> (u8, u8) {
 
 /// Decides whether the new segment can be merged into `p` (offload-rules 1.3
 /// (a)-(h), all evaluated; the first failing rule names the flush reason).
-/// Returns the IPv4 fixed-ID latch decision on success.
+/// `nl` is the new packet's frame and `n_csum` its checksum state. Returns
+/// the IPv4 fixed-ID latch decision on success.
 #[inline]
-pub fn can_merge(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> Result<bool, FlushReason> {
+pub fn can_merge(
+    p: &Held,
+    nl: &[u8],
+    n_csum: ChecksumState,
+    n: &Incoming,
+    cfg: &GroConfig,
+) -> Result<bool, FlushReason> {
     let pl = p.pkt.linear();
-    let nl = n_pkt.linear();
     let pt = &pl[p.l4..];
     let nt = &nl[n.l4..];
     let (wp, wn) = (word3(pt), word3(nt));
@@ -127,7 +133,7 @@ pub fn can_merge(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> Res
     }
     // Fraglist extras: same checksum state and level, at most 64 segments.
     if p.fraglist {
-        if csum_kind(p.pkt.meta.csum) != csum_kind(n_pkt.meta.csum) {
+        if csum_kind(p.pkt.meta.csum) != csum_kind(n_csum) {
             return Err(FlushReason::Mismatch);
         }
         if p.count >= super::FRAGLIST_MAX_SEGS {
