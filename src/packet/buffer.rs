@@ -714,6 +714,16 @@ impl Packet {
             }
             return true;
         }
+        self.append_payload_general(other, skip)
+    }
+
+    /// [`Packet::append_payload_from`] for a packet that has payload
+    /// segments of its own or whose headers reach past its linear area: out
+    /// of line, so that GRO's usual case (one buffer) stays a short inlined
+    /// path without this one's register saves.
+    #[inline(never)]
+    fn append_payload_general(&mut self, other: &mut Packet, skip: usize) -> bool {
+        let linear_part = other.headlen().saturating_sub(skip);
         if skip > other.len() {
             return false;
         }

@@ -35,31 +35,39 @@ impl FlowKey {
     /// VLAN tags. `frame` must hold the headers `h` describes.
     #[inline]
     pub fn build(frame: &[u8], h: &GroHeaders) -> FlowKey {
+        // Fixed-size views of the parsed headers: one bounds check each,
+        // none per field. The parse guarantees them (an Ethernet header and
+        // at least 20 bytes of IP header, or two tags, fill the first 20
+        // bytes), so the panics cannot happen.
+        const PARSED: &str = "GroHeaders::parse checked these headers";
+        let head: &[u8; 20] = frame.first_chunk().expect(PARSED);
+        let ip = &frame[h.l3..];
+        let ports = ne32(frame.get(h.l4..).and_then(|l4| l4.first_chunk::<4>()).expect(PARSED), 0) as u64;
         let v6 = h.v6;
         let protocol: u8 = if h.tcp { 6 } else { 17 };
         let mut w = [0u64; 8];
-        w[0] = ne64(frame, 0);
+        w[0] = ne64(head, 0);
         let tags = h.tags;
         let ext_len = if v6 { (h.l4 - h.l3 - 40) as u64 } else { 0 };
-        w[1] = ne32(frame, 8) as u64 | (ext_len & 0xFFFF) << 32 | (tags as u64) << 48 | (protocol as u64) << 56;
+        w[1] = ne32(head, 8) as u64 | (ext_len & 0xFFFF) << 32 | (tags as u64) << 48 | (protocol as u64) << 56;
         match tags {
             0 => {}
-            1 => w[2] = ne32(frame, 12) as u64,
-            _ => w[2] = ne64(frame, 12),
+            1 => w[2] = ne32(head, 12) as u64,
+            _ => w[2] = ne64(head, 12),
         }
-        let l3 = h.l3;
-        let ports = ne32(frame, h.l4) as u64;
         if v6 {
-            w[3] = ne64(frame, l3 + 8);
-            w[4] = ne64(frame, l3 + 16);
-            w[5] = ne64(frame, l3 + 24);
-            w[6] = ne64(frame, l3 + 32);
+            let ip: &[u8; 40] = ip.first_chunk().expect(PARSED);
+            w[3] = ne64(ip, 8);
+            w[4] = ne64(ip, 16);
+            w[5] = ne64(ip, 24);
+            w[6] = ne64(ip, 32);
             // Version nibble and flow label must match; traffic class is a
             // within-flow field (offload-rules 1.2).
-            let first = be32(frame, l3) & 0xF00F_FFFF;
+            let first = be32(ip, 0) & 0xF00F_FFFF;
             w[7] = ports | (first as u64) << 32;
         } else {
-            w[3] = ne64(frame, l3 + 12);
+            let ip: &[u8; 20] = ip.first_chunk().expect(PARSED);
+            w[3] = ne64(ip, 12);
             w[7] = ports | IPV4_MARKER << 32;
         }
         FlowKey(w)
