@@ -90,7 +90,7 @@ pub fn check_l3(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> 
 ///
 /// Returns whether the fixed-ID latch is to be set (the caller applies it when
 /// it merges), or [`FlushReason::Mismatch`].
-#[inline]
+#[inline(always)]
 pub fn network_flush(
     p: &Held,
     p_frame: &[u8],
