@@ -58,7 +58,7 @@ pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
     let mut delivered: Vec<Packet> = Vec::with_capacity(work.frames.len());
     let mut run = EngineRun::new(work.frames.len() as u64);
     let mut spare: Vec<Vec<u8>> = Vec::with_capacity(work.frames.len());
-    for _ in 0..samples.max(1) {
+    for pass in EngineRun::passes(samples) {
         let mut bursts = refill_bursts(&work.frames, work.batch, state, &mut spare);
         let start = Instant::now();
         for burst in bursts.iter_mut() {
@@ -66,9 +66,9 @@ pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
             engine.flush();
             engine.take_delivered_into(&mut delivered);
         }
-        run.samples_secs.push(start.elapsed().as_secs_f64());
+        let secs = start.elapsed().as_secs_f64();
         let bytes = delivered.iter().map(|p| (p.total_len() - ETH_HLEN) as u64).sum();
-        run.record_output(delivered.len() as u64, bytes);
+        run.record_pass(pass, secs, delivered.len() as u64, bytes);
         for p in delivered.drain(..) {
             p.into_buffers(&mut spare);
         }
@@ -133,15 +133,15 @@ pub fn gso(work: &GsoWorkload, output: GsoOutput, samples: usize) -> Result<Engi
     let mut segmenter = Segmenter::new();
     let mut sink = CountingSink { bufs: vec![vec![0; 1514]; GSO_SEGMENTS], next: 0, frames: 0, ip_bytes: 0 };
     let mut run = EngineRun::new(work.superpackets.len() as u64);
-    for _ in 0..samples.max(1) {
+    for pass in EngineRun::passes(samples) {
         sink.frames = 0;
         sink.ip_bytes = 0;
         let start = Instant::now();
         for p in &work.superpackets {
             segmenter.segment(p, &caps, &mut sink).map_err(|e| format!("superpacket GSO: {e}"))?;
         }
-        run.samples_secs.push(start.elapsed().as_secs_f64());
-        run.record_output(sink.frames, sink.ip_bytes);
+        let secs = start.elapsed().as_secs_f64();
+        run.record_pass(pass, secs, sink.frames, sink.ip_bytes);
     }
     Ok(run)
 }

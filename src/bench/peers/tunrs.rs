@@ -42,7 +42,7 @@ pub fn gro(work: &GroWorkload, samples: usize) -> Result<EngineRun, String> {
     let mut bufs: Vec<Vec<u8>> = work.frames.iter().map(|_| Vec::with_capacity(GRO_BUF_CAPACITY)).collect();
     let mut table = GROTable::new();
     let mut run = EngineRun::new(work.frames.len() as u64);
-    for _ in 0..samples.max(1) {
+    for pass in EngineRun::passes(samples) {
         for (buf, frame) in bufs.iter_mut().zip(&work.frames) {
             buf.clear();
             buf.extend_from_slice(&UNTOUCHED_HDR);
@@ -52,12 +52,12 @@ pub fn gro(work: &GroWorkload, samples: usize) -> Result<EngineRun, String> {
         for burst in bufs.chunks_mut(work.batch.max(1)) {
             table.apply_gro(burst, VIRTIO_NET_HDR_LEN, work.udp).map_err(|e| format!("tun-rs GRO: {e}"))?;
         }
-        run.samples_secs.push(start.elapsed().as_secs_f64());
+        let secs = start.elapsed().as_secs_f64();
         black_box(&bufs);
         let delivered = bufs.iter().filter(|b| b[..VIRTIO_NET_HDR_LEN] != UNTOUCHED_HDR);
         let (packets, bytes) =
             delivered.fold((0, 0), |(n, sum), b| (n + 1, sum + (b.len() - VIRTIO_NET_HDR_LEN) as u64));
-        run.record_output(packets, bytes);
+        run.record_pass(pass, secs, packets, bytes);
     }
     Ok(run)
 }
@@ -74,7 +74,7 @@ pub fn gso(work: &GsoWorkload, samples: usize) -> Result<EngineRun, String> {
     let mut out_bufs: Vec<Vec<u8>> = (0..GSO_SEGMENTS).map(|_| vec![0; segment_room]).collect();
     let mut sizes = vec![0usize; out_bufs.len()];
     let mut run = EngineRun::new(work.superpackets.len() as u64);
-    for _ in 0..samples.max(1) {
+    for pass in EngineRun::passes(samples) {
         for (s, (ip, _)) in scratch.iter_mut().zip(&inputs) {
             s.copy_from_slice(ip);
         }
@@ -87,8 +87,8 @@ pub fn gso(work: &GsoWorkload, samples: usize) -> Result<EngineRun, String> {
             packets += n as u64;
             bytes += sizes[..n].iter().sum::<usize>() as u64;
         }
-        run.samples_secs.push(start.elapsed().as_secs_f64());
-        run.record_output(packets, bytes);
+        let secs = start.elapsed().as_secs_f64();
+        run.record_pass(pass, secs, packets, bytes);
     }
     Ok(run)
 }
