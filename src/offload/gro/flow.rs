@@ -104,6 +104,41 @@ impl FlowKey {
     }
 }
 
+/// Copies of the first packet's IP and TCP headers, taken when its
+/// aggregate is started, so that the merge rules read the aggregate's side
+/// from fixed-size arrays (no slicing, no bounds checks) instead of from its
+/// packet. The aggregate's own headers change only when it is completed, or
+/// get FIN/PSH just before a flush, so the copies stay exact while it is held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirstHeaders {
+    /// The first 20 bytes of the IP header (IPv6: its first 20; the rules
+    /// read only the traffic class and hop limit there).
+    pub ip: [u8; 20],
+    /// The TCP header with its options, zeros after its length (UDP: zeros).
+    pub tcp: [u8; 60],
+}
+
+impl Default for FirstHeaders {
+    fn default() -> Self {
+        FirstHeaders { ip: [0; 20], tcp: [0; 60] }
+    }
+}
+
+impl FirstHeaders {
+    /// Copies the headers of a parsed frame (`l3`, `l4` and `payload` are
+    /// the offsets its parse found; a TCP header is at most 60 bytes).
+    pub fn copy_from(&mut self, frame: &[u8], l3: usize, l4: usize, payload: usize, tcp: bool) {
+        let ip = &frame[l3..];
+        let n = ip.len().min(20);
+        self.ip[..n].copy_from_slice(&ip[..n]);
+        self.tcp = [0; 60];
+        if tcp {
+            let hl = (payload - l4).min(60);
+            self.tcp[..hl].copy_from_slice(&frame[l4..l4 + hl]);
+        }
+    }
+}
+
 /// An aggregate held in the table: the first packet (headers and payload as
 /// received) plus the payload of every merged segment, and the state the
 /// merge rules need.
@@ -113,6 +148,8 @@ pub struct Held {
     pub key: FlowKey,
     /// The aggregate.
     pub pkt: Packet,
+    /// Its first packet's headers, for the merge rules.
+    pub first: FirstHeaders,
     /// TCP (else UDP).
     pub tcp: bool,
     /// IPv6 (else IPv4).

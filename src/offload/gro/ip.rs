@@ -91,16 +91,12 @@ pub fn check_l3(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> 
 /// Returns whether the fixed-ID latch is to be set (the caller applies it when
 /// it merges), or [`FlushReason::Mismatch`].
 #[inline(always)]
-pub fn network_flush(
-    p: &Held,
-    p_frame: &[u8],
-    n_frame: &[u8],
-    n_l3: usize,
-    cfg: &GroConfig,
-) -> Result<bool, FlushReason> {
-    // Both headers were parsed whole (IPv4: 20 bytes, IPv6: 40), so these
-    // fixed-size views hold and every byte below is read unchecked.
-    let (Some(a), Some(b)) = (p_frame[p.l3..].first_chunk::<20>(), n_frame[n_l3..].first_chunk::<20>()) else {
+pub fn network_flush(p: &Held, n_frame: &[u8], n_l3: usize, cfg: &GroConfig) -> Result<bool, FlushReason> {
+    // The new packet's header was parsed whole (IPv4: 20 bytes, IPv6: 40),
+    // so this fixed-size view holds and every byte below is read unchecked;
+    // the aggregate's side is its first packet's copy.
+    let a = &p.first.ip;
+    let Some(b) = n_frame.get(n_l3..).and_then(|ip| ip.first_chunk::<20>()) else {
         return Err(FlushReason::Mismatch);
     };
     if p.v6 {

@@ -697,6 +697,7 @@ impl Gro {
         let Held {
             key,
             pkt: held_pkt,
+            first,
             tcp,
             v6,
             fraglist: held_fraglist,
@@ -713,6 +714,7 @@ impl Gro {
             merged,
         } = slot;
         *key = n.key;
+        first.copy_from(pkt.linear(), n.l3, n.l4, n.payload, n.tcp);
         *tcp = n.tcp;
         *v6 = n.v6;
         *held_fraglist = fraglist;

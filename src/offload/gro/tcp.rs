@@ -92,8 +92,8 @@ pub fn can_merge(
     n: &Incoming,
     cfg: &GroConfig,
 ) -> Result<bool, FlushReason> {
-    let pl = p.pkt.linear();
-    let pt = &pl[p.l4..];
+    // The aggregate's side is its first packet's header copy (fixed size).
+    let pt = &p.first.tcp;
     let nt = &nl[n.l4..];
     let (wp, wn) = (word3(pt), word3(nt));
 
@@ -125,7 +125,7 @@ pub fn can_merge(
         return Err(FlushReason::SegmentSize);
     }
     // (b) network header rules.
-    let latch = ip::network_flush(p, pl, nl, n.l3, cfg)?;
+    let latch = ip::network_flush(p, nl, n.l3, cfg)?;
     // (c) ACK number and (d) options, byte for byte (same length: the data
     // offset is in word 3); word 3 itself (bytes 12..16) was compared above.
     let hl = p.payload - p.l4;

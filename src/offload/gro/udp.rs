@@ -52,10 +52,9 @@ pub enum UdpDecision {
 /// (offload-rules 2.3).
 #[inline]
 pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDecision {
-    let pl = p.pkt.linear();
     let nl = n_pkt.linear();
     let ulen = be16(nl, n.l4 + 4);
-    let net = ip::network_flush(p, pl, nl, n.l3, cfg);
+    let net = ip::network_flush(p, nl, n.l3, cfg);
     if ulen > p.ulen {
         return UdpDecision::FlushAndHold(FlushReason::SegmentSize);
     }
