@@ -18,8 +18,9 @@
  *        pool in one bulk and filled in address order, frame after frame, as
  *        superpacket's harness fills its reused buffers (a pool's free order
  *        scrambles them over many passes; in address order the headers GRO
- *        reads stay as close together as the other engines' are). rte_gro does not touch
- *        checksums (the IPv4 header checksum of a merged packet is stale).
+ *        reads stay as close together as the other engines' are).
+ *        rte_gro does not touch checksums (the IPv4 header checksum of a
+ *        merged packet is stale).
  *        With --ptype parse (the default) the timed region also does what
  *        the other engines do with the same raw frames: each frame is parsed
  *        (rte_net_get_ptype: packet type and header lengths, which

@@ -29,8 +29,8 @@
 //!
 //! Figures are the median over all samples; engines take turns in rounds so
 //! that load from elsewhere hits them alike. Every engine makes one untimed
-//! warm-up pass per round before its timed samples ([`WARM_UP_PASSES`]). GRO is in Mpps of input frames;
-//! GSO in Gbps of TCP payload segmented.
+//! warm-up pass per round before its timed samples ([`WARM_UP_PASSES`]).
+//! GRO is in Mpps of input frames; GSO in Gbps of TCP payload segmented.
 //!
 //! Targets (issue 11): GRO on 64 flows and GSO each at least 2x tun-rs and
 //! 1.2x DPDK.
@@ -89,9 +89,8 @@ impl Default for PeersOptions {
 /// Untimed passes each in-process engine makes over its workload before
 /// its timed samples, as the DPDK peer does (its first pass is untimed and
 /// only checked): the first pass of a measurement pays for page faults in
-/// fresh buffers and cold caches, which no later pass sees. Without it,
-/// superpacket's single-flow GRO row measured 20 Mpps in `bench peers`
-/// against 25 in long runs of the same loop.
+/// fresh buffers and cold caches, which no later pass sees, and every
+/// engine should be timed the same way.
 pub const WARM_UP_PASSES: usize = 1;
 
 /// What one engine did on one workload: input, output and sample times.

@@ -112,7 +112,9 @@ impl FlowKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FirstHeaders {
     /// The first 20 bytes of the IP header (IPv6: its first 20; the rules
-    /// read only the traffic class and hop limit there).
+    /// read only the traffic class and hop limit there). A parsed IP header
+    /// has at least 20 bytes; the array is zeroed first all the same, so no
+    /// byte of an earlier aggregate can remain.
     pub ip: [u8; 20],
     /// The TCP header with its options, zeros after its length (UDP: zeros).
     pub tcp: [u8; 60],
@@ -130,6 +132,7 @@ impl FirstHeaders {
     pub fn copy_from(&mut self, frame: &[u8], l3: usize, l4: usize, payload: usize, tcp: bool) {
         let ip = &frame[l3..];
         let n = ip.len().min(20);
+        self.ip = [0; 20];
         self.ip[..n].copy_from_slice(&ip[..n]);
         self.tcp = [0; 60];
         if tcp {

@@ -681,7 +681,8 @@ impl Gro {
     /// oldest aggregate (offload-rules 1.1).
     #[inline]
     fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize) {
-        let l4 = &pkt.linear()[n.l4..];
+        let frame = pkt.linear();
+        let l4 = &frame[n.l4..];
         let (next_seq, ulen) =
             if n.tcp { (tcp::seq(l4).wrapping_add(n.payload_len as u32), 0) } else { (0, be16(l4, 4)) };
         let fraglist = if n.tcp { self.cfg.tcp_fraglist } else { self.cfg.udp == UdpGroMode::Fraglist };
@@ -714,7 +715,7 @@ impl Gro {
             merged,
         } = slot;
         *key = n.key;
-        first.copy_from(pkt.linear(), n.l3, n.l4, n.payload, n.tcp);
+        first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
         *tcp = n.tcp;
         *v6 = n.v6;
         *held_fraglist = fraglist;
