@@ -12,10 +12,10 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # tshark: cross-checks our notion of a valid frame against Wireshark's.
 need_pkgs=()
 command -v tshark >/dev/null 2>&1 || need_pkgs+=(tshark)
-# ip (iproute2) and ethtool: the privileged src/io tests and kernel oracles (namespaces, veth, TAP).
+# ip (iproute2) and ethtool: the privileged port tests and kernel oracles (namespaces, veth, TAP).
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need_pkgs+=(ethtool)
-# dpdk-dev and pkg-config: build.rs builds the DPDK 22.11 peer of `bench peers` (peers/dpdk); its tests need it.
+# dpdk-dev and pkg-config: crates/superpacket-cli/build.rs builds the DPDK 22.11 peer of `bench peers` (peers/dpdk); its tests need it.
 { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libdpdk; } || need_pkgs+=(dpdk-dev pkg-config)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
@@ -46,18 +46,21 @@ fi
 log "cargo fmt --check"
 cargo fmt --all -- --check
 
-log "cargo clippy --all-targets -- -D warnings"
-cargo clippy --all-targets --locked -- -D warnings
+log "cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
 
 log "cargo doc (warnings are errors)"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --lib --locked --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked --quiet
+
+# --- The embeddable core: small, no build script, builds on its MSRV ---------
+bash scripts/core-footprint.sh
 
 log "cargo test"
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-cargo test --locked --all-targets 2>&1 | tee "$results"
+cargo test --workspace --locked --all-targets 2>&1 | tee "$results"
 # --all-targets runs the criterion benches once in test mode; doc tests run separately.
-cargo test --locked --doc 2>&1 | tee -a "$results"
+cargo test --workspace --locked --doc 2>&1 | tee -a "$results"
 
 # --- Fuzzing: builds every cargo-fuzz target and runs each briefly ----------
 # (scripts/fuzz.sh installs cargo-fuzz; a few minutes on 2 cores). Skip locally

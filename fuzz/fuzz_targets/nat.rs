@@ -14,7 +14,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::net::Ipv4Addr;
-use superpacket::device::nat::{Nat, Tuple, rewrite, tuple_of};
+use superpacket_engine::device::nat::{Nat, Tuple, rewrite, tuple_of};
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::validate;
 use superpacket::wire::{FrameHeaders, L3Kind};

@@ -1,0 +1,147 @@
+//! superpacket on the peers' workloads: the same frames, the same bursts,
+//! timed the same way (the engine call over preloaded packets; building the
+//! packets and counting the output are not timed). Like the peers' inputs
+//! (DPDK's mbufs come back to their mempool, tun-rs reuses one buffer
+//! array), GRO's input buffers are reused from sample to sample: each
+//! sample's output gives its buffers back ([`Packet::into_buffers`]) and
+//! the next sample is copied into them ([`refill_bursts`]). Allocated
+//! afresh for every sample, they landed wherever `malloc` put them, and
+//! the single-flow trusted row swung between 16 and 24 Mpps from run to run.
+//!
+//! Two forms of each, matching what the peers do:
+//! - GRO `verify`: every segment's TCP checksum is summed before it is
+//!   merged (`CHECKSUM_NONE` on receive), as tun-rs does; GRO `trusted`: the
+//!   NIC validated it (`CHECKSUM_UNNECESSARY`), as DPDK's GRO assumes (it
+//!   never looks at checksums).
+//! - GSO `linear`: each segment copied into its own buffer with the checksum
+//!   summed in the same pass, as tun-rs's `gso_split` writes them; GSO `sg`:
+//!   a fresh header plus payload slices borrowed from the superpacket, the
+//!   checksum summed from the slices, as DPDK's indirect-mbuf segments (plus
+//!   the software checksum the peers' row adds).
+
+use std::hint::black_box;
+use std::time::Instant;
+
+use super::EngineRun;
+use super::workload::{ETH_HLEN, GSO_SEGMENTS, GroWorkload, GsoWorkload};
+use crate::bench::gro::refill_bursts;
+use superpacket::offload::gro::{Gro, GroConfig, UdpGroMode};
+use superpacket::offload::gso::{SegmentSink, Segmenter, SgFrame, TargetCaps};
+use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
+
+/// How superpacket's GRO treats receive checksums.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroChecksum {
+    /// Sum every segment's TCP checksum (what tun-rs does).
+    Verify,
+    /// Trust the NIC (`CHECKSUM_UNNECESSARY`: what DPDK's GRO assumes).
+    Trusted,
+}
+
+/// The GRO configuration of the comparison: Linux's rules, with a flow
+/// table that holds every flow of a burst (64 buckets x 8 instead of
+/// Linux's 8 x 8, which evicts when 64 flows hash unevenly), as tun-rs's
+/// table (sized for 128 flows) and DPDK's (sized to the burst) do. With
+/// Linux's 8 x 8, 64 interleaved flows give more, smaller aggregates: not
+/// the same output as the peers. For UDP rows, UDP segment GRO is on
+/// (`rx-udp-gro-forwarding`), as tun-rs's UDP GRO does.
+pub const PEERS_GRO: GroConfig = GroConfig { buckets: 64, ..GroConfig::LINUX };
+
+/// Times superpacket's GRO ([`PEERS_GRO`]) over the workload, `samples` times.
+pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
+    let state = match csum {
+        GroChecksum::Verify => ChecksumState::None,
+        GroChecksum::Trusted => ChecksumState::Unnecessary { level: 0 },
+    };
+    let udp = if work.udp { UdpGroMode::Forward } else { UdpGroMode::Off };
+    let mut engine = Gro::new(GroConfig { udp, ..PEERS_GRO });
+    let mut delivered: Vec<Packet> = Vec::with_capacity(work.frames.len());
+    let mut run = EngineRun::new(work.frames.len() as u64);
+    let mut spare: Vec<Vec<u8>> = Vec::with_capacity(work.frames.len());
+    for pass in EngineRun::passes(samples) {
+        let mut bursts = refill_bursts(&work.frames, work.batch, state, &mut spare);
+        let start = Instant::now();
+        for burst in bursts.iter_mut() {
+            engine.receive_burst(burst);
+            engine.flush();
+            engine.take_delivered_into(&mut delivered);
+        }
+        let secs = start.elapsed().as_secs_f64();
+        let bytes = delivered.iter().map(|p| (p.total_len() - ETH_HLEN) as u64).sum();
+        run.record_pass(pass, secs, delivered.len() as u64, bytes);
+        for p in delivered.drain(..) {
+            p.into_buffers(&mut spare);
+        }
+    }
+    run
+}
+
+/// How superpacket's GSO hands out segments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GsoOutput {
+    /// Each segment copied into its own buffer (what tun-rs produces).
+    Linear,
+    /// Header plus borrowed payload slices (what DPDK's GSO produces).
+    ScatterGather,
+}
+
+/// A sink that gives every segment of a superpacket its own output buffer
+/// (like the peers' output arrays) and counts what it gets.
+struct CountingSink {
+    bufs: Vec<Vec<u8>>,
+    next: usize,
+    frames: u64,
+    ip_bytes: u64,
+}
+
+impl SegmentSink for CountingSink {
+    fn pass_through(&mut self, packet: &Packet, _: &OffloadMeta) {
+        self.frames += 1;
+        self.ip_bytes += (packet.total_len() - ETH_HLEN) as u64;
+    }
+    fn sg_frame(&mut self, frame: &SgFrame<'_>) {
+        black_box((frame.header.as_ptr(), frame.payload));
+        self.frames += 1;
+        self.ip_bytes += (frame.len() - ETH_HLEN) as u64;
+    }
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
+        let buf = &mut self.bufs[self.next];
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        &mut buf[..len]
+    }
+    fn linear_frame(&mut self, len: usize, _: &OffloadMeta) {
+        black_box(&self.bufs[self.next][..len]);
+        self.next = (self.next + 1) % self.bufs.len();
+        self.frames += 1;
+        self.ip_bytes += (len - ETH_HLEN) as u64;
+    }
+}
+
+/// Times superpacket's software GSO of the workload's superpackets for a
+/// target without any offload (so every checksum is completed), `samples`
+/// times.
+///
+/// # Errors
+/// The segmenter's error, as text (never expected on these superpackets).
+pub fn gso(work: &GsoWorkload, output: GsoOutput, samples: usize) -> Result<EngineRun, String> {
+    let caps = match output {
+        GsoOutput::Linear => TargetCaps::new(1500),
+        GsoOutput::ScatterGather => TargetCaps::new(1500).with_sg(),
+    };
+    let mut segmenter = Segmenter::new();
+    let mut sink = CountingSink { bufs: vec![vec![0; 1514]; GSO_SEGMENTS], next: 0, frames: 0, ip_bytes: 0 };
+    let mut run = EngineRun::new(work.superpackets.len() as u64);
+    for pass in EngineRun::passes(samples) {
+        sink.frames = 0;
+        sink.ip_bytes = 0;
+        let start = Instant::now();
+        for p in &work.superpackets {
+            segmenter.segment(p, &caps, &mut sink).map_err(|e| format!("superpacket GSO: {e}"))?;
+        }
+        let secs = start.elapsed().as_secs_f64();
+        run.record_pass(pass, secs, sink.frames, sink.ip_bytes);
+    }
+    Ok(run)
+}

@@ -1,0 +1,98 @@
+//! Support shared by the integration tests (each includes it with `mod common;`
+//! and uses only part of it, hence `allow(dead_code)`).
+#![allow(dead_code)]
+
+pub mod engine;
+
+use std::io::Read;
+use std::path::Path;
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use superpacket::packet::{ChecksumState, Packet};
+use superpacket_engine::io::{NetNs, require_privileges};
+
+/// Whether a test that needs root may run: true with privileges; without,
+/// `require_privileges` panics with the reason unless
+/// `SUPERPACKET_SKIP_PRIVILEGED=1`, and then the test is reported skipped.
+pub fn privileged(test: &str) -> bool {
+    if require_privileges() {
+        return true;
+    }
+    eprintln!("SKIPPED {test}: needs root (SUPERPACKET_SKIP_PRIVILEGED=1)");
+    false
+}
+
+/// Waits until a `superpacket run` child has created its stats socket
+/// `socket` (the engine is up); panics with its stderr if it exits first, or
+/// after 20 s.
+pub fn wait_for_engine(socket: &Path, child: &mut Child) {
+    let t0 = Instant::now();
+    while !socket.exists() {
+        if let Ok(Some(st)) = child.try_wait() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = e.read_to_string(&mut err);
+            }
+            panic!("engine exited early ({st}): {err}");
+        }
+        assert!(t0.elapsed() < Duration::from_secs(20), "engine did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A namespace named after `prefix` with IPv6 off, so that nothing but the
+/// test's own frames moves in it (deleted on drop).
+pub fn quiet_ns(prefix: &str) -> NetNs {
+    let ns = NetNs::create(prefix).expect("create namespace");
+    ns.disable_ipv6().expect("disable IPv6");
+    ns
+}
+
+/// Whether the Wireshark command-line `tools` (e.g. `tshark`) are installed:
+/// panics with a clear message if one is missing, unless
+/// `SUPERPACKET_SKIP_TSHARK=1` (then prints a skip note and returns `false`).
+pub fn wireshark_tools_available(tools: &[&str]) -> bool {
+    let missing: Vec<&str> = tools
+        .iter()
+        .copied()
+        .filter(|tool| !Command::new(tool).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .collect();
+    if missing.is_empty() {
+        return true;
+    }
+    if std::env::var("SUPERPACKET_SKIP_TSHARK").as_deref() == Ok("1") {
+        eprintln!("SKIPPED: {} not installed and SUPERPACKET_SKIP_TSHARK=1", missing.join(", "));
+        return false;
+    }
+    panic!(
+        "{} not installed: these tests need Wireshark's command-line tools \
+         (`apt-get install tshark`), or set SUPERPACKET_SKIP_TSHARK=1 to skip them",
+        missing.join(", ")
+    );
+}
+
+/// Runs a tool, asserting success and no complaint about the file; returns stdout.
+pub fn run_tool(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(tool).args(args).output().unwrap_or_else(|e| panic!("running {tool}: {e}"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{tool} {args:?} failed ({}): {stderr}", out.status);
+    for complaint in ["damaged", "corrupt", "cut short", "isn't", "bigger than", "too big"] {
+        assert!(!stderr.contains(complaint), "{tool} {args:?} complained: {stderr}");
+    }
+    String::from_utf8(out.stdout).expect("tool output is UTF-8")
+}
+
+/// `tshark -r path [-o pref]... -T fields -E separator=| [-e field]...` through
+/// [`run_tool`]: one line per frame, the fields separated by `|`.
+pub fn tshark_fields(path: &Path, prefs: &[&str], fields: &[&str]) -> String {
+    let mut args = vec!["-r", path.to_str().unwrap()];
+    for pref in prefs {
+        args.extend(["-o", pref]);
+    }
+    args.extend(["-T", "fields", "-E", "separator=|"]);
+    for field in fields {
+        args.extend(["-e", field]);
+    }
+    run_tool("tshark", &args)
+}

@@ -1,0 +1,381 @@
+//! IPv4 NAT: SNAT / masquerade and DNAT with port mapping, a bounded
+//! connection table with timeouts, and the packet rewrite.
+//!
+//! The rewrite is done **once per superpacket**, on its first headers, with
+//! RFC 1624 incremental updates (offload-rules 0.3): the IPv4 header checksum
+//! always; the TCP/UDP checksum field as a *checksum* (addresses and ports)
+//! when it holds a full checksum, and as a *sum* over the addresses only
+//! ([`superpacket::csum::update_partial_bytes`]) when the packet is
+//! `CHECKSUM_PARTIAL` (the field holds the pseudo-header sum, which does not
+//! cover ports). GSO metadata is untouched: NAT never resegments. A fraglist
+//! aggregate's head is rewritten; the segmenter carries the head's
+//! addresses and ports into the chained packets if it has to split it.
+
+use std::collections::HashMap;
+use std::net::Ipv4Addr;
+use superpacket::csum::{update_bytes, update_partial_bytes};
+use superpacket::packet::{ChecksumState, Packet};
+
+/// A connection tuple: protocol, source, source port, destination, destination port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Tuple {
+    /// IP protocol (6 TCP, 17 UDP).
+    pub proto: u8,
+    /// Source address.
+    pub src: Ipv4Addr,
+    /// Source port.
+    pub sport: u16,
+    /// Destination address.
+    pub dst: Ipv4Addr,
+    /// Destination port.
+    pub dport: u16,
+}
+
+impl Tuple {
+    /// The tuple of the other direction.
+    pub fn reversed(&self) -> Tuple {
+        Tuple { proto: self.proto, src: self.dst, sport: self.dport, dst: self.src, dport: self.sport }
+    }
+}
+
+/// Connection timeouts (ns), as Linux's nf_conntrack defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NatTimeouts {
+    /// UDP before a reply (30 s).
+    pub udp_unreplied: u64,
+    /// UDP after a reply (120 s).
+    pub udp_replied: u64,
+    /// TCP before a reply (120 s).
+    pub tcp_unreplied: u64,
+    /// TCP established (5 days).
+    pub tcp_established: u64,
+    /// TCP after FIN or RST (10 s).
+    pub tcp_closing: u64,
+}
+
+impl Default for NatTimeouts {
+    fn default() -> Self {
+        const S: u64 = 1_000_000_000;
+        NatTimeouts {
+            udp_unreplied: 30 * S,
+            udp_replied: 120 * S,
+            tcp_unreplied: 120 * S,
+            tcp_established: 432_000 * S,
+            tcp_closing: 10 * S,
+        }
+    }
+}
+
+/// A NAT rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NatRule {
+    /// Source NAT to the egress interface's first address (postrouting).
+    Masquerade {
+        /// Egress interface (device index).
+        out_dev: usize,
+    },
+    /// Source NAT to a fixed address (postrouting).
+    Snat {
+        /// Egress interface.
+        out_dev: usize,
+        /// New source.
+        to: Ipv4Addr,
+    },
+    /// Destination NAT with port mapping (prerouting).
+    Dnat {
+        /// Ingress interface, or any.
+        in_dev: Option<usize>,
+        /// Protocol (6 or 17).
+        proto: u8,
+        /// Destination port to match.
+        port: u16,
+        /// New destination address.
+        to: Ipv4Addr,
+        /// New destination port.
+        to_port: u16,
+    },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Conn {
+    /// [original direction as sent, reply direction as it will arrive].
+    tuples: [Tuple; 2],
+    expires: u64,
+    replied: bool,
+    closing: bool,
+}
+
+/// Counters of the connection table.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct NatCounters {
+    /// Connections created.
+    pub created: u64,
+    /// Connections expired.
+    pub expired: u64,
+    /// New connections refused because the table was full.
+    pub table_full: u64,
+    /// Packets translated.
+    pub translated: u64,
+}
+
+/// The NAT engine: rules plus the bounded connection table.
+#[derive(Debug, Clone)]
+pub struct Nat {
+    /// Rules (DNAT and SNAT/masquerade; order matters within a kind).
+    pub rules: Vec<NatRule>,
+    /// Most connections (`[conntrack] max_connections`, default 65536 as
+    /// [`Nat::default`]); a new connection beyond it reclaims expired ones
+    /// or is refused (`table_full`, drop `conntrack-full`).
+    pub max_conns: usize,
+    /// Timeouts.
+    pub timeouts: NatTimeouts,
+    /// Counters.
+    pub counters: NatCounters,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    index: HashMap<Tuple, (usize, u8)>,
+    peak: usize,
+    /// No connection expires before this (a lower bound): a full table is
+    /// scanned for expired connections only once one can have expired, so a
+    /// flood of refused connections costs a comparison each, not a scan.
+    next_expiry: u64,
+}
+
+impl Default for Nat {
+    fn default() -> Self {
+        Nat::new(65536)
+    }
+}
+
+/// The addresses and ports a packet must get.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rewrite {
+    /// New tuple (as the packet will leave).
+    pub to: Tuple,
+}
+
+impl Nat {
+    /// A NAT with no rules and room for `max_conns` connections.
+    pub fn new(max_conns: usize) -> Nat {
+        Nat {
+            rules: Vec::new(),
+            max_conns,
+            timeouts: NatTimeouts::default(),
+            counters: NatCounters::default(),
+            conns: Vec::new(),
+            free: Vec::new(),
+            index: HashMap::with_capacity(max_conns.min(1 << 16) * 2),
+            peak: 0,
+            next_expiry: u64::MAX,
+        }
+    }
+
+    /// Live connections.
+    pub fn len(&self) -> usize {
+        self.index.len() / 2
+    }
+
+    /// Most connections alive at once so far.
+    pub fn peak(&self) -> usize {
+        self.peak
+    }
+
+    /// No connection.
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    fn remove(&mut self, slot: usize) {
+        if let Some(c) = self.conns[slot].take() {
+            self.index.remove(&c.tuples[0]);
+            self.index.remove(&c.tuples[1]);
+            self.free.push(slot);
+        }
+    }
+
+    /// Removes expired connections; returns how many.
+    pub fn expire(&mut self, now: u64) -> usize {
+        let mut n = 0;
+        let mut next = u64::MAX;
+        for slot in 0..self.conns.len() {
+            match self.conns[slot] {
+                Some(c) if c.expires <= now => {
+                    self.remove(slot);
+                    n += 1;
+                }
+                Some(c) => next = next.min(c.expires),
+                None => {}
+            }
+        }
+        self.next_expiry = next;
+        self.counters.expired += n as u64;
+        n as usize
+    }
+
+    fn timeout(&self, c: &Conn, proto: u8) -> u64 {
+        let t = &self.timeouts;
+        match (proto, c.replied, c.closing) {
+            (6, _, true) => t.tcp_closing,
+            (6, true, _) => t.tcp_established,
+            (6, false, _) => t.tcp_unreplied,
+            (_, true, _) => t.udp_replied,
+            _ => t.udp_unreplied,
+        }
+    }
+
+    /// Looks `t` up in the table (prerouting). Returns the rewrite for a
+    /// known connection, refreshing its timeout; `tcp_fin_rst` marks it closing.
+    pub fn lookup(&mut self, t: &Tuple, now: u64, tcp_fin_rst: bool) -> Option<Rewrite> {
+        let (slot, dir) = *self.index.get(t)?;
+        let c = self.conns[slot]?;
+        if c.expires <= now {
+            self.remove(slot);
+            self.counters.expired += 1;
+            return None;
+        }
+        let mut c = c;
+        if dir == 1 {
+            c.replied = true;
+        }
+        c.closing |= tcp_fin_rst;
+        c.expires = now + self.timeout(&c, t.proto);
+        self.next_expiry = self.next_expiry.min(c.expires);
+        self.conns[slot] = Some(c);
+        self.counters.translated += 1;
+        Some(Rewrite { to: c.tuples[1 - dir as usize].reversed() })
+    }
+
+    /// Whether `t` belongs to a known connection (no refresh).
+    pub fn lookup_only(&self, t: &Tuple) -> Option<()> {
+        self.index.contains_key(t).then_some(())
+    }
+
+    /// DNAT for a new connection arriving on `in_dev`: the new destination.
+    pub fn dnat(&self, t: &Tuple, in_dev: usize) -> Option<(Ipv4Addr, u16)> {
+        self.rules.iter().find_map(|r| match *r {
+            NatRule::Dnat { in_dev: d, proto, port, to, to_port }
+                if proto == t.proto && port == t.dport && d.is_none_or(|d| d == in_dev) =>
+            {
+                Some((to, to_port))
+            }
+            _ => None,
+        })
+    }
+
+    /// SNAT/masquerade source for a new connection leaving on `out_dev`
+    /// whose interface address is `iface_addr`.
+    pub fn snat(&self, out_dev: usize, iface_addr: Option<Ipv4Addr>) -> Option<Ipv4Addr> {
+        self.rules.iter().find_map(|r| match *r {
+            NatRule::Masquerade { out_dev: d } if d == out_dev => iface_addr,
+            NatRule::Snat { out_dev: d, to } if d == out_dev => Some(to),
+            _ => None,
+        })
+    }
+
+    /// Creates a connection from `orig` translated to `to` (source port
+    /// remapped if the reply tuple is taken). Returns the final translated
+    /// tuple, or `None` if the table is full or no port is free.
+    pub fn create(&mut self, orig: Tuple, mut to: Tuple, now: u64) -> Option<Tuple> {
+        if self.len() >= self.max_conns && (now < self.next_expiry || self.expire(now) == 0) {
+            self.counters.table_full += 1;
+            return None;
+        }
+        if self.index.contains_key(&to.reversed()) && to.src != orig.src {
+            let mut port = to.sport.max(1024);
+            let mut found = false;
+            for _ in 0..64512u32 {
+                port = if port == 65535 { 1024 } else { port + 1 };
+                let cand = Tuple { sport: port, ..to };
+                if !self.index.contains_key(&cand.reversed()) {
+                    to = cand;
+                    found = true;
+                    break;
+                }
+            }
+            if !found {
+                self.counters.table_full += 1;
+                return None;
+            }
+        }
+        let reply = to.reversed();
+        if self.index.contains_key(&orig) || self.index.contains_key(&reply) {
+            return None;
+        }
+        let mut c = Conn { tuples: [orig, reply], expires: 0, replied: false, closing: false };
+        c.expires = now + self.timeout(&c, orig.proto);
+        self.next_expiry = self.next_expiry.min(c.expires);
+        let slot = match self.free.pop() {
+            Some(s) => s,
+            None => {
+                self.conns.push(None);
+                self.conns.len() - 1
+            }
+        };
+        self.conns[slot] = Some(c);
+        self.index.insert(orig, (slot, 0));
+        self.index.insert(reply, (slot, 1));
+        self.peak = self.peak.max(self.len());
+        self.counters.created += 1;
+        self.counters.translated += 1;
+        Some(to)
+    }
+}
+
+/// Reads the TCP/UDP tuple of an IPv4 packet whose header starts at `l3`
+/// (not for fragments). Also returns the L4 offset and whether TCP FIN/RST is set.
+pub fn tuple_of(frame: &[u8], l3: usize) -> Option<(Tuple, usize, bool)> {
+    let ip = frame.get(l3..l3 + 20)?;
+    let ihl = usize::from(ip[0] & 0x0F) * 4;
+    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3FFF != 0 {
+        return None;
+    }
+    let proto = ip[9];
+    let l4 = l3 + ihl;
+    if !matches!(proto, 6 | 17) || frame.len() < l4 + if proto == 6 { 20 } else { 8 } {
+        return None;
+    }
+    let t = Tuple {
+        proto,
+        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
+        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
+        sport: u16::from_be_bytes([frame[l4], frame[l4 + 1]]),
+        dport: u16::from_be_bytes([frame[l4 + 2], frame[l4 + 3]]),
+    };
+    let fin_rst = proto == 6 && frame[l4 + 13] & 0x05 != 0;
+    Some((t, l4, fin_rst))
+}
+
+/// Rewrites an IPv4 TCP/UDP packet (header at `l3`, L4 at `l4`) from `from`
+/// to `to` with incremental checksum updates (see the module documentation).
+pub fn rewrite(pkt: &mut Packet, l3: usize, l4: usize, from: &Tuple, to: &Tuple) {
+    let partial = matches!(pkt.meta.csum, ChecksumState::Partial { .. });
+    if let ChecksumState::Complete { .. } = pkt.meta.csum {
+        pkt.meta.csum = ChecksumState::None;
+    }
+    let b = pkt.linear_mut();
+    let (os, od, ns, nd) = (from.src.octets(), from.dst.octets(), to.src.octets(), to.dst.octets());
+    let mut ipc = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+    ipc = update_bytes(ipc, &os, &ns);
+    ipc = update_bytes(ipc, &od, &nd);
+    b[l3 + 10..l3 + 12].copy_from_slice(&ipc.to_be_bytes());
+    b[l3 + 12..l3 + 16].copy_from_slice(&ns);
+    b[l3 + 16..l3 + 20].copy_from_slice(&nd);
+    let field = l4 + if from.proto == 6 { 16 } else { 6 };
+    let mut c = u16::from_be_bytes([b[field], b[field + 1]]);
+    let udp_none = from.proto == 17 && c == 0 && !partial;
+    if partial {
+        c = update_partial_bytes(c, &os, &ns);
+        c = update_partial_bytes(c, &od, &nd);
+    } else if !udp_none {
+        c = update_bytes(c, &os, &ns);
+        c = update_bytes(c, &od, &nd);
+        c = update_bytes(c, &from.sport.to_be_bytes(), &to.sport.to_be_bytes());
+        c = update_bytes(c, &from.dport.to_be_bytes(), &to.dport.to_be_bytes());
+        if from.proto == 17 && c == 0 {
+            c = 0xFFFF;
+        }
+    }
+    b[field..field + 2].copy_from_slice(&c.to_be_bytes());
+    b[l4..l4 + 2].copy_from_slice(&to.sport.to_be_bytes());
+    b[l4 + 2..l4 + 4].copy_from_slice(&to.dport.to_be_bytes());
+}

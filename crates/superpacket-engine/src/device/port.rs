@@ -1,0 +1,384 @@
+//! Ports: the bottom of a device stack, backed by a [`PortDriver`]
+//! (offload-rules 3.1: the final port's validate step runs before the
+//! driver gets a packet).
+//!
+//! Drivers here: [`MemoryDriver`] (in-memory queues, for tests, benches and
+//! topologies without I/O) and [`PcapDriver`] (writes what it transmits to a
+//! pcapng file with offload annotations, reads what it receives from a
+//! capture). Real I/O ports (TAP, AF_PACKET) implement the same trait in
+//! [`super::port_io`].
+
+use super::features::{FeaturesCheck, NetdevFeatures};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::fmt;
+use std::fs::File;
+use std::io::BufWriter;
+use std::path::Path;
+use superpacket::offload::gso::{SegmentSink, SgFrame};
+use superpacket::packet::{OffloadMeta, Packet};
+use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType};
+
+/// A driver failed to open, or to take or produce a packet.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct DriverError {
+    /// Short stable name, used as the drop reason when the graph counts a
+    /// packet the driver refused (`tx-refused`, `tx-io-error`, ...).
+    pub reason: &'static str,
+    /// What happened, for people.
+    pub message: String,
+}
+
+impl DriverError {
+    /// An error with drop reason `reason`.
+    pub fn new(reason: &'static str, message: impl Into<String>) -> DriverError {
+        DriverError { reason, message: message.into() }
+    }
+}
+
+/// What moves frames between a port and the outside world. The port has
+/// already decided everything (3.1): [`PortDriver::xmit`] gets packets the
+/// device takes as they are (superpackets included); the segmenter's output
+/// for what it lacks goes to [`PortDriver::sink`].
+pub trait PortDriver: fmt::Debug + Send {
+    /// Short driver kind (`memory`, `pcap`, `tap`, ...).
+    fn kind(&self) -> &'static str;
+    /// Features the hardware offers (`hw_features`, 6.1).
+    fn hw_features(&self) -> NetdevFeatures;
+    /// Features that apply to tagged packets (`vlan_features`, 6.1);
+    /// default: all of [`PortDriver::hw_features`].
+    fn vlan_features(&self) -> NetdevFeatures {
+        self.hw_features() | NetdevFeatures::HIGHDMA
+    }
+    /// The driver's `ndo_features_check` (6.2 step 5); default Linux's
+    /// `vlan_features_check`.
+    fn features_check(&self) -> FeaturesCheck {
+        FeaturesCheck::Vlan
+    }
+    /// Takes one packet as it is (with its offload metadata).
+    ///
+    /// # Errors
+    /// An I/O failure; the port counts a drop.
+    fn xmit(&mut self, pkt: Packet) -> Result<(), DriverError>;
+    /// [`PortDriver::xmit`] with the packet's total length (frag list
+    /// included) already known; drivers that count bytes override it to
+    /// avoid walking the frag list again.
+    ///
+    /// # Errors
+    /// As [`PortDriver::xmit`].
+    fn xmit_len(&mut self, pkt: Packet, len: usize) -> Result<(), DriverError> {
+        let _ = len;
+        self.xmit(pkt)
+    }
+    /// Where segmented or checksum-completed frames go.
+    fn sink(&mut self) -> &mut dyn SegmentSink;
+    /// The next received packet, if any.
+    fn recv(&mut self) -> Option<Packet>;
+    /// Reports, then forgets, the drops the driver counted itself since the
+    /// last call, as `(reason, count)`: frames given to [`PortDriver::sink`]
+    /// that could not be written, received packets refused (a bad
+    /// virtio_net_hdr). The graph adds them to the port's counters after each
+    /// software segmentation and each poll. Default: none.
+    fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
+        let _ = report;
+    }
+    /// The descriptor an event loop waits on (readable when [`PortDriver::recv`]
+    /// has something); `None` for drivers without one, which the engine
+    /// polls every round (memory and pcap ports).
+    fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
+        None
+    }
+    /// Writes out whatever the driver queued for a batched send (the end of
+    /// an engine round). Default: nothing is queued.
+    fn flush(&mut self) {}
+    /// The driver's own counters, as `(name, value)` (what reached the
+    /// kernel, batching figures, ...). Default: none.
+    fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {
+        let _ = report;
+    }
+    /// The device behind the driver has gone away (interface deleted, TAP
+    /// removed): the engine takes the port's carrier down and calls
+    /// [`PortDriver::reopen`] from time to time.
+    fn is_gone(&self) -> bool {
+        false
+    }
+    /// Opens the device again after [`PortDriver::is_gone`].
+    ///
+    /// # Errors
+    /// The device is still missing (or cannot be reopened by this driver).
+    fn reopen(&mut self) -> Result<(), DriverError> {
+        Err(DriverError::new("reopen-unsupported", format!("a {} port cannot be reopened", self.kind())))
+    }
+    /// For downcasting to the concrete driver.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+/// What a [`MemoryDriver`] keeps of frames the segmenter produced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MemoryMode {
+    /// Every frame becomes a [`Packet`] on [`MemoryDriver::tx`] (tests).
+    #[default]
+    Capture,
+    /// Segmented frames are only counted, as a NIC's DMA would read them;
+    /// packets taken whole still go to `tx` (moved, not copied) so the owner
+    /// frees them outside any timed region (benches).
+    Count,
+}
+
+/// An in-memory port driver: transmitted packets queue on `tx`, packets to
+/// receive are pushed on `rx`.
+#[derive(Debug)]
+pub struct MemoryDriver {
+    /// Hardware features.
+    pub hw: NetdevFeatures,
+    /// Features for tagged packets.
+    pub vlan: NetdevFeatures,
+    /// The features_check hook.
+    pub check: FeaturesCheck,
+    /// What happens to segmented frames.
+    pub mode: MemoryMode,
+    /// Transmitted packets, oldest first.
+    pub tx: VecDeque<Packet>,
+    /// Packets waiting to be received.
+    pub rx: VecDeque<Packet>,
+    /// Frames handed over (pass-through superpackets count as one).
+    pub tx_frames: u64,
+    /// Bytes handed over.
+    pub tx_bytes: u64,
+    buf: Vec<u8>,
+}
+
+impl MemoryDriver {
+    /// A driver offering `hw` (also for tagged packets) that parses any VLAN
+    /// depth ([`FeaturesCheck::Any`]), in [`MemoryMode::Capture`].
+    pub fn new(hw: NetdevFeatures) -> MemoryDriver {
+        MemoryDriver {
+            hw,
+            vlan: hw | NetdevFeatures::HIGHDMA,
+            check: FeaturesCheck::Any,
+            mode: MemoryMode::Capture,
+            tx: VecDeque::new(),
+            rx: VecDeque::new(),
+            tx_frames: 0,
+            tx_bytes: 0,
+            buf: Vec::new(),
+        }
+    }
+
+    /// A full-featured NIC ([`NetdevFeatures::FULL_NIC`]).
+    pub fn full() -> MemoryDriver {
+        MemoryDriver::new(NetdevFeatures::FULL_NIC)
+    }
+
+    /// With this features_check hook.
+    pub fn with_check(mut self, check: FeaturesCheck) -> MemoryDriver {
+        self.check = check;
+        self
+    }
+
+    /// With this mode.
+    pub fn with_mode(mut self, mode: MemoryMode) -> MemoryDriver {
+        self.mode = mode;
+        self
+    }
+
+    fn keep(&mut self, data: &[u8], meta: &OffloadMeta) {
+        self.tx_frames += 1;
+        self.tx_bytes += data.len() as u64;
+        if self.mode == MemoryMode::Capture {
+            let mut p = Packet::from_frame(data);
+            p.meta = *meta;
+            self.tx.push_back(p);
+        }
+    }
+}
+
+impl PortDriver for MemoryDriver {
+    fn kind(&self) -> &'static str {
+        "memory"
+    }
+    fn hw_features(&self) -> NetdevFeatures {
+        self.hw
+    }
+    fn vlan_features(&self) -> NetdevFeatures {
+        self.vlan
+    }
+    fn features_check(&self) -> FeaturesCheck {
+        self.check
+    }
+    fn xmit(&mut self, pkt: Packet) -> Result<(), DriverError> {
+        let len = pkt.total_len();
+        self.xmit_len(pkt, len)
+    }
+    fn xmit_len(&mut self, pkt: Packet, len: usize) -> Result<(), DriverError> {
+        self.tx_frames += 1;
+        self.tx_bytes += len as u64;
+        self.tx.push_back(pkt);
+        Ok(())
+    }
+    fn sink(&mut self) -> &mut dyn SegmentSink {
+        self
+    }
+    fn recv(&mut self) -> Option<Packet> {
+        self.rx.pop_front()
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl SegmentSink for MemoryDriver {
+    fn pass_through(&mut self, packet: &Packet, meta: &OffloadMeta) {
+        self.tx_frames += 1;
+        self.tx_bytes += packet.total_len() as u64;
+        if self.mode == MemoryMode::Capture {
+            let mut p = packet.clone();
+            p.meta = *meta;
+            self.tx.push_back(p);
+        }
+    }
+    fn sg_frame(&mut self, frame: &SgFrame<'_>) {
+        if self.mode == MemoryMode::Capture {
+            let mut data = Vec::with_capacity(frame.len());
+            for c in frame.chunks() {
+                data.extend_from_slice(c);
+            }
+            self.keep(&data, &frame.meta);
+        } else {
+            self.tx_frames += 1;
+            self.tx_bytes += frame.len() as u64;
+        }
+    }
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
+        self.buf.clear();
+        self.buf.resize(len, 0);
+        &mut self.buf
+    }
+    fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
+        let data = std::mem::take(&mut self.buf);
+        self.keep(&data[..len], meta);
+        self.buf = data;
+    }
+}
+
+/// A port driver that writes transmitted frames to a pcapng file (with
+/// offload annotations, so `superpacket pcap check` validates superpackets)
+/// and receives frames read from an optional capture.
+pub struct PcapDriver {
+    hw: NetdevFeatures,
+    writer: CaptureWriter<BufWriter<File>>,
+    reader: Option<CaptureReader>,
+    buf: Vec<u8>,
+    /// Write errors so far (the first one is kept).
+    pub error: Option<String>,
+}
+
+impl fmt::Debug for PcapDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PcapDriver").field("hw", &self.hw).field("error", &self.error).finish()
+    }
+}
+
+impl PcapDriver {
+    /// Writes to `out` (created); reads from `input` if given. Frag lists
+    /// are not offered (a capture record is one frame): fraglist
+    /// superpackets are segmented before they reach the file.
+    ///
+    /// # Errors
+    /// If a file cannot be created or opened.
+    pub fn new(out: &Path, input: Option<&Path>, hw: NetdevFeatures) -> Result<PcapDriver, DriverError> {
+        let file = File::create(out).map_err(|e| DriverError::new("pcap-create", format!("{}: {e}", out.display())))?;
+        let writer = CaptureWriter::new(BufWriter::new(file), CaptureFormat::PcapNg, LinkType::ETHERNET)
+            .map_err(|e| DriverError::new("pcap-write", e.to_string()))?;
+        let reader = match input {
+            Some(p) => Some(
+                CaptureReader::open(p).map_err(|e| DriverError::new("pcap-open", format!("{}: {e}", p.display())))?,
+            ),
+            None => None,
+        };
+        let hw = hw.without(NetdevFeatures::FRAGLIST | NetdevFeatures::GSO_FRAGLIST);
+        Ok(PcapDriver { hw, writer, reader, buf: Vec::new(), error: None })
+    }
+
+    /// Flushes the file.
+    ///
+    /// # Errors
+    /// On a write error.
+    pub fn flush(&mut self) -> Result<(), DriverError> {
+        self.writer.flush().map_err(|e| DriverError::new("pcap-write", e.to_string()))
+    }
+
+    /// Writes one frame, stamped with its arrival time (a replayed frame
+    /// keeps its capture time) or, for a frame made by the engine itself
+    /// (ARP, neighbour solicitations), the time it is written.
+    fn write(&mut self, data: &[u8], meta: &OffloadMeta) {
+        let ts = meta.arrival_ns.unwrap_or_else(|| {
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        });
+        if let Err(e) = self.writer.write_frame(data, ts, &FrameAnnotation::from_meta(meta))
+            && self.error.is_none()
+        {
+            self.error = Some(e.to_string());
+        }
+    }
+}
+
+impl PortDriver for PcapDriver {
+    fn kind(&self) -> &'static str {
+        "pcap"
+    }
+    fn hw_features(&self) -> NetdevFeatures {
+        self.hw
+    }
+    fn features_check(&self) -> FeaturesCheck {
+        FeaturesCheck::Any
+    }
+    fn xmit(&mut self, pkt: Packet) -> Result<(), DriverError> {
+        let mut data = std::mem::take(&mut self.buf);
+        pkt.copy_all_to(&mut data);
+        self.write(&data, &pkt.meta);
+        self.buf = data;
+        Ok(())
+    }
+    fn sink(&mut self) -> &mut dyn SegmentSink {
+        self
+    }
+    fn recv(&mut self) -> Option<Packet> {
+        let r = self.reader.as_mut()?;
+        let f = r.next_frame().ok()??;
+        let mut p = Packet::from_frame(f.data);
+        let headers = superpacket::wire::FrameHeaders::parse(f.data).ok();
+        p.meta = f.annotation.to_meta(headers.as_ref());
+        p.meta.arrival_ns = Some(f.timestamp_ns);
+        Some(p)
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl SegmentSink for PcapDriver {
+    fn pass_through(&mut self, packet: &Packet, meta: &OffloadMeta) {
+        let mut data = std::mem::take(&mut self.buf);
+        packet.copy_all_to(&mut data);
+        self.write(&data, meta);
+        self.buf = data;
+    }
+    fn sg_frame(&mut self, frame: &SgFrame<'_>) {
+        let mut data = std::mem::take(&mut self.buf);
+        frame.copy_to(&mut data);
+        self.write(&data, &frame.meta);
+        self.buf = data;
+    }
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
+        self.buf.clear();
+        self.buf.resize(len, 0);
+        &mut self.buf
+    }
+    fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
+        let data = std::mem::take(&mut self.buf);
+        self.write(&data[..len], meta);
+        self.buf = data;
+    }
+}

@@ -1,0 +1,583 @@
+//! IPv4/IPv6 router: interfaces (devices of the graph) with addresses,
+//! longest-prefix routes, neighbour tables filled by ARP and NDP, TTL / hop
+//! limit handling with incremental checksum updates, and IPv4 NAT
+//! ([`super::nat`]). A forwarded superpacket stays one packet: its headers
+//! are rewritten once and its GSO metadata kept (offload-rules 3.6: the MTU
+//! check uses the per-segment length).
+
+use super::graph::{Device, DeviceId};
+use super::nat::{Nat, Tuple, rewrite, tuple_of};
+use super::tables::{Defrag, TableUsage};
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use superpacket::csum::update_u16;
+use superpacket::packet::Packet;
+use superpacket::wire::{ArpOperation, ArpPacket, ArpRepr, Icmpv6Packet, Icmpv6Repr, MacAddr};
+
+/// A route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Route {
+    /// Destination prefix.
+    pub prefix: IpAddr,
+    /// Prefix length.
+    pub len: u8,
+    /// Next hop (none: directly connected).
+    pub via: Option<IpAddr>,
+    /// Egress interface.
+    pub dev: DeviceId,
+}
+
+/// A router interface.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Interface {
+    /// The device.
+    pub dev: DeviceId,
+    /// Addresses with prefix lengths.
+    pub addrs: Vec<(IpAddr, u8)>,
+}
+
+/// Most packets waiting for neighbour resolution (all neighbours together);
+/// more are dropped as `neighbour-queue-full`. Packets leave it when their
+/// neighbour answers or is given up ([`SOLICIT_PROBES`]).
+pub const MAX_PENDING: usize = 64;
+
+/// Solicitations sent for an unresolved neighbour before it is given up
+/// (Linux's `mcast_solicit`, 3), one every [`SOLICIT_INTERVAL_NS`]
+/// (`retrans_time`, 1 s). A neighbour that answered none of them is
+/// unreachable: the packets waiting for it are dropped as
+/// `neighbour-unresolved` (Linux counts them as `unresolved_discards`) and
+/// leave the neighbour queue, so silent next hops cannot fill it for good.
+pub const SOLICIT_PROBES: u32 = 3;
+
+/// Time between two solicitations of one unresolved neighbour (1 s, Linux's
+/// `retrans_time`); see [`SOLICIT_PROBES`].
+pub const SOLICIT_INTERVAL_NS: u64 = 1_000_000_000;
+
+/// A neighbour being resolved: packets for it wait in the neighbour queue.
+#[derive(Debug, Clone, Copy)]
+struct Resolving {
+    hop: IpAddr,
+    egress: DeviceId,
+    /// The egress interface's MAC (the solicitation's source).
+    src_mac: MacAddr,
+    /// Solicitations sent so far (1 ..= [`SOLICIT_PROBES`]).
+    probes: u32,
+    /// When the last one was sent (engine clock, ns).
+    last_probe_ns: u64,
+}
+
+/// Most learned neighbours (Linux's `gc_thresh3` default, 1024). Once full,
+/// the router learns only neighbours it asked for (packets wait for them);
+/// unsolicited ARP/NDP from new addresses is answered but not remembered
+/// (counted in [`Router::neighbours_refused`]), so a flood of spoofed
+/// sources cannot grow the table. Static neighbours are always added.
+pub const MAX_NEIGHBOURS: usize = 1024;
+
+/// The router. See the module documentation.
+#[derive(Debug, Default)]
+pub struct Router {
+    /// Interfaces.
+    pub interfaces: Vec<Interface>,
+    /// Routes (connected routes are added with the interface addresses).
+    pub routes: Vec<Route>,
+    /// Neighbours (ARP and NDP), keyed by address.
+    pub neighbours: HashMap<IpAddr, MacAddr>,
+    /// IPv4 NAT.
+    pub nat: Nat,
+    /// Neighbours not learned because the table was full ([`MAX_NEIGHBOURS`]).
+    pub neighbours_refused: u64,
+    /// Neighbours that gave no answer to [`SOLICIT_PROBES`] solicitations.
+    pub neighbours_failed: u64,
+    pending: Vec<(IpAddr, DeviceId, Packet, usize)>,
+    /// Drops not reported as an `input` error (refused fragments of a
+    /// refragmented datagram, packets of a neighbour given up), until the
+    /// graph collects them with [`Router::take_drops`].
+    drops: Vec<(DeviceId, &'static str, u64)>,
+    /// Unresolved neighbours with packets waiting (at most one entry per
+    /// (next hop, egress); every entry has at least one pending packet).
+    resolving: Vec<Resolving>,
+    /// IPv4 defragmentation before NAT (created with the first fragment
+    /// that meets NAT rules; see [`Defrag`]).
+    defrag: Option<Box<Defrag>>,
+    /// The defragmenter's configuration (`[reassembly]` of a topology);
+    /// `None`: [`Defrag::default_config`].
+    pub defrag_config: Option<superpacket::offload::frag::ReasmConfig>,
+    peak_neighbours: usize,
+    peak_pending: usize,
+}
+
+fn prefix_match(a: IpAddr, p: IpAddr, len: u8) -> bool {
+    match (a, p) {
+        (IpAddr::V4(a), IpAddr::V4(p)) => {
+            let m = if len == 0 { 0 } else { u32::MAX << (32 - u32::from(len.min(32))) };
+            u32::from(a) & m == u32::from(p) & m
+        }
+        (IpAddr::V6(a), IpAddr::V6(p)) => {
+            let m = if len == 0 { 0 } else { u128::MAX << (128 - u32::from(len.min(128))) };
+            u128::from(a) & m == u128::from(p) & m
+        }
+        _ => false,
+    }
+}
+
+fn frame_with(dst: MacAddr, src: MacAddr, ethertype: u16, payload: &[u8]) -> Packet {
+    let mut f = Vec::with_capacity(14 + payload.len());
+    f.extend_from_slice(&dst.0);
+    f.extend_from_slice(&src.0);
+    f.extend_from_slice(&ethertype.to_be_bytes());
+    f.extend_from_slice(payload);
+    Packet::from_frame(&f)
+}
+
+impl Router {
+    /// Adds (or extends) interface `dev` with `addr/len` and its connected route.
+    pub fn add_address(&mut self, dev: DeviceId, addr: IpAddr, len: u8) {
+        match self.interfaces.iter_mut().find(|i| i.dev == dev) {
+            Some(i) => i.addrs.push((addr, len)),
+            None => self.interfaces.push(Interface { dev, addrs: vec![(addr, len)] }),
+        }
+        self.routes.push(Route { prefix: addr, len, via: None, dev });
+    }
+
+    /// Adds a route.
+    pub fn add_route(&mut self, route: Route) {
+        self.routes.push(route);
+    }
+
+    /// Adds a static neighbour.
+    pub fn add_neighbour(&mut self, addr: IpAddr, mac: MacAddr) {
+        self.neighbours.insert(addr, mac);
+        self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
+    }
+
+    /// Whether `id` is a router interface.
+    pub fn has_interface(&self, id: DeviceId) -> bool {
+        self.interfaces.iter().any(|i| i.dev == id)
+    }
+
+    fn is_local(&self, a: IpAddr) -> bool {
+        self.interfaces.iter().any(|i| i.addrs.iter().any(|(x, _)| *x == a))
+    }
+
+    fn iface_v4(&self, dev: DeviceId) -> Option<Ipv4Addr> {
+        let i = self.interfaces.iter().find(|i| i.dev == dev)?;
+        i.addrs.iter().find_map(|(a, _)| match a {
+            IpAddr::V4(v) => Some(*v),
+            _ => None,
+        })
+    }
+
+    fn iface_v6(&self, dev: DeviceId) -> Option<Ipv6Addr> {
+        let i = self.interfaces.iter().find(|i| i.dev == dev)?;
+        i.addrs.iter().find_map(|(a, _)| match a {
+            IpAddr::V6(v) => Some(*v),
+            _ => None,
+        })
+    }
+
+    /// Longest-prefix match: (egress, next hop).
+    pub fn route(&self, dst: IpAddr) -> Option<(DeviceId, IpAddr)> {
+        self.routes
+            .iter()
+            .filter(|r| prefix_match(dst, r.prefix, r.len))
+            .max_by_key(|r| r.len)
+            .map(|r| (r.dev, r.via.unwrap_or(dst)))
+    }
+
+    /// A packet received on interface `iface` (frame with a plain Ethernet
+    /// header: VLAN devices below have popped their tags) whose total length
+    /// is `len`. Outputs are `(egress, frame, total length)`.
+    ///
+    /// # Errors
+    /// A drop reason (counted on the interface by the graph).
+    pub fn input(
+        &mut self,
+        iface: DeviceId,
+        mut pkt: Packet,
+        len: usize,
+        now: u64,
+        devs: &[Device],
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+    ) -> Result<(), &'static str> {
+        let mac = devs[iface.0].mac;
+        let b = pkt.linear();
+        if b.len() < 14 {
+            return Err("runt");
+        }
+        let dst_mac = MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]);
+        if dst_mac != mac && !dst_mac.is_multicast() {
+            return Err("not-for-us");
+        }
+        match u16::from_be_bytes([b[12], b[13]]) {
+            0x0806 => self.arp_input(iface, mac, &pkt, out),
+            0x0800 => {
+                let l3 = 14;
+                if b.len() < l3 + 20 || b[l3] >> 4 != 4 {
+                    return Err("bad-ipv4");
+                }
+                // Conntrack defragmentation: NAT needs the whole datagram.
+                let mut len = len;
+                let mut geometry = None;
+                if !self.nat.rules.is_empty() && u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x3FFF != 0 {
+                    let cfg = self.defrag_config;
+                    let d = self
+                        .defrag
+                        .get_or_insert_with(|| Box::new(Defrag::new(cfg.unwrap_or_else(Defrag::default_config))));
+                    match d.push(pkt, iface, now)? {
+                        None => return Ok(()),
+                        Some((whole, info)) => {
+                            pkt = whole;
+                            len = pkt.total_len();
+                            geometry = Some(info);
+                        }
+                    }
+                }
+                let b = pkt.linear();
+                let dst = Ipv4Addr::new(b[l3 + 16], b[l3 + 17], b[l3 + 18], b[l3 + 19]);
+                let ttl = b[l3 + 8];
+                // NAT: a known connection, or DNAT for a new one (prerouting).
+                let tuple = tuple_of(b, l3);
+                let mut new_dst = dst;
+                let mut xlate: Option<(Tuple, Tuple, usize)> = None;
+                if let Some((t, l4, fin)) = tuple {
+                    if let Some(r) = self.nat.lookup(&t, now, fin) {
+                        new_dst = r.to.dst;
+                        xlate = Some((t, r.to, l4));
+                    } else if let Some((to, to_port)) = self.nat.dnat(&t, iface.0) {
+                        new_dst = to;
+                        xlate = Some((t, Tuple { dst: to, dport: to_port, ..t }, l4));
+                    }
+                }
+                if xlate.is_none() && self.is_local(IpAddr::V4(dst)) {
+                    return Err("local-delivery-unsupported");
+                }
+                if ttl <= 1 {
+                    return Err("ttl-exceeded");
+                }
+                let (egress, hop) = self.route(IpAddr::V4(new_dst)).ok_or("no-route")?;
+                // New connection: SNAT/masquerade (postrouting) and create it.
+                if let Some((t, l4)) = tuple.map(|(t, l4, _)| (t, l4))
+                    && self.nat.lookup_only(&t).is_none()
+                {
+                    let after_dnat = xlate.map_or(t, |x| x.1);
+                    let src = self.nat.snat(egress.0, self.iface_v4(egress));
+                    if xlate.is_some() || src.is_some() {
+                        let to = Tuple { src: src.unwrap_or(after_dnat.src), ..after_dnat };
+                        let to = self.nat.create(t, to, now).ok_or("conntrack-full")?;
+                        xlate = Some((t, to, l4));
+                    }
+                }
+                if let Some((from, to, l4)) = xlate {
+                    rewrite(&mut pkt, l3, l4, &from, &to);
+                }
+                // TTL - 1 with the header checksum updated (RFC 1624).
+                let b = pkt.linear_mut();
+                let old = u16::from_be_bytes([b[l3 + 8], b[l3 + 9]]);
+                b[l3 + 8] -= 1;
+                let new = u16::from_be_bytes([b[l3 + 8], b[l3 + 9]]);
+                let c = update_u16(u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]), old, new);
+                b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+                if let (Some(info), Some(d)) = (geometry, self.defrag.as_mut()) {
+                    let mut frags = Vec::new();
+                    d.refragment(pkt, devs[egress.0].mtu, &info, &mut frags)?;
+                    // Every fragment is sent; each refused one is a drop.
+                    for f in frags {
+                        let n = f.total_len();
+                        if let Err(reason) = self.send(egress, hop, f, n, now, devs, out) {
+                            self.count_drops(iface, reason, 1);
+                        }
+                    }
+                    return Ok(());
+                }
+                self.send(egress, hop, pkt, len, now, devs, out)
+            }
+            0x86DD => {
+                let l3 = 14;
+                if b.len() < l3 + 40 {
+                    return Err("bad-ipv6");
+                }
+                let mut d = [0u8; 16];
+                d.copy_from_slice(&b[l3 + 24..l3 + 40]);
+                let dst = Ipv6Addr::from(d);
+                if b[l3 + 6] == 58 && (self.is_local(IpAddr::V6(dst)) || dst.is_multicast()) {
+                    return self.ndp_input(iface, mac, &pkt, out);
+                }
+                if self.is_local(IpAddr::V6(dst)) {
+                    return Err("local-delivery-unsupported");
+                }
+                if b[l3 + 7] <= 1 {
+                    return Err("hop-limit-exceeded");
+                }
+                let (egress, hop) = self.route(IpAddr::V6(dst)).ok_or("no-route")?;
+                pkt.linear_mut()[l3 + 7] -= 1;
+                self.send(egress, hop, pkt, len, now, devs, out)
+            }
+            _ => Err("unknown-ethertype"),
+        }
+    }
+
+    /// A locally generated frame (Ethernet header present, addresses
+    /// rewritten on output): routed like a forwarded one without TTL change.
+    ///
+    /// # Errors
+    /// A drop reason.
+    pub fn output_local(
+        &mut self,
+        pkt: Packet,
+        now: u64,
+        devs: &[Device],
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+    ) -> Result<(), &'static str> {
+        let b = pkt.linear();
+        let dst = match (b.len(), b.get(12..14)) {
+            (n, Some([0x08, 0x00])) if n >= 34 => IpAddr::V4(Ipv4Addr::new(b[30], b[31], b[32], b[33])),
+            (n, Some([0x86, 0xDD])) if n >= 54 => {
+                let mut d = [0u8; 16];
+                d.copy_from_slice(&b[38..54]);
+                IpAddr::V6(Ipv6Addr::from(d))
+            }
+            _ => return Err("not-ip"),
+        };
+        let (egress, hop) = self.route(dst).ok_or("no-route")?;
+        let len = pkt.total_len();
+        self.send(egress, hop, pkt, len, now, devs, out)
+    }
+
+    /// Resolves `hop` on `egress` and queues the frame, or holds it and
+    /// sends an ARP request / neighbour solicitation (repeated and given up
+    /// by [`Router::housekeeping`]).
+    #[allow(clippy::too_many_arguments)]
+    fn send(
+        &mut self,
+        egress: DeviceId,
+        hop: IpAddr,
+        mut pkt: Packet,
+        len: usize,
+        now: u64,
+        devs: &[Device],
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+    ) -> Result<(), &'static str> {
+        let dev = &devs[egress.0];
+        // MTU: per segment for superpackets (offload-rules 3.6).
+        if !pkt.meta.is_gso() && len.saturating_sub(14) > dev.mtu {
+            return Err("exceeds-mtu");
+        }
+        let src_mac = dev.mac;
+        // The source address is ours whether the frame leaves now or after
+        // neighbour resolution.
+        pkt.linear_mut()[6..12].copy_from_slice(&src_mac.0);
+        if let Some(&mac) = self.neighbours.get(&hop) {
+            pkt.linear_mut()[0..6].copy_from_slice(&mac.0);
+            out.push((egress, pkt, len));
+            return Ok(());
+        }
+        if self.pending.len() >= MAX_PENDING {
+            return Err("neighbour-queue-full");
+        }
+        // One solicitation per unresolved neighbour: later packets only
+        // queue behind the first.
+        if !self.resolving.iter().any(|r| r.hop == hop && r.egress == egress) {
+            let req = self.solicitation(egress, hop, src_mac)?;
+            let n = req.len();
+            out.push((egress, req, n));
+            self.resolving.push(Resolving { hop, egress, src_mac, probes: 1, last_probe_ns: now });
+        }
+        self.pending.push((hop, egress, pkt, len));
+        self.peak_pending = self.peak_pending.max(self.pending.len());
+        Ok(())
+    }
+
+    /// The ARP request (IPv4) or neighbour solicitation (IPv6) for `hop`,
+    /// sent from interface `egress` whose MAC is `src_mac`.
+    fn solicitation(&self, egress: DeviceId, hop: IpAddr, src_mac: MacAddr) -> Result<Packet, &'static str> {
+        Ok(match hop {
+            IpAddr::V4(t) => {
+                let me = self.iface_v4(egress).ok_or("no-address")?;
+                let repr = ArpRepr::request(src_mac, me, t);
+                let mut buf = [0u8; 28];
+                repr.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).map_err(|_| "arp-emit")?;
+                frame_with(MacAddr::BROADCAST, src_mac, 0x0806, &buf)
+            }
+            IpAddr::V6(t) => {
+                let me = self.iface_v6(egress).ok_or("no-address")?;
+                let o = t.octets();
+                let sol =
+                    Ipv6Addr::new(0xff02, 0, 0, 0, 0, 1, 0xff00 | u16::from(o[13]), u16::from_be_bytes([o[14], o[15]]));
+                let repr = Icmpv6Repr::NeighborSolicit { target_addr: t, source_lladdr: Some(src_mac) };
+                let mut buf = [0u8; 128];
+                let n = repr.emit_ipv6_packet(me, sol, 255, &mut buf).map_err(|_| "ndp-emit")?;
+                frame_with(MacAddr::from_ipv6_multicast(sol.octets()), src_mac, 0x86DD, &buf[..n])
+            }
+        })
+    }
+
+    /// Packets waiting for neighbour resolution.
+    pub fn pending(&self) -> usize {
+        self.pending.len()
+    }
+
+    fn count_drops(&mut self, dev: DeviceId, reason: &'static str, n: u64) {
+        if n != 0 {
+            self.drops.push((dev, reason, n));
+        }
+    }
+
+    /// Hands the drops counted since the last call to `f(device, reason,
+    /// packets)`, to be added to the device's counters (the graph calls it
+    /// after [`Router::input`] and [`Router::housekeeping`]).
+    pub fn take_drops(&mut self, mut f: impl FnMut(DeviceId, &'static str, u64)) {
+        for (dev, reason, n) in self.drops.drain(..) {
+            f(dev, reason, n);
+        }
+    }
+
+    /// Neighbours being resolved (each with packets in the neighbour queue).
+    pub fn resolving(&self) -> usize {
+        self.resolving.len()
+    }
+
+    /// Periodic work at `now` (ns, the clock of [`Router::input`]):
+    /// reassembly queues past their lifetime are discarded; an unresolved
+    /// neighbour is solicited again every [`SOLICIT_INTERVAL_NS`] (into
+    /// `out`, as `(egress, frame, length)`), and after [`SOLICIT_PROBES`]
+    /// unanswered solicitations it is given up: its waiting packets are
+    /// dropped as `neighbour-unresolved` on the egress device (see
+    /// [`Router::take_drops`]).
+    pub fn housekeeping(&mut self, now: u64, out: &mut Vec<(DeviceId, Packet, usize)>) {
+        if let Some(d) = &mut self.defrag {
+            d.expire(now);
+        }
+        let mut i = 0;
+        while i < self.resolving.len() {
+            let r = self.resolving[i];
+            if now.saturating_sub(r.last_probe_ns) < SOLICIT_INTERVAL_NS {
+                i += 1;
+                continue;
+            }
+            if r.probes < SOLICIT_PROBES {
+                if let Ok(req) = self.solicitation(r.egress, r.hop, r.src_mac) {
+                    let n = req.len();
+                    out.push((r.egress, req, n));
+                }
+                let r = &mut self.resolving[i];
+                r.probes += 1;
+                r.last_probe_ns = now;
+                i += 1;
+                continue;
+            }
+            self.resolving.swap_remove(i);
+            self.neighbours_failed += 1;
+            let before = self.pending.len();
+            self.pending.retain(|(hop, egress, _, _)| !(*hop == r.hop && *egress == r.egress));
+            self.count_drops(r.egress, "neighbour-unresolved", (before - self.pending.len()) as u64);
+        }
+    }
+
+    /// How full the router's bounded tables are (see [`super::tables`]):
+    /// neighbours, the neighbour queue, the NAT connection table and, once
+    /// fragments met NAT, the reassembly memory and queues.
+    pub fn table_usage(&self, out: &mut Vec<TableUsage>) {
+        out.push(
+            TableUsage::new("neighbours", self.neighbours.len(), self.peak_neighbours, MAX_NEIGHBOURS)
+                .event("refused", self.neighbours_refused),
+        );
+        out.push(
+            TableUsage::new("neighbour-queue", self.pending.len(), self.peak_pending, MAX_PENDING)
+                .event("failed", self.neighbours_failed),
+        );
+        if !self.nat.rules.is_empty() {
+            let c = &self.nat.counters;
+            out.push(
+                TableUsage::new("conntrack", self.nat.len(), self.nat.peak(), self.nat.max_conns)
+                    .event("table_full", c.table_full)
+                    .event("expired", c.expired)
+                    .event("created", c.created),
+            );
+        }
+        if let Some(d) = &self.defrag {
+            d.usage(out);
+        }
+    }
+
+    /// Learns `addr` → `mac` and releases the packets waiting for it, in
+    /// the order they arrived.
+    fn learn(&mut self, addr: IpAddr, mac: MacAddr, out: &mut Vec<(DeviceId, Packet, usize)>) {
+        let awaited = self.pending.iter().any(|e| e.0 == addr);
+        if self.neighbours.len() >= MAX_NEIGHBOURS && !self.neighbours.contains_key(&addr) && !awaited {
+            self.neighbours_refused += 1;
+            return;
+        }
+        self.neighbours.insert(addr, mac);
+        self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
+        self.resolving.retain(|r| r.hop != addr);
+        for (_, dev, mut p, len) in self.pending.extract_if(.., |e| e.0 == addr) {
+            p.linear_mut()[0..6].copy_from_slice(&mac.0);
+            out.push((dev, p, len));
+        }
+    }
+
+    fn arp_input(
+        &mut self,
+        iface: DeviceId,
+        mac: MacAddr,
+        pkt: &Packet,
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+    ) -> Result<(), &'static str> {
+        let p = ArpPacket::new_checked(&pkt.linear()[14..]).map_err(|_| "bad-arp")?;
+        let r = ArpRepr::parse(&p).map_err(|_| "bad-arp")?;
+        self.learn(IpAddr::V4(r.source_protocol_addr), r.source_hardware_addr, out);
+        if r.operation == ArpOperation::Request && self.iface_v4(iface) == Some(r.target_protocol_addr) {
+            let reply = ArpRepr::reply_to(&r, mac);
+            let mut buf = [0u8; 28];
+            reply.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).map_err(|_| "arp-emit")?;
+            let f = frame_with(r.source_hardware_addr, mac, 0x0806, &buf);
+            let n = f.len();
+            out.push((iface, f, n));
+        }
+        Ok(())
+    }
+
+    fn ndp_input(
+        &mut self,
+        iface: DeviceId,
+        mac: MacAddr,
+        pkt: &Packet,
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+    ) -> Result<(), &'static str> {
+        let b = pkt.linear();
+        let mut s = [0u8; 16];
+        s.copy_from_slice(&b[22..38]);
+        let src = Ipv6Addr::from(s);
+        let icmp = &b[54..];
+        let p = Icmpv6Packet::new_checked(icmp).map_err(|_| "bad-icmpv6")?;
+        match Icmpv6Repr::parse(&p).map_err(|_| "bad-icmpv6")? {
+            Icmpv6Repr::NeighborAdvert { target_addr, target_lladdr: Some(l), .. } => {
+                self.learn(IpAddr::V6(target_addr), l, out);
+                Ok(())
+            }
+            Icmpv6Repr::NeighborSolicit { target_addr, source_lladdr } => {
+                if let Some(l) = source_lladdr {
+                    self.learn(IpAddr::V6(src), l, out);
+                }
+                if !self.is_local(IpAddr::V6(target_addr)) {
+                    return Ok(());
+                }
+                let na = Icmpv6Repr::NeighborAdvert {
+                    router: true,
+                    solicited: true,
+                    override_: true,
+                    target_addr,
+                    target_lladdr: Some(mac),
+                };
+                let mut buf = [0u8; 128];
+                let n = na.emit_ipv6_packet(target_addr, src, 255, &mut buf).map_err(|_| "ndp-emit")?;
+                let dst_mac = source_lladdr.unwrap_or(MacAddr::from_ipv6_multicast(src.octets()));
+                let f = frame_with(dst_mac, mac, 0x86DD, &buf[..n]);
+                let n = f.len();
+                out.push((iface, f, n));
+                Ok(())
+            }
+            _ => Err("icmpv6-to-router"),
+        }
+    }
+}

@@ -1,0 +1,357 @@
+//! Topology files: every example builds; bad files name the right line.
+
+use super::features::{FeaturesCheck, NetdevFeatures};
+use super::graph::DeviceKind;
+use super::topology::{BuildOptions, Topology, line_col, load};
+use super::{MemoryMode, StackMode};
+use crate::device::bond::BondMode;
+use crate::device::nat::NatRule;
+use std::net::{IpAddr, Ipv4Addr};
+
+type F = NetdevFeatures;
+
+fn examples() -> Vec<(String, String)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut v: Vec<(String, String)> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .map(|p| (p.display().to_string(), std::fs::read_to_string(&p).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn every_example_loads_and_builds() {
+    let all = examples();
+    for name in ["seed-vlan-nat.toml", "seed-qinq-tso.toml", "bridge-vlan-filtering.toml"] {
+        assert!(all.iter().any(|(p, _)| p.ends_with(name)), "examples/{name} is missing");
+    }
+    for (path, src) in &all {
+        let t = Topology::parse(src).unwrap_or_else(|e| panic!("{path}: {e}"));
+        if path.contains("/live-") {
+            // Live topologies open TAPs and AF_PACKET sockets in the lab's
+            // namespaces: built and run by tests/engine_live.rs.
+            continue;
+        }
+        for mode in [StackMode::Passthrough, StackMode::Legacy] {
+            let opts = BuildOptions { mode: Some(mode), memory_mode: MemoryMode::Count, ..BuildOptions::default() };
+            let g = t.build_with(&opts).unwrap_or_else(|e| panic!("{path}: {e}"));
+            assert!(!g.devices().is_empty(), "{path}");
+            assert_eq!(g.mode(), mode);
+        }
+    }
+}
+
+#[test]
+fn seed_vlan_nat_example_is_the_seed_router() {
+    let g = load(include_str!("../../../../examples/seed-vlan-nat.toml")).unwrap();
+    let lan10 = g.id("lan.10").unwrap();
+    let wan20 = g.id("wan.20").unwrap();
+    assert!(matches!(g.device(lan10).kind, DeviceKind::Vlan(v) if v.vid == 10));
+    assert_eq!(g.device(lan10).lowers, vec![g.id("lan").unwrap()]);
+    assert!(g.router.has_interface(lan10) && g.router.has_interface(wan20));
+    assert_eq!(g.router.nat.rules, vec![NatRule::Masquerade { out_dev: wan20.0 }]);
+    let gw = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 254));
+    assert_eq!(g.router.route(IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8))), Some((wan20, gw)));
+    assert!(g.router.neighbours.contains_key(&gw));
+    assert!(g.device(wan20).feat.features.contains(F::GSO_UDP_L4 | F::GSO_FRAGLIST));
+}
+
+#[test]
+fn bridge_and_qinq_examples_configure_what_they_say() {
+    let g = load(include_str!("../../../../examples/bridge-vlan-filtering.toml")).unwrap();
+    let br = g.id("br0").unwrap();
+    let uplink = g.id("uplink").unwrap();
+    let DeviceKind::Bridge(b) = &g.device(br).kind else { panic!("br0 is a bridge") };
+    assert!(b.vlan_filtering);
+    assert_eq!(b.ageing_ns, 300_000_000_000);
+    let trunk = b.port_vlans(g.id("trunk").unwrap()).unwrap();
+    assert_eq!(
+        (trunk.pvid, trunk.member(1), trunk.member(10), trunk.member(30)),
+        (Some(1), Some(true), Some(false), None)
+    );
+    assert_eq!(b.self_vlans.member(10), Some(false));
+    assert!(!g.device(uplink).feat.features.intersects(F::TSO | F::TSO6 | F::GSO_UDP_L4));
+    assert_eq!(g.device(br).mac.0, [0x02, 0x42, 0, 0, 0, 1]);
+
+    let g = load(include_str!("../../../../examples/seed-qinq-tso.toml")).unwrap();
+    let bond = g.id("bond0").unwrap();
+    assert!(matches!(&g.device(bond).kind, DeviceKind::Bond(b) if b.mode == BondMode::BalanceXor));
+    assert!(matches!(g.device(g.id("eth0").unwrap()).check, FeaturesCheck::Any));
+    let c = g.id("team0.100.200").unwrap();
+    assert_eq!(g.device(c).lowers, vec![g.id("team0.100").unwrap()]);
+    assert!(g.device(c).feat.features.contains(F::TSO));
+}
+
+#[test]
+fn devices_may_come_in_any_order_and_primary_wins() {
+    let src = r#"
+[[device]]
+name = "v"
+kind = "vlan"
+lower = "b"
+id = 5
+
+[[device]]
+name = "b"
+kind = "bond"
+slaves = ["p1", "p2"]
+primary = "p2"
+
+[[device]]
+name = "p1"
+kind = "port"
+
+[[device]]
+name = "p2"
+kind = "port"
+"#;
+    let mut g = load(src).unwrap();
+    let (b, p1, p2) = (g.id("b").unwrap(), g.id("p1").unwrap(), g.id("p2").unwrap());
+    let active = |g: &super::Graph| match &g.device(b).kind {
+        DeviceKind::Bond(s) => s.active,
+        _ => None,
+    };
+    assert_eq!(active(&g), Some(p2));
+    g.set_carrier(p2, false);
+    assert_eq!(active(&g), Some(p1));
+    g.set_carrier(p2, true);
+    assert_eq!(active(&g), Some(p2), "primary takes over again");
+}
+
+/// A valid base the bad cases append to (lines 1-12).
+const BASE: &str = r#"mode = "passthrough"
+
+[[device]]
+name = "p"
+kind = "port"
+
+[[device]]
+name = "q"
+kind = "port"
+
+[[device]]
+name = "v"
+"#;
+
+#[test]
+fn bad_files_name_the_line_and_the_problem() {
+    // (file, line, words the message must contain)
+    let cases: &[(&str, usize, &[&str])] = &[
+        // syntax
+        ("[[device]]\nname = \"p\"\nkind = \"port\nmtu = 1500\n", 3, &["string"]),
+        ("mode = \"passthrough\"\n\nmode = \"legacy\"\n", 3, &["duplicate"]),
+        // types and unknown keys
+        ("[[device]]\nname = \"p\"\nkind = \"port\"\nmtu = \"big\"\n", 4, &["invalid type"]),
+        ("[[device]]\nname = \"p\"\nkind = \"port\"\ncolour = \"red\"\n", 4, &["unknown field", "colour"]),
+        ("mode = \"fast\"\n", 1, &["unknown mode", "fast"]),
+        ("bogus = 1\n", 1, &["unknown field", "bogus"]),
+        // names and kinds
+        (
+            &format!("{BASE}kind = \"vlan\"\nlower = \"p\"\nid = 1\n\n[[device]]\nname = \"p\"\nkind = \"port\"\n"),
+            18,
+            &["duplicate device name", "`p`", "line 4"],
+        ),
+        (&format!("{BASE}kind = \"router\"\n"), 13, &["unknown device kind", "router"]),
+        (&format!("{BASE}kind = \"vlan\"\nlower = \"nope\"\nid = 3\n"), 14, &["unknown device `nope`"]),
+        (&format!("{BASE}kind = \"vlan\"\nlower = \"p\"\nid = 4095\n"), 15, &["4095", "1..=4094"]),
+        (&format!("{BASE}kind = \"vlan\"\nlower = \"p\"\nid = 7\nslaves = [\"q\"]\n"), 16, &["`slaves`", "vlan"]),
+        (&format!("{BASE}kind = \"vlan\"\nlower = \"p\"\nprotocol = \"802.1x\"\nid = 7\n"), 15, &["802.1x"]),
+        (&format!("{BASE}kind = \"vlan\"\nid = 7\n"), 13, &["needs `lower`"]),
+        (
+            &format!(
+                "{BASE}kind = \"vlan\"\nlower = \"p\"\nid = 7\n\n[[device]]\nname = \"w\"\nkind = \"vlan\"\nlower = \"p\"\nid = 7\n"
+            ),
+            21,
+            &["already has a VLAN device for 7"],
+        ),
+        // bonds, teams, bridges
+        (&format!("{BASE}kind = \"bond\"\nmode = \"802.3ad\"\n"), 14, &["bond mode", "802.3ad"]),
+        (&format!("{BASE}kind = \"bond\"\nxmit_hash_policy = \"layer5\"\n"), 14, &["layer5"]),
+        (&format!("{BASE}kind = \"bond\"\nslaves = [\"p\", \"q\"]\nprimary = \"x\"\n"), 15, &["primary `x`"]),
+        (
+            &format!(
+                "{BASE}kind = \"bond\"\nslaves = [\"p\"]\n\n[[device]]\nname = \"t\"\nkind = \"team\"\nports = [\"q\", \"p\"]\n"
+            ),
+            19,
+            &["`p` is already a port of `v`"],
+        ),
+        (&format!("{BASE}kind = \"team\"\nrunner = \"broadcast\"\n"), 14, &["team runner", "broadcast"]),
+        (
+            &format!(
+                "{BASE}kind = \"bridge\"\nports = [\n  \"p\",\n  {{ name = \"q\", pvid = 9, untagged = [10] }},\n]\n"
+            ),
+            16,
+            &["pvid 9"],
+        ),
+        (&format!("{BASE}kind = \"bridge\"\nports = [{{ name = \"q\", tagged = [10, 5000] }}]\n"), 14, &["5000"]),
+        (
+            &format!("{BASE}kind = \"bridge\"\nports = [{{ name = \"q\", vlans = [10] }}]\n"),
+            14,
+            &["unknown field", "vlans"],
+        ),
+        (&format!("{BASE}kind = \"bridge\"\nageing = -3\n"), 14, &["ageing"]),
+        (&format!("{BASE}kind = \"bond\"\nslaves = [\"v\"]\n"), 14, &["stacked on itself"]),
+        (
+            &format!(
+                "{BASE}kind = \"vlan\"\nlower = \"w\"\nid = 1\n\n[[device]]\nname = \"w\"\nkind = \"vlan\"\nlower = \"v\"\nid = 2\n"
+            ),
+            12,
+            &["stacking loop"],
+        ),
+        // ports
+        (&format!("{BASE}kind = \"port\"\ndriver = \"tap\"\n"), 14, &["tap driver is a table", "name"]),
+        (&format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"tap\" }}\n"), 14, &["needs `name`"]),
+        (&format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"af_packet\" }}\n"), 14, &["needs `interface`"]),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"tap\", name = \"x0\", path = \"a.pcap\" }}\n"),
+            14,
+            &["`path` does not apply to a tap driver"],
+        ),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"pcap\", path = \"a\", interface = \"veth9\" }}\n"),
+            14,
+            &["`interface` does not apply to a pcap driver"],
+        ),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"memory\", path = \"a.pcap\" }}\n"),
+            14,
+            &["`path` does not apply to a memory driver"],
+        ),
+        (
+            &format!(
+                "{BASE}kind = \"port\"\ndriver = {{ kind = \"af_packet\", interface = \"veth9\", ring = 5000 }}\n"
+            ),
+            14,
+            &["ring 5000 is outside 0..=4096"],
+        ),
+        (
+            &format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"tap\", name = \"x0\", ring = 8 }}\n"),
+            14,
+            &["`ring` does not apply to a tap driver"],
+        ),
+        (&format!("{BASE}kind = \"port\"\ndriver = \"dpdk\"\n"), 14, &["unknown driver", "dpdk"]),
+        (&format!("{BASE}kind = \"port\"\ndriver = {{ kind = \"pcap\" }}\n"), 14, &["needs `path`"]),
+        (&format!("{BASE}kind = \"port\"\nfeatures_check = \"maybe\"\n"), 14, &["features_check", "maybe"]),
+        (
+            &format!("{BASE}kind = \"port\"\nfeatures = {{ tx-tcp-segmentation = false,\n  tx-warp-drive = true }}\n"),
+            15,
+            &["unknown feature `tx-warp-drive`"],
+        ),
+        (&format!("{BASE}kind = \"port\"\nfeatures = {{ tso = \"no\" }}\n"), 14, &["invalid type"]),
+        (&format!("{BASE}kind = \"port\"\nmtu = 20\n"), 14, &["MTU 20"]),
+        (&format!("{BASE}kind = \"port\"\nmac = \"01:00:5e:00:00:01\"\n"), 14, &["not unicast"]),
+        (&format!("{BASE}kind = \"port\"\nmac = \"02:00:00:00:00\"\n"), 14, &["bad MAC"]),
+        (&format!("{BASE}kind = \"port\"\naddresses = [\"10.0.0.1/24\", \"10.0.0.300/24\"]\n"), 14, &["10.0.0.300"]),
+        // routes, neighbours, NAT, conntrack
+        (
+            &format!("{BASE}kind = \"port\"\n\n[[route]]\nto = \"10.1.0.0/16\"\ndev = \"zz\"\n"),
+            17,
+            &["unknown device `zz`"],
+        ),
+        (&format!("{BASE}kind = \"port\"\n\n[[route]]\nto = \"10.1.0.1/16\"\ndev = \"v\"\n"), 16, &["host bits"]),
+        (
+            &format!("{BASE}kind = \"port\"\n\n[[route]]\nto = \"default\"\nvia = \"2001:db8::1\"\ndev = \"v\"\n"),
+            17,
+            &["IP versions"],
+        ),
+        (&format!("{BASE}kind = \"port\"\n\n[[neighbour]]\naddress = \"10.0.0.9\"\nmac = \"zz\"\n"), 17, &["bad MAC"]),
+        (&format!("{BASE}kind = \"port\"\n\n[[nat]]\ntype = \"redirect\"\n"), 16, &["unknown NAT type", "redirect"]),
+        (&format!("{BASE}kind = \"port\"\n\n[[nat]]\ntype = \"masquerade\"\nout = \"v\"\n"), 17, &["no address"]),
+        (
+            &format!("{BASE}kind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n\n[[nat]]\ntype = \"snat\"\nout = \"v\"\n"),
+            17,
+            &["needs `to`"],
+        ),
+        (
+            &format!(
+                "{BASE}kind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n\n[[nat]]\ntype = \"dnat\"\nprotocol = \"icmp\"\nport = 1\nto = \"10.0.0.2\"\n"
+            ),
+            18,
+            &["unknown protocol", "icmp"],
+        ),
+        (
+            &format!(
+                "{BASE}kind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n\n[[nat]]\ntype = \"dnat\"\nprotocol = \"tcp\"\nport = 70000\nto = \"10.0.0.2\"\n"
+            ),
+            19,
+            &["70000"],
+        ),
+        (&format!("{BASE}kind = \"port\"\n\n[conntrack]\nmax_connections = 0\n"), 16, &["at least 1"]),
+        (&format!("{BASE}kind = \"port\"\n\n[conntrack]\nudp_replied = 0\n"), 16, &["timeout"]),
+        (&format!("{BASE}kind = \"port\"\n\n[reassembly]\nmax_bytes = 1000\n"), 16, &["at least 65536"]),
+        (&format!("{BASE}kind = \"port\"\n\n[reassembly]\nmax_queues = 0\n"), 16, &["at least 1"]),
+        (&format!("{BASE}kind = \"port\"\n\n[reassembly]\ntimeout = -1\n"), 16, &["timeout"]),
+    ];
+    for (i, (src, line, words)) in cases.iter().enumerate() {
+        let err = match Topology::parse(src).and_then(|t| t.build()) {
+            Ok(_) => panic!("case {i} built:\n{src}"),
+            Err(e) => e,
+        };
+        assert_eq!(err.line, *line, "case {i}: {err}\n{src}");
+        let text = err.to_string();
+        assert!(text.starts_with(&format!("line {line}: ")), "case {i}: {text}");
+        for w in *words {
+            assert!(text.contains(w), "case {i}: {text:?} lacks {w:?}");
+        }
+    }
+}
+
+#[test]
+fn line_col_counts_from_one() {
+    assert_eq!(line_col("ab\ncd\n", 0), (1, 1));
+    assert_eq!(line_col("ab\ncd\n", 4), (2, 2));
+    assert_eq!(line_col("ab\ncd\n", 99), (3, 1));
+}
+
+#[test]
+fn feature_overrides_use_ethtool_names() {
+    let src = "[[device]]\nname = \"p\"\nkind = \"port\"\nfeatures = { tx-tcp-segmentation = false, \"tx-checksum-ip-generic\" = true }\n\n[[device]]\nname = \"p.1\"\nkind = \"vlan\"\nlower = \"p\"\nid = 1\nfeatures = { tx-udp-segmentation = false }\n";
+    let g = load(src).unwrap();
+    let p = g.device(g.id("p").unwrap()).feat.features;
+    assert!(!p.contains(F::TSO) && p.contains(F::TSO6 | F::HW_CSUM));
+    let v = g.device(g.id("p.1").unwrap()).feat.features;
+    assert!(!v.contains(F::GSO_UDP_L4) && v.contains(F::TSO6));
+}
+
+#[test]
+fn the_complete_example_in_the_documentation_builds() {
+    let doc = include_str!("../../../../docs/topology.md");
+    let start = doc.find("## A complete example").expect("section");
+    let body = &doc[start..];
+    let open = body.find("```toml\n").expect("toml block") + "```toml\n".len();
+    let len = body[open..].find("```").expect("closed");
+    let dir = tempfile::tempdir().unwrap();
+    let opts = BuildOptions { base_dir: Some(dir.path().to_path_buf()), ..BuildOptions::default() };
+    let g = Topology::parse(&body[open..open + len]).unwrap().build_with(&opts).unwrap();
+    assert!(dir.path().join("wan.pcapng").exists(), "the pcap port created its file");
+    let wan = g.id("wan").unwrap();
+    assert!(!g.device(wan).feat.features.contains(F::GSO_UDP_L4));
+    assert_eq!(g.router.nat.rules.len(), 2);
+}
+
+#[test]
+fn load_file_resolves_pcap_paths_next_to_the_file_and_reports_io_errors_without_a_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.toml");
+    std::fs::write(
+        &path,
+        "[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = { kind = \"pcap\", path = \"p.pcapng\" }\n",
+    )
+    .unwrap();
+    let g = super::topology::load_file(&path).unwrap();
+    assert!(g.id("p").is_some() && dir.path().join("p.pcapng").exists());
+    let e = super::topology::load_file(&dir.path().join("missing.toml")).unwrap_err();
+    assert_eq!(e.line, 0);
+    assert!(e.to_string().contains("missing.toml") && !e.to_string().starts_with("line"));
+    // A capture to receive from that does not exist: the `input` line.
+    std::fs::write(
+        &path,
+        "[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = { kind = \"pcap\", path = \"p.pcapng\",\n  input = \"nope.pcap\" }\n",
+    )
+    .unwrap();
+    let e = super::topology::load_file(&path).unwrap_err();
+    assert_eq!(e.line, 5, "{e}");
+}

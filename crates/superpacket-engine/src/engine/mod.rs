@@ -1,0 +1,257 @@
+//! The live data path: workers that move packets between real ports
+//! through a device graph (`superpacket run`, `superpacket demo`).
+//!
+//! Each [`Worker`] owns a [`Graph`] built from the topology and runs an
+//! epoll loop modelled on NAPI:
+//!
+//! 1. wait for port descriptors (level-triggered), the stop eventfd, or the
+//!    next housekeeping tick;
+//! 2. take up to `budget` packets from each ready port (64, like a NAPI
+//!    weight); a port that used its whole budget is polled again at once,
+//!    without waiting, so no port starves the others;
+//! 3. ports with `gro = true` run them through GRO ([`superpacket::offload::gro`])
+//!    and flush it at the end of the batch (the end of a NAPI poll);
+//! 4. the graph carries every packet up and down the device stack,
+//!    superpackets whole; segmentation happens only at the final port
+//!    (offload-rules 3.1, 9.2);
+//! 5. every driver flushes its batched sends; packets delivered to a device
+//!    without an upper (the engine has no host stack) are dropped and
+//!    counted as `no-host-stack`.
+//!
+//! Every `publish_interval` (100 ms) a worker publishes its counters
+//! ([`stats::WorkerSnapshot`]) and retries ports whose device vanished
+//! ([`crate::device::PortDriver::is_gone`]): such a port's carrier goes down
+//! (a bond fails over), and it comes back by itself when the device does.
+//!
+//! **Workers and sharding.** With `workers = N > 1` every worker builds its
+//! own graph from the same topology: TAPs are opened multi-queue (one queue
+//! per worker; the kernel picks a TX queue by flow hash, the RSS of a TAP)
+//! and AF_PACKET sockets join a `PACKET_FANOUT_HASH` group, so each flow
+//! stays on one worker. State is per worker, so topologies with NAT (a
+//! connection's two directions hash differently after translation), with a
+//! router (its neighbour table: an ARP reply may be hashed to another worker
+//! than the one waiting for it) or with pcap ports (one file) need a single
+//! worker; [`Engine::start`] refuses them. Bridges work with several workers:
+//! an FDB miss floods, which is correct if slower.
+
+pub mod control;
+pub mod privileges;
+pub mod stats;
+pub mod worker;
+
+pub use stats::{DeviceTotals, EngineSnapshot, WorkerSnapshot};
+pub use worker::{EngineConfig, PortEvent, Worker};
+
+use crate::device::{BuildOptions, Graph, StackMode, Topology, TopologyError};
+use crate::io::IoError;
+use crate::io::event::EventFd;
+use std::path::PathBuf;
+use std::sync::mpsc::{self, Receiver};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+
+/// The engine could not start or failed while running.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The topology is invalid or a port could not be opened.
+    #[error("{0}")]
+    Topology(#[from] TopologyError),
+    /// A system call of the event loop failed.
+    #[error("{0}")]
+    Io(#[from] IoError),
+    /// The options do not fit the topology.
+    #[error("{0}")]
+    Config(String),
+    /// A worker thread failed or panicked.
+    #[error("worker {worker}: {message}")]
+    Worker {
+        /// Worker index.
+        worker: usize,
+        /// What happened.
+        message: String,
+    },
+}
+
+/// How to start an engine.
+#[derive(Debug, Clone, Default)]
+pub struct EngineOptions {
+    /// Worker threads (0 or 1: one).
+    pub workers: usize,
+    /// Loop settings.
+    pub config: EngineConfig,
+    /// Overrides the topology's stack mode.
+    pub mode: Option<StackMode>,
+    /// Directory relative paths of the topology are resolved against.
+    pub base_dir: Option<PathBuf>,
+    /// Overrides every TAP port's offloads ([`BuildOptions::tap_offloads`]).
+    pub tap_offloads: Option<u32>,
+    /// Overrides every AF_PACKET port's batch ([`BuildOptions::packet_batch`]).
+    pub packet_batch: Option<usize>,
+}
+
+/// A running engine: worker threads plus the handles to watch and stop them.
+pub struct Engine {
+    stop: Arc<EventFd>,
+    threads: Vec<JoinHandle<Result<(), IoError>>>,
+    shared: Vec<Arc<Mutex<WorkerSnapshot>>>,
+    events: Receiver<PortEvent>,
+}
+
+impl Engine {
+    /// Builds one graph per worker from `topology` (opening every port) and
+    /// starts the workers: [`Engine::open`] then [`OpenEngine::start`].
+    ///
+    /// # Errors
+    /// A topology error (naming its line), a port that cannot be opened,
+    /// options that do not fit (several workers with NAT or pcap ports), or
+    /// a thread that cannot be started.
+    pub fn start(topology: &Topology, opts: &EngineOptions) -> Result<Engine, EngineError> {
+        Engine::open(topology, opts)?.start()
+    }
+
+    /// Builds one graph per worker from `topology`, opening every port, but
+    /// starts no thread yet: the caller can still act as the process's only
+    /// thread (bind its control socket, drop privileges,
+    /// [`privileges::drop_privileges`]) before [`OpenEngine::start`].
+    ///
+    /// # Errors
+    /// As [`Engine::start`], but for the threads.
+    pub fn open(topology: &Topology, opts: &EngineOptions) -> Result<OpenEngine, EngineError> {
+        let workers = opts.workers.max(1);
+        if workers > 1 {
+            if !topology.spec.nat.is_empty() {
+                return Err(EngineError::Config(format!(
+                    "NAT keeps connection state in one worker; this topology has NAT rules, so run it with one worker (asked for {workers})"
+                )));
+            }
+            if topology.spec.devices.iter().any(|d| d.addresses.as_ref().is_some_and(|a| !a.is_empty())) {
+                return Err(EngineError::Config(format!(
+                    "the router's neighbour table is per worker (an ARP reply may reach another worker than the one waiting for it); this topology routes, so run it with one worker (asked for {workers})"
+                )));
+            }
+            if topology.has_pcap_ports() {
+                return Err(EngineError::Config(format!(
+                    "pcap ports write one file; run this topology with one worker (asked for {workers})"
+                )));
+            }
+        }
+        let gro_ports = topology.gro_ports();
+        let fanout_group = (std::process::id() as u16).wrapping_mul(31);
+        let mut graphs: Vec<Graph> = Vec::with_capacity(workers);
+        for _ in 0..workers {
+            let build = BuildOptions {
+                mode: opts.mode,
+                base_dir: opts.base_dir.clone(),
+                workers,
+                fanout_group,
+                tap_offloads: opts.tap_offloads,
+                packet_batch: opts.packet_batch,
+                ..BuildOptions::default()
+            };
+            graphs.push(topology.build_with(&build)?);
+        }
+        let stop = Arc::new(EventFd::new()?);
+        let (tx, events) = mpsc::channel();
+        let mut shared = Vec::with_capacity(workers);
+        let mut built = Vec::with_capacity(workers);
+        for (i, g) in graphs.into_iter().enumerate() {
+            let slot = Arc::new(Mutex::new(WorkerSnapshot { worker: i, ..WorkerSnapshot::default() }));
+            let tx = tx.clone();
+            let w = Worker::new(
+                i,
+                g,
+                &gro_ports,
+                opts.config.clone(),
+                stop.clone(),
+                slot.clone(),
+                Box::new(move |e| {
+                    let _ = tx.send(e);
+                }),
+            )?;
+            shared.push(slot);
+            built.push(w);
+        }
+        Ok(OpenEngine { stop, built, shared, events })
+    }
+}
+
+/// An engine whose ports are open and whose workers have not started
+/// ([`Engine::open`]). Dropping it closes the ports.
+pub struct OpenEngine {
+    stop: Arc<EventFd>,
+    built: Vec<Worker>,
+    shared: Vec<Arc<Mutex<WorkerSnapshot>>>,
+    events: Receiver<PortEvent>,
+}
+
+impl OpenEngine {
+    /// Starts one thread per worker.
+    ///
+    /// # Errors
+    /// A thread that cannot be started (the ones started are stopped).
+    pub fn start(self) -> Result<Engine, EngineError> {
+        let OpenEngine { stop, built, shared, events } = self;
+        let workers = built.len();
+        let mut threads = Vec::with_capacity(workers);
+        for mut w in built {
+            let idx = threads.len();
+            let h = std::thread::Builder::new()
+                .name(format!("sp-worker-{idx}"))
+                .spawn(move || w.run())
+                .map_err(|e| EngineError::Worker { worker: idx, message: format!("cannot start thread: {e}") });
+            match h {
+                Ok(h) => threads.push(h),
+                Err(e) => {
+                    let _ = (Engine { stop, threads, shared, events }).stop();
+                    return Err(e);
+                }
+            }
+        }
+        Ok(Engine { stop, threads, shared, events })
+    }
+}
+
+impl Engine {
+    /// The counters now (each worker publishes every `publish_interval`).
+    pub fn snapshot(&self) -> EngineSnapshot {
+        merge_published(&self.shared)
+    }
+
+    /// Port events (gone, back) that happened since the last call.
+    pub fn take_events(&self) -> Vec<PortEvent> {
+        self.events.try_iter().collect()
+    }
+
+    /// True while every worker thread is running.
+    pub fn is_running(&self) -> bool {
+        self.threads.iter().all(|t| !t.is_finished())
+    }
+
+    /// Stops the workers, waits for them (their ports close: created TAPs
+    /// vanish, offloads are restored) and returns the final counters.
+    ///
+    /// # Errors
+    /// A worker's loop failed or panicked.
+    pub fn stop(self) -> Result<EngineSnapshot, EngineError> {
+        self.stop.notify();
+        let mut first_err = None;
+        for (i, t) in self.threads.into_iter().enumerate() {
+            let r = match t.join() {
+                Ok(Ok(())) => continue,
+                Ok(Err(e)) => EngineError::Worker { worker: i, message: e.to_string() },
+                Err(_) => EngineError::Worker { worker: i, message: "panicked".into() },
+            };
+            first_err.get_or_insert(r);
+        }
+        match first_err {
+            Some(e) => Err(e),
+            None => Ok(merge_published(&self.shared)),
+        }
+    }
+}
+
+/// The workers' latest published snapshots, summed.
+fn merge_published(shared: &[Arc<Mutex<WorkerSnapshot>>]) -> EngineSnapshot {
+    let snaps: Vec<WorkerSnapshot> = shared.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect();
+    EngineSnapshot::merge(&snaps)
+}

@@ -1,0 +1,347 @@
+//! One engine worker: a device graph, its ports, and the loop that moves
+//! packets between them (see the module documentation of [`super`]).
+
+use super::stats::{DeviceSnapshot, WorkerSnapshot};
+use crate::device::{DeviceId, DeviceKind, Graph, TableUsage};
+use crate::io::event::{Epoll, EventFd};
+use crate::io::{IoError, cputime};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use superpacket::offload::gro::{Gro, GroConfig};
+
+/// Epoll token of the stop eventfd (port tokens are their slot index).
+const STOP_TOKEN: u64 = u64::MAX;
+
+/// How a worker behaves.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Most packets taken from one port per round (NAPI's weight, 64 in
+    /// Linux): a busy port cannot starve the others, and a GRO batch ends
+    /// (and is flushed) at least this often.
+    pub budget: usize,
+    /// GRO settings for ports with `gro = true`.
+    pub gro: GroConfig,
+    /// How often counters are published for `superpacket stats` (and gone
+    /// ports are retried).
+    pub publish_interval: Duration,
+    /// How often a port whose device vanished is reopened.
+    pub reopen_interval: Duration,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            budget: 64,
+            gro: GroConfig::forwarder(),
+            publish_interval: Duration::from_millis(100),
+            reopen_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Something that happened to a port, reported to the operator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortEvent {
+    /// The device behind the port vanished; its carrier is down.
+    Gone {
+        /// Port name.
+        port: String,
+    },
+    /// The device is back and the port reopened.
+    Back {
+        /// Port name.
+        port: String,
+    },
+}
+
+/// A port as the loop sees it.
+struct PortSlot {
+    id: DeviceId,
+    name: String,
+    /// The descriptor registered with epoll (`None`: polled every round).
+    fd: Option<RawFd>,
+    gro: Option<Gro>,
+    /// Data may be left: the last poll used its whole budget, or epoll
+    /// reported the descriptor.
+    pending: bool,
+    /// The device vanished; reopened at `next_reopen`.
+    gone: bool,
+    next_reopen: Instant,
+}
+
+/// One worker: owns a graph built from the topology and runs its loop on
+/// the calling thread.
+pub struct Worker {
+    index: usize,
+    graph: Graph,
+    ports: Vec<PortSlot>,
+    epoll: Epoll,
+    cfg: EngineConfig,
+    /// Keeps the stop eventfd registered above open for the worker's life.
+    _stop: Arc<EventFd>,
+    shared: Arc<Mutex<WorkerSnapshot>>,
+    on_event: Box<dyn FnMut(PortEvent) + Send>,
+    started: Instant,
+    rounds: u64,
+    packets: u64,
+    ready: Vec<u64>,
+}
+
+impl Worker {
+    /// A worker over `graph`; ports named in `gro_ports` run GRO on what
+    /// they receive. `stop` ends [`Worker::run`]; snapshots go to `shared`;
+    /// port events to `on_event`.
+    ///
+    /// # Errors
+    /// Creating the epoll instance or registering a descriptor.
+    pub fn new(
+        index: usize,
+        graph: Graph,
+        gro_ports: &[String],
+        cfg: EngineConfig,
+        stop: Arc<EventFd>,
+        shared: Arc<Mutex<WorkerSnapshot>>,
+        on_event: Box<dyn FnMut(PortEvent) + Send>,
+    ) -> Result<Worker, IoError> {
+        let mut graph = graph;
+        let epoll = Epoll::new(64)?;
+        epoll.add(stop.as_fd().as_raw_fd(), STOP_TOKEN)?;
+        let mut ports = Vec::new();
+        let ids: Vec<DeviceId> = (0..graph.devices().len())
+            .map(DeviceId)
+            .filter(|id| matches!(graph.device(*id).kind, DeviceKind::Port(_)))
+            .collect();
+        for id in ids {
+            let name = graph.device(id).name.clone();
+            let fd = graph.port_driver_mut(id).and_then(|d| d.poll_fd());
+            if let Some(fd) = fd {
+                epoll.add(fd, ports.len() as u64)?;
+            }
+            let gro = gro_ports.contains(&name).then(|| Gro::new(cfg.gro));
+            ports.push(PortSlot { id, name, fd, gro, pending: true, gone: false, next_reopen: Instant::now() });
+        }
+        let now = Instant::now();
+        Ok(Worker {
+            index,
+            graph,
+            ports,
+            epoll,
+            cfg,
+            _stop: stop,
+            shared,
+            on_event,
+            started: now,
+            rounds: 0,
+            packets: 0,
+            ready: Vec::with_capacity(64),
+        })
+    }
+
+    /// The graph (for tests and the final report).
+    pub fn graph(&self) -> &Graph {
+        &self.graph
+    }
+
+    /// Runs until the stop eventfd is signalled; publishes a last snapshot.
+    ///
+    /// # Errors
+    /// `epoll_wait` failing.
+    pub fn run(&mut self) -> Result<(), IoError> {
+        let mut next_publish = Instant::now();
+        loop {
+            let busy = self.ports.iter().any(|p| p.pending && !p.gone);
+            let now = Instant::now();
+            let timeout = if busy { Duration::ZERO } else { next_publish.saturating_duration_since(now) };
+            self.ready.clear();
+            let ready = &mut self.ready;
+            self.epoll.wait(timeout, |t| ready.push(t))?;
+            if self.ready.contains(&STOP_TOKEN) {
+                break;
+            }
+            for &t in &self.ready {
+                if let Some(p) = self.ports.get_mut(t as usize) {
+                    p.pending = true;
+                }
+            }
+            self.round();
+            let now = Instant::now();
+            if now >= next_publish {
+                self.housekeeping(now);
+                self.publish();
+                next_publish = now + self.cfg.publish_interval;
+            }
+        }
+        for i in 0..self.ports.len() {
+            self.flush_port(i);
+        }
+        self.publish();
+        Ok(())
+    }
+
+    /// One round: every pending port gets up to `budget` packets received,
+    /// GRO'd and pushed through the graph; then every driver flushes its
+    /// batched sends and unconsumed local deliveries are discarded.
+    fn round(&mut self) {
+        self.rounds += 1;
+        let now_ns = self.started.elapsed().as_nanos() as u64;
+        self.graph.set_time(now_ns);
+        for i in 0..self.ports.len() {
+            if self.ports[i].pending && !self.ports[i].gone {
+                let n = self.poll_port(i, now_ns);
+                // Descriptor-less ports (memory, pcap replay) are polled again
+                // only while they produce packets; epoll re-reports the others.
+                self.ports[i].pending = n == self.cfg.budget || (self.ports[i].fd.is_none() && n > 0);
+            }
+        }
+        for i in 0..self.ports.len() {
+            self.flush_port(i);
+        }
+        self.graph.discard_local();
+    }
+
+    fn flush_port(&mut self, i: usize) {
+        let id = self.ports[i].id;
+        if let Some(d) = self.graph.port_driver_mut(id) {
+            d.flush();
+        }
+        self.graph.collect_driver_drops(id);
+    }
+
+    /// Receives up to `budget` packets from port `i`, through GRO if the
+    /// port has it, into the graph. Returns the packets taken from the driver.
+    fn poll_port(&mut self, i: usize, now_ns: u64) -> usize {
+        let budget = self.cfg.budget;
+        let slot = &mut self.ports[i];
+        let id = slot.id;
+        let mut n = 0;
+        while n < budget {
+            let Some(driver) = self.graph.port_driver_mut(id) else { break };
+            let Some(mut pkt) = driver.recv() else { break };
+            if pkt.meta.arrival_ns.is_none() {
+                pkt.meta.arrival_ns = Some(now_ns);
+            }
+            n += 1;
+            match &mut slot.gro {
+                Some(gro) => gro.receive(pkt),
+                None => self.graph.receive(id, pkt),
+            }
+        }
+        if let Some(gro) = &mut slot.gro {
+            gro.flush();
+            for pkt in gro.drain_delivered() {
+                self.graph.receive(id, pkt);
+            }
+        }
+        // The driver's own drops are collected once per round, in `flush_port`.
+        self.packets += n as u64;
+        if !slot.gone && self.graph.port_driver_mut(id).is_some_and(|d| d.is_gone()) {
+            self.mark_gone(i);
+        }
+        n
+    }
+
+    fn mark_gone(&mut self, i: usize) {
+        let slot = &mut self.ports[i];
+        slot.gone = true;
+        slot.pending = false;
+        slot.next_reopen = Instant::now() + self.cfg.reopen_interval;
+        if let Some(fd) = slot.fd.take() {
+            self.epoll.remove(fd);
+        }
+        let (id, name) = (slot.id, slot.name.clone());
+        self.graph.set_carrier(id, false);
+        (self.on_event)(PortEvent::Gone { port: name });
+    }
+
+    /// The graph's timers (the router's neighbour solicitations and
+    /// reassembly lifetimes; what they send leaves at once); gone ports:
+    /// checks the drivers (a port can vanish while idle) and tries to reopen
+    /// those whose time has come.
+    fn housekeeping(&mut self, now: Instant) {
+        self.graph.housekeeping(now.saturating_duration_since(self.started).as_nanos() as u64);
+        for i in 0..self.ports.len() {
+            self.flush_port(i);
+        }
+        for i in 0..self.ports.len() {
+            let id = self.ports[i].id;
+            if self.ports[i].fd.is_none() && !self.ports[i].gone {
+                // Descriptor-less ports are looked at every tick as well.
+                self.ports[i].pending = true;
+            }
+            if !self.ports[i].gone {
+                if self.graph.port_driver_mut(id).is_some_and(|d| d.is_gone()) {
+                    self.mark_gone(i);
+                }
+                continue;
+            }
+            if now < self.ports[i].next_reopen {
+                continue;
+            }
+            self.ports[i].next_reopen = now + self.cfg.reopen_interval;
+            let Some(driver) = self.graph.port_driver_mut(id) else { continue };
+            if driver.reopen().is_err() {
+                continue;
+            }
+            let fd = driver.poll_fd();
+            if let Some(fd) = fd
+                && self.epoll.add(fd, i as u64).is_err()
+            {
+                continue;
+            }
+            let slot = &mut self.ports[i];
+            slot.fd = fd;
+            slot.gone = false;
+            slot.pending = true;
+            let name = slot.name.clone();
+            self.graph.set_carrier(id, true);
+            (self.on_event)(PortEvent::Back { port: name });
+        }
+    }
+
+    /// The worker's counters now.
+    pub fn snapshot(&mut self) -> WorkerSnapshot {
+        let mut devices = Vec::with_capacity(self.graph.devices().len());
+        let mut tables = Vec::new();
+        self.graph.router.table_usage(&mut tables);
+        for i in 0..self.graph.devices().len() {
+            let id = DeviceId(i);
+            let mut driver = Vec::new();
+            if let Some(d) = self.graph.port_driver_mut(id) {
+                d.driver_counters(&mut |k, v| driver.push((k.to_string(), v)));
+            }
+            let d = self.graph.device(id);
+            let gro = self.ports.iter().find(|p| p.id == id).and_then(|p| p.gro.as_ref()).map(|g| *g.counters());
+            if let Some(g) = self.ports.iter().find(|p| p.id == id).and_then(|p| p.gro.as_ref()) {
+                tables.push(
+                    TableUsage::new(&format!("gro:{}", d.name), g.held(), g.peak_held(), g.capacity())
+                        .event("evicted", g.counters().flushed.table_full),
+                );
+            }
+            devices.push(DeviceSnapshot {
+                name: d.name.clone(),
+                kind: d.kind.name().to_string(),
+                carrier: d.carrier,
+                counters: d.counters.clone(),
+                driver,
+                gro,
+            });
+        }
+        WorkerSnapshot {
+            worker: self.index,
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            rounds: self.rounds,
+            packets_polled: self.packets,
+            cpu_seconds: cputime::thread_cpu_seconds(),
+            devices,
+            tables,
+        }
+    }
+
+    fn publish(&mut self) {
+        let snap = self.snapshot();
+        if let Ok(mut s) = self.shared.lock() {
+            *s = snap;
+        }
+    }
+}

@@ -1,0 +1,75 @@
+//! Real I/O: network namespaces, TAP and TUN devices, AF_PACKET sockets and
+//! the pv shared-memory ring (offload-rules section 4). The kernel oracles
+//! built on them are in the `superpacket-lab` crate.
+//!
+//! This is the only module of the crate that uses libc `unsafe`; every block
+//! carries a `// SAFETY:` comment.
+//!
+//! # API at a glance
+//!
+//! ```text
+//! // privileges (netns.rs)
+//! io::privileges_available() -> Result<(), String>     // root/CAP_NET_ADMIN, /dev/net/tun, `ip`, `ethtool`
+//! io::require_privileges() -> bool                     // test guard: true = go on; false = skipped
+//!                                                      // (SUPERPACKET_SKIP_PRIVILEGED=1); else panics with the reason
+//! // namespaces (netns.rs)
+//! NetNs::create(prefix: &str) -> Result<NetNs>         // "<prefix>-<pid>-<n>", deleted on Drop
+//! NetNs::name(&self) -> &str
+//! NetNs::run(&self, args: &[&str]) -> Result<()>       // `ip netns exec NAME args...`, fails on non-zero exit
+//! NetNs::exec(&self, args: &[&str]) -> Result<Output>  // same, returns the Output whatever the status
+//! NetNs::ip(&self, args: &[&str]) -> Result<()>        // `ip -n NAME args...`
+//! NetNs::enter_scoped(&self, f: impl FnOnce() -> R + Send) -> Result<R>   // f runs on a thread inside NAME
+//! NetNs::link_up(&self, dev) / add_addr(&self, dev, "10.0.0.1/24") / set_mac(&self, dev, [u8; 6])
+//! NetNs::set_mtu(&self, dev, u32) / set_offloads(&self, dev, &[("tx", "off"), ...])
+//! NetNs::write_sysfs(&self, dev, attr, value) / read_sysfs(&self, dev, attr) -> Result<String>
+//! NetNs::sysctl(&self, key, value) / disable_ipv6(&self)
+//! io::netns::set_offloads(ns: &NetNs, dev, features) -> Result<()>
+//! VethPair::create(ns_a: &NetNs, name_a, ns_b: &NetNs, name_b) -> Result<VethPair>   // deleted on Drop
+//!
+//! // TAP (tap.rs)
+//! TapConfig { name, napi, napi_frags, multi_queue, vnet_hdr_len, nonblocking }   (Default: tap, 10-byte hdr)
+//! TapDevice::open(&TapConfig) -> Result<TapDevice>                 // in the current namespace
+//! TapDevice::open_in(ns: &NetNs, &TapConfig) -> Result<TapDevice>  // created inside ns, fd usable anywhere
+//! TapDevice::name / features() -> Result<u32> / set_vnet_hdr_len(len) / layout()
+//! TapDevice::set_offload(flags: u32) -> Result<()>                 // IoError::OffloadRejected on EINVAL
+//! TapDevice::negotiate_offload(wanted: u32) -> Result<u32>         // falls back (drops USO, then ECN, ...)
+//! TapDevice::read_packet(&mut self, buf: &mut [u8]) -> Result<(VirtioNetHdr, usize)>
+//! TapDevice::write_packet(&mut self, &VirtioNetHdr, frame: &[u8]) -> Result<usize>
+//! TapDevice::write_packet_vectored(&mut self, &VirtioNetHdr, frame: &[&[u8]]) -> Result<usize>
+//! TapDevice::set_nonblocking(bool) / poll_readable(Duration) -> Result<bool>
+//! tap::{TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4, TUN_F_USO6}
+//!
+//! // AF_PACKET (packet_socket.rs)
+//! PacketSocketConfig { incoming_only, qdisc_bypass, recv_timeout, auxdata, rcvbuf }
+//! PacketSocket::open(ifname, &PacketSocketConfig) -> Result<PacketSocket>
+//! PacketSocket::open_in(ns: &NetNs, ifname, &PacketSocketConfig) -> Result<PacketSocket>
+//! PacketSocket::recv(&mut self, buf) -> Result<(VirtioNetHdr, usize, PktType)>
+//! PacketSocket::recv_info(&mut self, buf) -> Result<RecvInfo>   // + VLAN tag from PACKET_AUXDATA
+//! PacketSocket::try_recv_info(&mut self, buf) -> Result<Option<RecvInfo>>   // MSG_DONTWAIT
+//! PacketSocket::send(&mut self, &VirtioNetHdr, frame: &[&[u8]]) -> Result<usize>
+//! PacketSocket::set_recv_timeout(Option<Duration>) / set_nonblocking(bool) / poll_readable(Duration) / drain()
+//!
+//! ```
+//!
+//! All errors are [`IoError`], naming the failing syscall/command and the
+//! errno text. Everything created (namespaces, veths, taps) is deleted on
+//! drop, including during a panic unwind; [`netns::cleanup_stale`] removes
+//! namespaces left by killed processes of this crate.
+
+pub mod cputime;
+pub mod error;
+pub mod event;
+pub mod netns;
+pub mod packet_ring;
+pub mod packet_socket;
+pub mod pv;
+pub mod sys;
+pub mod tap;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{IoError, Result};
+pub use netns::{NetNs, VethPair, privileges_available, require_privileges};
+pub use packet_socket::{PacketSocket, PacketSocketConfig, PktType, RecvInfo, VlanInfo};
+pub use tap::{TapConfig, TapDevice};

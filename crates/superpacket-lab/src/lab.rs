@@ -1,0 +1,125 @@
+//! The lab the live topologies in `examples/live-*.toml` expect, built and
+//! torn down by code: `superpacket demo` and the end-to-end tests use it.
+//!
+//! Three network namespaces, created with unique names and deleted on drop
+//! (also when a test fails or the demo is interrupted):
+//!
+//! - **A**: TAP `spd-a` (persistent, `vnet_hdr`) with 10.71.0.2/24 and
+//!   fd71::2/64, default routes via 10.71.0.1 and fd71::1;
+//! - **B**: TAP `spd-b` with 10.72.0.2/24 and fd72::2/64, default routes via
+//!   10.72.0.1 and fd72::1;
+//! - **T** (trunk): veth pair `spd-t1`/`spd-t2`, MTU 1600 (room for two
+//!   VLAN tags on MTU frames).
+//!
+//! The TAPs are persistent so that every engine run (and the plain relay)
+//! uses the same devices; they go with their namespaces. Topology files
+//! name the namespaces `sp-lab-a`, `sp-lab-b` and `sp-lab-t`;
+//! [`Lab::localize`] rewrites those names to this lab's.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use superpacket_engine::io::{IoError, NetNs, VethPair};
+
+/// TAP in namespace A.
+pub const TAP_A: &str = "spd-a";
+/// TAP in namespace B.
+pub const TAP_B: &str = "spd-b";
+/// Trunk veth end 1 (namespace T).
+pub const TRUNK_1: &str = "spd-t1";
+/// Trunk veth end 2 (namespace T).
+pub const TRUNK_2: &str = "spd-t2";
+/// Host A's IPv4 address.
+pub const HOST_A_V4: Ipv4Addr = Ipv4Addr::new(10, 71, 0, 2);
+/// Host B's IPv4 address.
+pub const HOST_B_V4: Ipv4Addr = Ipv4Addr::new(10, 72, 0, 2);
+/// Host A's IPv6 address.
+pub const HOST_A_V6: Ipv6Addr = Ipv6Addr::new(0xfd71, 0, 0, 0, 0, 0, 0, 2);
+/// Host B's IPv6 address.
+pub const HOST_B_V6: Ipv6Addr = Ipv6Addr::new(0xfd72, 0, 0, 0, 0, 0, 0, 2);
+
+/// The lab (see the module documentation).
+#[derive(Debug)]
+pub struct Lab {
+    /// Namespace A (traffic sources).
+    pub a: NetNs,
+    /// Namespace B (traffic sinks).
+    pub b: NetNs,
+    /// The trunk's namespace.
+    pub t: NetNs,
+    trunk: Option<VethPair>,
+}
+
+impl Lab {
+    /// Builds the lab; namespace names start with `prefix` (`-a`, `-b`, `-t`
+    /// appended). With `ipv6` false, IPv6 is disabled in all three.
+    ///
+    /// # Errors
+    /// Any `ip` command failing (needs root).
+    pub fn create(prefix: &str, ipv6: bool) -> Result<Lab, IoError> {
+        let a = NetNs::create(&format!("{prefix}-a"))?;
+        let b = NetNs::create(&format!("{prefix}-b"))?;
+        let t = NetNs::create(&format!("{prefix}-t"))?;
+        if !ipv6 {
+            for ns in [&a, &b, &t] {
+                ns.disable_ipv6()?;
+            }
+        }
+        let hosts = [
+            (&a, TAP_A, HOST_A_V4, HOST_A_V6, "10.71.0.1", "fd71::1"),
+            (&b, TAP_B, HOST_B_V4, HOST_B_V6, "10.72.0.1", "fd72::1"),
+        ];
+        for (ns, tap, v4, v6, gw4, gw6) in hosts {
+            ns.ip(&["tuntap", "add", "dev", tap, "mode", "tap", "vnet_hdr"])?;
+            ns.add_addr(tap, &format!("{v4}/24"))?;
+            if ipv6 {
+                ns.ip(&["addr", "add", &format!("{v6}/64"), "dev", tap, "nodad"])?;
+            }
+            ns.link_up(tap)?;
+            ns.ip(&["route", "add", "default", "via", gw4])?;
+            if ipv6 {
+                ns.ip(&["-6", "route", "add", "default", "via", gw6])?;
+            }
+        }
+        let trunk = make_trunk(&t)?;
+        Ok(Lab { a, b, t, trunk: Some(trunk) })
+    }
+
+    /// `topology` with the namespace names `sp-lab-a`, `sp-lab-b` and
+    /// `sp-lab-t` replaced by this lab's.
+    pub fn localize(&self, topology: &str) -> String {
+        topology
+            .replace("\"sp-lab-a\"", &format!("\"{}\"", self.a.name()))
+            .replace("\"sp-lab-b\"", &format!("\"{}\"", self.b.name()))
+            .replace("\"sp-lab-t\"", &format!("\"{}\"", self.t.name()))
+    }
+
+    /// Host B's address of the family of `v6`.
+    pub fn host_b(v6: bool) -> IpAddr {
+        if v6 { IpAddr::V6(HOST_B_V6) } else { IpAddr::V4(HOST_B_V4) }
+    }
+
+    /// Deletes the trunk veth (the "port disappears" case); [`Lab::restore_trunk`] makes it again.
+    pub fn remove_trunk(&mut self) {
+        self.trunk = None;
+    }
+
+    /// Re-creates the trunk veth after [`Lab::remove_trunk`].
+    ///
+    /// # Errors
+    /// `ip` failing.
+    pub fn restore_trunk(&mut self) -> Result<(), IoError> {
+        if self.trunk.is_none() {
+            self.trunk = Some(make_trunk(&self.t)?);
+        }
+        Ok(())
+    }
+}
+
+/// The trunk veth in `t`, up, with MTU 1600 (room for two VLAN tags on MTU frames).
+fn make_trunk(t: &NetNs) -> Result<VethPair, IoError> {
+    let trunk = VethPair::create(t, TRUNK_1, t, TRUNK_2)?;
+    for dev in [TRUNK_1, TRUNK_2] {
+        t.set_mtu(dev, 1600)?;
+        t.link_up(dev)?;
+    }
+    Ok(trunk)
+}

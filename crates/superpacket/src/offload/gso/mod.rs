@@ -1,0 +1,831 @@
+//! Generic segmentation offload: TSO4/TSO6, USO and fraglist GSO in
+//! software, fused with checksum completion, for a target described by its
+//! capabilities (offload-rules section 3, checksum rules 0.3, per-packet
+//! features 6.2).
+//!
+//! # What happens to a packet ([`Segmenter::segment`])
+//! 1. **Metadata and headers are validated first**, before anything is
+//!    emitted: a known GSO type naming one protocol that matches the headers
+//!    (no IP fragments), `gso_size > 0`, payload strictly larger than
+//!    `gso_size` (3.2, 3.3), a partial checksum that starts at the L4 header
+//!    with the protocol's offset (3.2, 3.3), IP lengths that agree with the
+//!    bytes present, the USO segment limit (3.3), `gso_segs` consistent (or
+//!    recomputed for DODGY / unknown, 3.1) and the per-segment L3 length within
+//!    the MTU (3.6: the segment length, never the aggregate). Any failure is a
+//!    [`GsoError`], counted by [`GsoError::reason`] in [`GsoCounters::drops`];
+//!    nothing reaches the sink.
+//! 2. **Pass-through when the target can take it** ([`TargetCaps`], 3.1
+//!    `skb_gso_ok` and 6.2 `netif_skb_features`): every GSO bit is a target
+//!    feature (FIXEDID needs the MANGLEID equivalent, and a DF=0 IPv4 header
+//!    strips it), the target can checksum this packet (0.3, including the
+//!    IPv6-extension-header rule), at most one VLAN tag (the QinQ rule), the
+//!    segment count and size within the target's limits, and a frag list only
+//!    for a target with fraglist support. DODGY packets are validated and get
+//!    `gso_segs` recomputed (3.1 "ROBUST" check).
+//! 3. **Otherwise software segmentation** ([`tcp`], [`udp`], [`fraglist`]):
+//!    each segment gets a copy of the header block with its lengths, IPv4 ID,
+//!    header checksum, TCP sequence/flags or UDP length fixed, and an L4
+//!    checksum that is either left `CHECKSUM_PARTIAL` (target can checksum) or
+//!    completed in software from pseudo-header + header sum + payload sum
+//!    ([`csum_help`]).
+//!
+//! # Output forms ([`output`])
+//! Targets with scatter-gather get [`SgFrame`]s: a fresh header (owned by
+//! the segmenter, rewritten in place for each segment) plus payload slices
+//! borrowed from the superpacket; no payload byte is copied and nothing is
+//! allocated per segment (payload sums are taken from the slices). Targets
+//! without it get linear frames written into a buffer the sink provides, the
+//! payload copied and summed in one pass ([`crate::csum::copy_and_sum`]).
+//!
+//! # Packet model conventions
+//! - A GSO packet's bytes are [`Packet::chunks`]; for a non-fraglist GSO type
+//!   the packets on its frag list hold **pure payload** continuing it (Linux:
+//!   `skb->len` includes the frag list).
+//! - A FRAGLIST aggregate's head is the first original packet with the IP
+//!   (and UDP) length covering the whole aggregate, as Linux's GRO completion
+//!   leaves it; each frag-list packet is one original packet, normally with
+//!   its headers pulled (payload only: Linux and [`crate::offload::gro`]),
+//!   or else a whole frame or a packet starting at its network header. See
+//!   [`fraglist`].
+//!
+//! Checked against the kernel (`tests/gso_kernel_oracle.rs`: byte-identical
+//! segments from Linux's software GSO for TCPv4/TCPv6/USO and checksum help),
+//! against independently built frames (table and property tests), against
+//! the GRO engine (`tests/gso_gro_roundtrip.rs`) and tshark
+//! (`tests/gso_pcap.rs`).
+
+pub mod csum_help;
+pub mod fraglist;
+mod layout;
+pub mod output;
+pub mod tcp;
+pub mod udp;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+use crate::packet::{ChecksumState, GsoProtocol, GsoType, OffloadMeta, Packet};
+use crate::wire::WireError;
+use std::collections::BTreeMap;
+
+pub use output::{MAX_SG_SLICES, OutFrame, OutKind, SegmentSink, SgFrame, VecSink};
+
+use layout::{L4, Layout, Link};
+use output::PayloadCursor;
+
+/// Longest header block (L2 + L3 incl. IPv6 extension headers + L4) the
+/// segmenter copies per segment. Longer headers are a [`GsoError::HeaderTooLong`].
+pub const MAX_HEADER_LEN: usize = 512;
+
+/// `UDP_MAX_SEGMENTS` on current kernels (offload-rules 3.3, Appendix A).
+pub const UDP_MAX_SEGMENTS: u16 = 128;
+/// `UDP_MAX_SEGMENTS` on older kernels.
+pub const UDP_MAX_SEGMENTS_LEGACY: u16 = 64;
+/// `GSO_MAX_SEGS` (Appendix A).
+pub const GSO_MAX_SEGS: u16 = 65535;
+/// `GSO_LEGACY_MAX_SIZE`: default largest superpacket a target takes whole (Appendix A).
+pub const GSO_LEGACY_MAX_SIZE: usize = 65536;
+
+/// GSO type bits this engine knows; any other bit is a [`GsoError::UnknownGsoType`].
+const KNOWN_GSO_BITS: GsoType = GsoType::from_bits(
+    GsoType::TCPV4.bits()
+        | GsoType::DODGY.bits()
+        | GsoType::TCP_ECN.bits()
+        | GsoType::TCPV6.bits()
+        | GsoType::UDP_L4.bits()
+        | GsoType::FRAGLIST.bits()
+        | GsoType::TCP_ACCECN.bits()
+        | GsoType::TCP_FIXEDID.bits()
+        | GsoType::TCP_FIXEDID_INNER.bits(),
+);
+
+/// TCP-only GSO bits (invalid with UDP_L4).
+const TCP_ONLY_BITS: GsoType = GsoType::from_bits(
+    GsoType::TCP_ECN.bits()
+        | GsoType::TCP_ACCECN.bits()
+        | GsoType::TCP_FIXEDID.bits()
+        | GsoType::TCP_FIXEDID_INNER.bits(),
+);
+
+/// Transmit checksum offload of a target (offload-rules 0.3, Linux
+/// `NETIF_F_IP_CSUM`, `NETIF_F_IPV6_CSUM`, `NETIF_F_HW_CSUM`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct CsumCaps {
+    /// `IP_CSUM`: TCP/UDP over IPv4.
+    pub ipv4: bool,
+    /// `IPV6_CSUM`: TCP/UDP over IPv6 with no extension headers.
+    pub ipv6: bool,
+    /// `HW_CSUM`: any `csum_start`/`csum_offset`, any protocol.
+    pub hw: bool,
+}
+
+impl CsumCaps {
+    /// No checksum offload: every checksum is completed in software.
+    pub const NONE: CsumCaps = CsumCaps { ipv4: false, ipv6: false, hw: false };
+    /// `IP_CSUM | IPV6_CSUM`.
+    pub const IP: CsumCaps = CsumCaps { ipv4: true, ipv6: true, hw: false };
+    /// `HW_CSUM` (what TAP with `TUN_F_CSUM` and veth advertise).
+    pub const HW: CsumCaps = CsumCaps { ipv4: false, ipv6: false, hw: true };
+}
+
+/// What a transmit target can do itself; the segmenter produces only what
+/// it lacks. Build with [`TargetCaps::new`] and the `with_*` methods.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct TargetCaps {
+    /// GSO types the target segments itself: TCPV4 (TSO), TCPV6 (TSO6),
+    /// UDP_L4 (USO), TCP_ECN (TSO_ECN), TCP_ACCECN, TCP_FIXEDID (the
+    /// `TSO_MANGLEID` feature), FRAGLIST (GSO_FRAGLIST). DODGY is never
+    /// needed: the segmenter validates DODGY packets itself.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_gso_type"))]
+    pub gso: GsoType,
+    /// Checksum offload.
+    pub csum: CsumCaps,
+    /// Scatter-gather: the target takes a frame as several buffers (TAP
+    /// `writev`, AF_PACKET `sendmsg` iovecs). Without it frames are linear.
+    pub sg: bool,
+    /// The target takes packets with a frag list (`NETIF_F_FRAGLIST`).
+    pub fraglist: bool,
+    /// L3 MTU: the largest IP packet per wire segment (offload-rules 3.6).
+    pub mtu: usize,
+    /// Most segments the target's own GSO takes in one superpacket
+    /// (`gso_max_segs`); beyond it the segmenter cuts in software.
+    pub max_segs: u16,
+    /// Largest superpacket the target's own GSO takes (`gso_max_size`);
+    /// at or beyond it the segmenter cuts in software (6.2 step 2).
+    pub gso_max_size: usize,
+    /// USO segment limit (`UDP_MAX_SEGMENTS`): more is an error (3.3).
+    pub udp_max_segments: u16,
+    /// The most VLAN tags a packet may carry for the target to still
+    /// segment it or complete its IP-specific checksum itself. Linux's default
+    /// per-device check (`vlan_features_check`, offload-rules 6.2 step 5)
+    /// allows 1; a device whose `features_check` hook can parse deeper stacks
+    /// raises it. `HW_CSUM` is never limited by tags.
+    pub max_offload_tags: u8,
+}
+
+#[cfg(feature = "serde")]
+fn ser_gso_type<S: serde::Serializer>(t: &GsoType, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(t)
+}
+
+impl TargetCaps {
+    /// A target with no offload at all and the given L3 MTU: linear frames,
+    /// software checksums, software segmentation.
+    pub const fn new(mtu: usize) -> TargetCaps {
+        TargetCaps {
+            gso: GsoType::NONE,
+            csum: CsumCaps::NONE,
+            sg: false,
+            fraglist: false,
+            mtu,
+            max_segs: GSO_MAX_SEGS,
+            gso_max_size: GSO_LEGACY_MAX_SIZE,
+            udp_max_segments: UDP_MAX_SEGMENTS,
+            max_offload_tags: 1,
+        }
+    }
+    /// With scatter-gather.
+    pub const fn with_sg(mut self) -> TargetCaps {
+        self.sg = true;
+        self
+    }
+    /// With this checksum offload.
+    pub const fn with_csum(mut self, csum: CsumCaps) -> TargetCaps {
+        self.csum = csum;
+        self
+    }
+    /// With these GSO types done by the target.
+    pub const fn with_gso(mut self, gso: GsoType) -> TargetCaps {
+        self.gso = gso;
+        self
+    }
+    /// With frag-list support.
+    pub const fn with_fraglist(mut self) -> TargetCaps {
+        self.fraglist = true;
+        self
+    }
+    /// With the most VLAN tags the target offloads through (see
+    /// [`TargetCaps::max_offload_tags`]).
+    pub const fn with_max_offload_tags(mut self, tags: u8) -> TargetCaps {
+        self.max_offload_tags = tags;
+        self
+    }
+    /// With the legacy USO limit (64) or another one.
+    pub const fn with_udp_max_segments(mut self, max: u16) -> TargetCaps {
+        self.udp_max_segments = max;
+        self
+    }
+}
+
+/// Why a packet was dropped. Never partially emitted: every check runs
+/// before the first frame reaches the sink.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GsoError {
+    /// The headers do not parse.
+    #[error("headers unreadable: {0}")]
+    BadHeaders(WireError),
+    /// The GSO type has unknown bits, names no single protocol, or mixes TCP bits into UDP_L4.
+    #[error("gso_type {0} is not a valid segmentation type")]
+    UnknownGsoType(GsoType),
+    /// The GSO type does not match the headers.
+    #[error("gso_type {gso_type} does not match the frame ({found})")]
+    ProtocolMismatch {
+        /// The packet's GSO type.
+        gso_type: GsoType,
+        /// What the frame holds.
+        found: &'static str,
+    },
+    /// A GSO type with `gso_size` 0.
+    #[error("gso_size 0")]
+    ZeroGsoSize,
+    /// The payload is not larger than `gso_size` (offload-rules 3.2/3.3: EINVAL).
+    #[error("gso_size {gso_size} with {payload} payload bytes: not a superpacket")]
+    GsoSizeTooLarge {
+        /// gso_size.
+        gso_size: u16,
+        /// Payload bytes.
+        payload: usize,
+    },
+    /// More segments than allowed (USO: `UDP_MAX_SEGMENTS`; any: 65535).
+    #[error("{segments} segments exceed the limit of {max}")]
+    TooManySegments {
+        /// Segments the payload needs.
+        segments: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// `gso_segs` disagrees with the payload and `gso_size` (not DODGY, not 0).
+    #[error("gso_segs {found} but the payload makes {computed} segments")]
+    GsoSegsMismatch {
+        /// The metadata's gso_segs.
+        found: u16,
+        /// ceil(payload / gso_size).
+        computed: usize,
+    },
+    /// A segment's L3 length exceeds the target MTU (offload-rules 3.6).
+    #[error("segment L3 length {len} exceeds the MTU {mtu}")]
+    SegmentExceedsMtu {
+        /// Per-segment L3 length (headers + gso_size).
+        len: usize,
+        /// The MTU.
+        mtu: usize,
+    },
+    /// A partial checksum that does not start at the L4 header.
+    #[error("csum_start {start} is not the L4 header offset {l4_offset}")]
+    ChecksumStartNotL4 {
+        /// csum_start.
+        start: u16,
+        /// L4 header offset.
+        l4_offset: usize,
+    },
+    /// A partial checksum whose offset does not match the protocol (16 TCP, 6 UDP).
+    #[error("csum_offset {offset}, expected {expected}")]
+    WrongChecksumOffset {
+        /// csum_offset.
+        offset: u16,
+        /// The protocol's offset.
+        expected: u16,
+    },
+    /// A partial checksum field outside the packet.
+    #[error("csum_start {start} + csum_offset {offset} lies outside the {len}-byte packet")]
+    ChecksumOutsidePacket {
+        /// csum_start.
+        start: u16,
+        /// csum_offset.
+        offset: u16,
+        /// Packet length.
+        len: usize,
+    },
+    /// The IP length does not match the bytes of the packet.
+    #[error("IP packet ends at {ip_end}, but the packet holds {bytes} bytes")]
+    LengthMismatch {
+        /// `l3_offset + l3_len` from the IP header.
+        ip_end: usize,
+        /// Bytes present.
+        bytes: usize,
+    },
+    /// The header block is longer than [`MAX_HEADER_LEN`].
+    #[error("header block of {len} bytes exceeds {max}")]
+    HeaderTooLong {
+        /// Header length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// A fraglist aggregate whose chained packets do not fit its head.
+    #[error("bad fraglist aggregate: {0}")]
+    BadFraglist(&'static str),
+}
+
+impl GsoError {
+    /// A short stable name for drop counters.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            GsoError::BadHeaders(_) => "bad-headers",
+            GsoError::UnknownGsoType(_) => "unknown-gso-type",
+            GsoError::ProtocolMismatch { .. } => "protocol-mismatch",
+            GsoError::ZeroGsoSize => "zero-gso-size",
+            GsoError::GsoSizeTooLarge { .. } => "gso-size-too-large",
+            GsoError::TooManySegments { .. } => "too-many-segments",
+            GsoError::GsoSegsMismatch { .. } => "gso-segs-mismatch",
+            GsoError::SegmentExceedsMtu { .. } => "exceeds-mtu",
+            GsoError::ChecksumStartNotL4 { .. } => "csum-start-not-l4",
+            GsoError::WrongChecksumOffset { .. } => "wrong-csum-offset",
+            GsoError::ChecksumOutsidePacket { .. } => "csum-outside-packet",
+            GsoError::LengthMismatch { .. } => "length-mismatch",
+            GsoError::HeaderTooLong { .. } => "header-too-long",
+            GsoError::BadFraglist(_) => "bad-fraglist",
+        }
+    }
+}
+
+/// What [`Segmenter::segment`] did with a packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GsoOutcome {
+    /// The target takes the packet as it is: one
+    /// [`SegmentSink::pass_through`] call.
+    PassedThrough,
+    /// One frame was emitted for a non-GSO packet: its checksum completed in
+    /// software (`csum_completed`) and/or its bytes linearized for a target
+    /// without scatter-gather or frag-list support.
+    Completed {
+        /// A partial checksum was computed in software.
+        csum_completed: bool,
+    },
+    /// The superpacket was cut into `segments` frames.
+    Segmented {
+        /// Frames emitted.
+        segments: usize,
+        /// Their L4 checksums were computed in software (else left partial
+        /// for the target, or, for fraglist, carried over from the originals).
+        csum_completed: bool,
+    },
+}
+
+/// Counters of a [`Segmenter`] (serialisable for `--json` reports).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct GsoCounters {
+    /// Packets handed to the segmenter.
+    pub packets_in: u64,
+    /// Frames given to the sink (pass-throughs included).
+    pub frames_out: u64,
+    /// Superpackets cut in software.
+    pub superpackets_segmented: u64,
+    /// Frames produced by software segmentation.
+    pub segments_out: u64,
+    /// Packets the target took as they were.
+    pub passed_through: u64,
+    /// L4 checksums computed in software (one per segment or completed packet).
+    pub checksums_completed: u64,
+    /// Non-GSO packets emitted as one frame (checksum completed or linearized).
+    pub completed: u64,
+    /// Packets dropped, by [`GsoError::reason`].
+    pub drops: BTreeMap<&'static str, u64>,
+}
+
+impl GsoCounters {
+    /// Total drops.
+    pub fn dropped(&self) -> u64 {
+        self.drops.values().sum()
+    }
+
+    fn record(&mut self, outcome: &Result<GsoOutcome, GsoError>) {
+        self.packets_in += 1;
+        match outcome {
+            Ok(GsoOutcome::PassedThrough) => {
+                self.passed_through += 1;
+                self.frames_out += 1;
+            }
+            Ok(GsoOutcome::Completed { csum_completed }) => {
+                self.completed += 1;
+                self.frames_out += 1;
+                self.checksums_completed += u64::from(*csum_completed);
+            }
+            Ok(GsoOutcome::Segmented { segments, csum_completed }) => {
+                self.superpackets_segmented += 1;
+                self.segments_out += *segments as u64;
+                self.frames_out += *segments as u64;
+                if *csum_completed {
+                    self.checksums_completed += *segments as u64;
+                }
+            }
+            Err(e) => *self.drops.entry(e.reason()).or_insert(0) += 1,
+        }
+    }
+}
+
+/// The software segmenter: owns the reusable header buffer and the counters.
+/// One per transmit queue; no allocation per packet or per segment.
+#[derive(Debug, Clone)]
+pub struct Segmenter {
+    hdr: [u8; MAX_HEADER_LEN],
+    /// Counters since creation.
+    pub counters: GsoCounters,
+}
+
+impl Default for Segmenter {
+    fn default() -> Self {
+        Segmenter::new()
+    }
+}
+
+/// Segments one packet for `caps` with a temporary [`Segmenter`] (counters
+/// discarded). See [`Segmenter::segment`].
+///
+/// # Errors
+/// See [`Segmenter::segment`].
+pub fn segment<S: SegmentSink + ?Sized>(pkt: &Packet, caps: &TargetCaps, sink: &mut S) -> Result<GsoOutcome, GsoError> {
+    Segmenter::new().segment(pkt, caps, sink)
+}
+
+/// What the validation step found out about a TCP/UDP superpacket: enough to
+/// cut it without looking at the headers again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Plan {
+    pub lay: Layout,
+    pub proto: GsoProtocol,
+    pub gso_size: usize,
+    pub payload_len: usize,
+    pub segs: usize,
+    /// Compute L4 checksums in software (else leave them partial).
+    pub sw_csum: bool,
+    /// IPv4 ID fixed for every segment (TCP_FIXEDID).
+    pub fixed_id: bool,
+    /// AccECN: CWR on every segment.
+    pub accecn: bool,
+    /// Every segment keeps the superpacket's TCP flags (fraglist members
+    /// all had them: fraglist GRO merges only equal flag words).
+    pub keep_flags: bool,
+    /// Frag-list packets carry their own headers to skip (fraglist fallback).
+    pub frag_headers: bool,
+    /// The input's L4 checksum field holds the pseudo-header sum
+    /// (`CHECKSUM_PARTIAL`): segments derive theirs from it by adjusting the
+    /// length, as Linux does, so whatever addresses it covers (e.g. an IPv6
+    /// routing header's final destination) are kept.
+    pub partial_in: bool,
+    /// Metadata of every output frame.
+    pub out_meta: OffloadMeta,
+}
+
+impl Segmenter {
+    /// A segmenter with zeroed counters.
+    pub fn new() -> Segmenter {
+        Segmenter { hdr: [0; MAX_HEADER_LEN], counters: GsoCounters::default() }
+    }
+
+    /// Segments (or passes through, or checksums) one packet for a target
+    /// with capabilities `caps`, giving the result to `sink`. See the module
+    /// documentation for the decision; counted in [`Segmenter::counters`].
+    ///
+    /// # Errors
+    /// A [`GsoError`] for bad metadata or headers; nothing was given to the
+    /// sink then.
+    pub fn segment<S: SegmentSink + ?Sized>(
+        &mut self,
+        pkt: &Packet,
+        caps: &TargetCaps,
+        sink: &mut S,
+    ) -> Result<GsoOutcome, GsoError> {
+        let r = if pkt.meta.gso_type.is_empty() { self.non_gso(pkt, caps, sink) } else { self.gso(pkt, caps, sink) };
+        self.counters.record(&r);
+        r
+    }
+
+    /// Copies the first bytes of the packet (up to [`MAX_HEADER_LEN`]) into
+    /// the header buffer and parses them.
+    fn probe(&mut self, pkt: &Packet) -> Result<Layout, GsoError> {
+        let n = pkt.len().min(MAX_HEADER_LEN);
+        // In range by construction.
+        let _ = pkt.read_at(0, &mut self.hdr[..n]);
+        layout::parse(&self.hdr[..n], Link::Ethernet)
+    }
+
+    fn gso<S: SegmentSink + ?Sized>(
+        &mut self,
+        pkt: &Packet,
+        caps: &TargetCaps,
+        sink: &mut S,
+    ) -> Result<GsoOutcome, GsoError> {
+        let meta = pkt.meta;
+        let t = meta.gso_type;
+        let proto = t.protocol().ok_or(GsoError::UnknownGsoType(t))?;
+        if !KNOWN_GSO_BITS.contains(t) || (proto == GsoProtocol::UdpL4 && t.intersects(TCP_ONLY_BITS)) {
+            return Err(GsoError::UnknownGsoType(t));
+        }
+        if meta.gso_size == 0 {
+            return Err(GsoError::ZeroGsoSize);
+        }
+        let lay = self.probe(pkt)?;
+        check_protocol(t, proto, &lay)?;
+        if let ChecksumState::Partial { start, offset } = meta.csum {
+            if start as usize != lay.l4_offset {
+                return Err(GsoError::ChecksumStartNotL4 { start, l4_offset: lay.l4_offset });
+            }
+            if offset != proto.csum_offset() {
+                return Err(GsoError::WrongChecksumOffset { offset, expected: proto.csum_offset() });
+            }
+        }
+        if t.contains(GsoType::FRAGLIST) {
+            return fraglist::segment(self, pkt, caps, sink, lay, proto);
+        }
+        let bytes = pkt.len() + pkt.frag_list().iter().map(Packet::total_len).sum::<usize>();
+        if lay.l3_end() != bytes {
+            return Err(GsoError::LengthMismatch { ip_end: lay.l3_end(), bytes });
+        }
+        let plan = Segmenter::plan(pkt, caps, lay, proto, lay.l3_end() - lay.hdr_len, false, true)?;
+        if csum_help::gso_offloadable(caps, &plan, &meta, bytes, !pkt.frag_list().is_empty()) {
+            let mut out = meta;
+            out.gso_type = t.without(GsoType::DODGY);
+            out.gso_segs = plan.segs as u16;
+            sink.pass_through(pkt, &out);
+            return Ok(GsoOutcome::PassedThrough);
+        }
+        let segments = self.cut(pkt, caps, &plan, sink);
+        Ok(GsoOutcome::Segmented { segments, csum_completed: plan.sw_csum })
+    }
+
+    /// Validates sizes and limits and builds the [`Plan`] (shared by the
+    /// TCP/UDP path and the fraglist fallback).
+    pub(crate) fn plan(
+        pkt: &Packet,
+        caps: &TargetCaps,
+        lay: Layout,
+        proto: GsoProtocol,
+        payload_len: usize,
+        frag_headers: bool,
+        check_segs: bool,
+    ) -> Result<Plan, GsoError> {
+        let meta = pkt.meta;
+        let gso_size = meta.gso_size as usize;
+        if payload_len <= gso_size {
+            return Err(GsoError::GsoSizeTooLarge { gso_size: meta.gso_size, payload: payload_len });
+        }
+        let segs = payload_len.div_ceil(gso_size);
+        let max = if proto == GsoProtocol::UdpL4 { caps.udp_max_segments } else { GSO_MAX_SEGS } as usize;
+        if segs > max {
+            return Err(GsoError::TooManySegments { segments: segs, max });
+        }
+        if check_segs && meta.gso_segs != 0 && meta.gso_segs as usize != segs && !meta.gso_type.contains(GsoType::DODGY)
+        {
+            return Err(GsoError::GsoSegsMismatch { found: meta.gso_segs, computed: segs });
+        }
+        let seg_l3 = lay.hdr_len - lay.l3_offset + gso_size;
+        if seg_l3 > caps.mtu {
+            return Err(GsoError::SegmentExceedsMtu { len: seg_l3, mtu: caps.mtu });
+        }
+        let sw_csum = !csum_help::csum_offloadable(caps, &lay);
+        let out_meta = OffloadMeta {
+            csum: if sw_csum {
+                ChecksumState::None
+            } else {
+                ChecksumState::Partial { start: lay.l4_offset as u16, offset: proto.csum_offset() }
+            },
+            rss_hash: meta.rss_hash,
+            arrival_ns: meta.arrival_ns,
+            ..OffloadMeta::default()
+        };
+        Ok(Plan {
+            lay,
+            proto,
+            gso_size,
+            payload_len,
+            segs,
+            sw_csum,
+            fixed_id: meta.gso_type.contains(GsoType::TCP_FIXEDID) && proto == GsoProtocol::TcpV4,
+            accecn: meta.gso_type.contains(GsoType::TCP_ACCECN),
+            keep_flags: false,
+            frag_headers,
+            partial_in: matches!(meta.csum, ChecksumState::Partial { .. }),
+            out_meta,
+        })
+    }
+
+    /// Cuts a validated superpacket into `plan.segs` frames (offload-rules
+    /// 3.2 `skb_segment`, 3.3). Returns the number of frames.
+    pub(crate) fn cut<S: SegmentSink + ?Sized>(
+        &mut self,
+        pkt: &Packet,
+        caps: &TargetCaps,
+        plan: &Plan,
+        sink: &mut S,
+    ) -> usize {
+        let (size, total) = (plan.gso_size, plan.payload_len);
+        self.cut_at(pkt, caps, plan, sink, (0..plan.segs).map(|i| size.min(total - i * size)))
+    }
+
+    /// [`Segmenter::cut`] with explicit segment payload lengths (fraglist
+    /// members keep their own sizes).
+    pub(crate) fn cut_at<S: SegmentSink + ?Sized>(
+        &mut self,
+        pkt: &Packet,
+        caps: &TargetCaps,
+        plan: &Plan,
+        sink: &mut S,
+        lengths: impl Iterator<Item = usize>,
+    ) -> usize {
+        let lay = &plan.lay;
+        let hl = lay.hdr_len;
+        let fixer = HeaderFixer::new(&self.hdr[..hl], plan);
+        let mut cursor = PayloadCursor::new(pkt, hl, plan.frag_headers);
+        let mut slices: [&[u8]; MAX_SG_SLICES] = [&[]; MAX_SG_SLICES];
+        let mut offset = 0;
+        let mut count = 0;
+        for (i, len) in lengths.enumerate() {
+            count += 1;
+            let at = offset;
+            offset += len;
+            if caps.sg {
+                let saved = cursor.clone();
+                if let Some((n, psum)) = cursor.gather(len, &mut slices, plan.sw_csum) {
+                    fixer.fix(&mut self.hdr[..hl], i, at, len, psum);
+                    sink.sg_frame(&SgFrame { header: &self.hdr[..hl], payload: &slices[..n], meta: plan.out_meta });
+                    continue;
+                }
+                // Too many slices for one frame: this one goes out linear.
+                cursor = saved;
+            }
+            let buf = sink.linear_buffer(hl + len);
+            buf[..hl].copy_from_slice(&self.hdr[..hl]);
+            let psum = cursor.copy_into(&mut buf[hl..hl + len], plan.sw_csum);
+            fixer.fix(&mut buf[..hl], i, at, len, psum);
+            sink.linear_frame(hl + len, &plan.out_meta);
+        }
+        count
+    }
+
+    fn non_gso<S: SegmentSink + ?Sized>(
+        &mut self,
+        pkt: &Packet,
+        caps: &TargetCaps,
+        sink: &mut S,
+    ) -> Result<GsoOutcome, GsoError> {
+        csum_help::non_gso(self, pkt, caps, sink)
+    }
+}
+
+/// Checks that the GSO type names the frame's protocol (offload-rules 3.2,
+/// 3.3: `tcp4_gso_segment` needs TCP over IPv4, etc.; never a fragment).
+fn check_protocol(t: GsoType, proto: GsoProtocol, lay: &Layout) -> Result<(), GsoError> {
+    let found = match (lay.v6, lay.l4) {
+        _ if lay.is_fragment => "an IP fragment",
+        (false, L4::Tcp) => "TCP/IPv4",
+        (true, L4::Tcp) => "TCP/IPv6",
+        (false, L4::Udp) => "UDP/IPv4",
+        (true, L4::Udp) => "UDP/IPv6",
+        (_, L4::Other) => "another IP protocol",
+    };
+    let ok = !lay.is_fragment
+        && match proto {
+            GsoProtocol::TcpV4 => !lay.v6 && lay.l4 == L4::Tcp,
+            GsoProtocol::TcpV6 => lay.v6 && lay.l4 == L4::Tcp,
+            GsoProtocol::UdpL4 => lay.l4 == L4::Udp,
+        };
+    if ok { Ok(()) } else { Err(GsoError::ProtocolMismatch { gso_type: t, found }) }
+}
+
+/// Per-segment header rewriting (offload-rules 3.2 and 3.3), from values
+/// read once from the template. The IPv4 header checksum and the L4 header's
+/// contribution to the L4 checksum are precomputed without the fields that
+/// change, so each segment only writes (no re-read of the header just
+/// written, no summing of header bytes).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct HeaderFixer {
+    lay: Layout,
+    proto: GsoProtocol,
+    segs: usize,
+    sw_csum: bool,
+    fixed_id: bool,
+    accecn: bool,
+    keep_flags: bool,
+    ip_id: u16,
+    seq: u32,
+    flags: u8,
+    /// Pseudo-header sum without the length.
+    addr_sum: u16,
+    /// Sum of the IPv4 header with total length, ID and checksum zeroed.
+    ip_base: u16,
+    /// Sum of the L4 header with the checksum and the per-segment fields
+    /// (TCP sequence number and flag byte, UDP length) zeroed.
+    l4_base: u16,
+}
+
+impl HeaderFixer {
+    pub(crate) fn new(template: &[u8], plan: &Plan) -> HeaderFixer {
+        use crate::csum::{ones_sub, ones_sum};
+        let lay = plan.lay;
+        let ip = &template[lay.l3_offset..];
+        let l4 = &template[lay.l4_offset..lay.hdr_len];
+        let field = lay.l4_offset + plan.proto.csum_offset() as usize;
+        let field_sum = u16::from_be_bytes([template[field], template[field + 1]]);
+        let addr_sum = if plan.partial_in {
+            // The field holds pseudo(addresses, aggregate L4 length): take the length out.
+            ones_sub(field_sum, len_sum(lay.l3_end() - lay.l4_offset))
+        } else if lay.v6 {
+            let mut s = [0u8; 16];
+            let mut d = [0u8; 16];
+            s.copy_from_slice(&ip[8..24]);
+            d.copy_from_slice(&ip[24..40]);
+            crate::csum::pseudo_header_v6(s, d, lay.proto, 0)
+        } else {
+            crate::csum::pseudo_header_v4(
+                [ip[12], ip[13], ip[14], ip[15]],
+                [ip[16], ip[17], ip[18], ip[19]],
+                lay.proto,
+                0,
+            )
+        };
+        let word = |b: &[u8], at: usize| u16::from_be_bytes([b[at], b[at + 1]]);
+        let ip_base = if lay.v6 {
+            0
+        } else {
+            let s = ones_sum(&ip[..lay.l3_header_len]);
+            // Remove total length (2), ID (4) and checksum (10).
+            ones_sub(ones_sub(ones_sub(s, word(ip, 2)), word(ip, 4)), word(ip, 10))
+        };
+        let tcp = lay.l4 == L4::Tcp;
+        let mut l4_base = ones_sub(ones_sum(l4), field_sum);
+        if tcp {
+            // Sequence number (4..8) and the flag byte (low byte of word 12).
+            l4_base = ones_sub(ones_sub(ones_sub(l4_base, word(l4, 4)), word(l4, 6)), l4[13] as u16);
+        } else {
+            l4_base = ones_sub(l4_base, word(l4, 4));
+        }
+        HeaderFixer {
+            lay,
+            proto: plan.proto,
+            segs: plan.segs,
+            sw_csum: plan.sw_csum,
+            fixed_id: plan.fixed_id,
+            accecn: plan.accecn,
+            keep_flags: plan.keep_flags,
+            ip_id: if lay.v6 { 0 } else { word(ip, 4) },
+            seq: if tcp { u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]) } else { 0 },
+            flags: if tcp { l4[13] } else { 0 },
+            addr_sum,
+            ip_base,
+            l4_base,
+        }
+    }
+
+    /// Rewrites `hdr` (a copy of the template's `hdr_len` bytes) for segment
+    /// `i`, which starts `offset` bytes into the payload and carries `len`
+    /// bytes whose sum (at even parity) is `psum`.
+    #[inline]
+    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, len: usize, psum: u16) {
+        use crate::csum::ones_add;
+        let lay = &self.lay;
+        let l3 = lay.l3_offset;
+        let l4_len = lay.hdr_len - lay.l4_offset + len;
+        if lay.v6 {
+            let pl = (lay.hdr_len - l3 - 40 + len) as u16;
+            hdr[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
+        } else {
+            let tot = (lay.hdr_len - l3 + len) as u16;
+            // offload-rules 3.2: ID + i unless FIXEDID; USO always increments (3.3).
+            let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(i as u16) };
+            let c = !ones_add(ones_add(self.ip_base, tot), id);
+            hdr[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
+            hdr[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
+            hdr[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+        }
+        let l4 = lay.l4_offset;
+        let hsum = match self.proto {
+            GsoProtocol::TcpV4 | GsoProtocol::TcpV6 => {
+                let seq = self.seq.wrapping_add(offset as u32);
+                let flags = if self.keep_flags {
+                    self.flags
+                } else {
+                    tcp::segment_flags(self.flags, i, self.segs, self.accecn)
+                };
+                hdr[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
+                hdr[l4 + 13] = flags;
+                ones_add(ones_add(self.l4_base, (seq >> 16) as u16), ones_add(seq as u16, flags as u16))
+            }
+            GsoProtocol::UdpL4 => {
+                hdr[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
+                ones_add(self.l4_base, l4_len as u16)
+            }
+        };
+        let field = l4 + self.proto.csum_offset() as usize;
+        let pseudo = ones_add(self.addr_sum, len_sum(l4_len));
+        let value = if self.sw_csum {
+            let sum = ones_add(ones_add(pseudo, hsum), psum);
+            if self.proto == GsoProtocol::UdpL4 { udp::mangle_zero(!sum) } else { !sum }
+        } else {
+            pseudo
+        };
+        hdr[field..field + 2].copy_from_slice(&value.to_be_bytes());
+    }
+}
+
+/// The pseudo-header contribution of an L4 length (32-bit for IPv6; the
+/// IPv4 16-bit length gives the same value).
+#[inline]
+fn len_sum(l4_len: usize) -> u16 {
+    crate::csum::ones_add((l4_len >> 16) as u16, (l4_len & 0xFFFF) as u16)
+}

@@ -1,5 +1,0 @@
-//! The `superpacket` binary: see `superpacket --help`.
-
-fn main() -> std::process::ExitCode {
-    superpacket::cli::main()
-}
