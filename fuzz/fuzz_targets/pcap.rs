@@ -10,7 +10,7 @@
 use libfuzzer_sys::fuzz_target;
 use std::io::Cursor;
 use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, LinkType, PcapError};
-use superpacket::validate::{self, LinkLayer};
+use superpacket::validate::{self, Medium};
 
 fuzz_target!(|data: &[u8]| {
     let Some((&mode, bytes)) = data.split_first() else { return };
@@ -35,8 +35,8 @@ fuzz_target!(|data: &[u8]| {
         returned += 1;
         assert_eq!(f.data.len(), f.captured_len as usize);
         let link = match f.link_type {
-            LinkType::ETHERNET => LinkLayer::Ethernet,
-            LinkType(101) => LinkLayer::RawIp,
+            LinkType::ETHERNET => Medium::Ethernet,
+            LinkType(101) => Medium::Ip,
             _ => continue,
         };
         // What `pcap check` does with it.
@@ -44,7 +44,7 @@ fuzz_target!(|data: &[u8]| {
         let meta = f.annotation.to_meta(headers.as_ref());
         problems.clear();
         validate::validate_frame(f.data, link, &meta, f.is_snapped(), &mut problems);
-        if link == LinkLayer::Ethernet
+        if link == Medium::Ethernet
             && w.write_frame_with_original_len(f.data, f.original_len, f.timestamp_ns, &f.annotation).is_ok()
         {
             written.push((f.data.to_vec(), f.original_len, f.timestamp_ns, f.annotation));

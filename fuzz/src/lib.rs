@@ -8,7 +8,7 @@ use superpacket::offload::gro::capture_bytes;
 use superpacket::offload::gso::{CsumCaps, GsoOutcome, OutFrame, OutKind, Segmenter, TargetCaps, VecSink};
 use superpacket::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{self, LinkLayer, Problem};
+use superpacket::validate::{self, Medium, Problem};
 use superpacket::wire::{FrameHeaders, L4Kind, TcpFlags};
 
 /// Largest payload a recipe asks for (keeps executions fast; GRO still
@@ -106,7 +106,7 @@ pub fn refresh(frame: &mut [u8]) {
 /// The problems `pcap check` finds in an Ethernet frame with metadata `meta`.
 pub fn problems(frame: &[u8], meta: &OffloadMeta) -> Vec<Problem> {
     let mut out = Vec::new();
-    validate::validate_frame(frame, LinkLayer::Ethernet, meta, false, &mut out);
+    validate::validate_frame(frame, Medium::Ethernet, meta, false, &mut out);
     out
 }
 

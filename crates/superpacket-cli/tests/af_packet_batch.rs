@@ -48,7 +48,7 @@ use superpacket::packet::virtio::{
     F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4, ImportOptions, VirtioNetHdr,
 };
 use superpacket::traffic::{Addrs, Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
 use superpacket_engine::device::port_io::{IoEndpoint, PACKET_SOCKET_FEATURES, PacketPortOptions, Received};
 use superpacket_engine::device::{
@@ -418,7 +418,7 @@ fn batched_port_queues_segmenter_output_in_the_arena() {
             assert_eq!((info.hdr.gso_type, frame.len()), (GSO_NONE, 1514), "{case} #{i}");
             let meta = info.hdr.to_meta(frame, &ImportOptions::default()).unwrap();
             let mut v = Vec::new();
-            validate_frame(frame, LinkLayer::Ethernet, &meta, false, &mut v);
+            validate_frame(frame, Medium::Ethernet, &meta, false, &mut v);
             assert!(v.is_empty(), "{case} #{i}: {v:?}");
             let s = u32::from_be_bytes(frame[38..42].try_into().unwrap());
             if let Some(prev) = seq {

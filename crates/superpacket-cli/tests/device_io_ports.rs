@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use superpacket::packet::virtio::{F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, ImportOptions, VirtioNetHdr};
 use superpacket::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, Problem, validate_frame};
+use superpacket::validate::{Medium, Problem, validate_frame};
 use superpacket::wire::TcpFlags;
 use superpacket_engine::device::port_io::{IoEndpoint, IoPortStats, PACKET_SOCKET_FEATURES, Received};
 use superpacket_engine::device::vlan::VlanProto;
@@ -83,7 +83,7 @@ fn superpacket(flow: &mut Flow) -> Packet {
 fn problems(hdr: &VirtioNetHdr, frame: &[u8]) -> Vec<Problem> {
     let meta = hdr.to_meta(frame, &ImportOptions::default()).expect("kernel header imports");
     let mut out = Vec::new();
-    validate_frame(frame, LinkLayer::Ethernet, &meta, false, &mut out);
+    validate_frame(frame, Medium::Ethernet, &meta, false, &mut out);
     out
 }
 
@@ -253,7 +253,7 @@ fn tap_port_receives_superpacket_on_vlan_device() {
     assert_eq!((got.meta.gso_size, got.meta.gso_segs), (MSS, SEGS as u16), "{:?}", got.meta);
     assert_eq!(got.meta.csum, ChecksumState::Partial { start: 34, offset: 16 }, "{:?}", got.meta);
     let mut v = Vec::new();
-    validate_frame(&got.to_vec(), LinkLayer::Ethernet, &got.meta, false, &mut v);
+    validate_frame(&got.to_vec(), Medium::Ethernet, &got.meta, false, &mut v);
     assert!(v.is_empty(), "{v:?}");
     let c = g.counters(port).clone();
     assert_eq!((c.rx_packets, c.rx_superpackets), (1, 1), "{c:?}");
@@ -316,7 +316,7 @@ fn af_packet_port_on_veth_superpacket_or_segments() {
         assert_eq!(info.hdr.gso_type, GSO_NONE, "#{i}: {info:?}");
         assert_eq!(frame.len(), HLEN + MSS as usize, "#{i}");
         let mut v = Vec::new();
-        validate_frame(frame, LinkLayer::Ethernet, &OffloadMeta::default(), false, &mut v);
+        validate_frame(frame, Medium::Ethernet, &OffloadMeta::default(), false, &mut v);
         assert!(v.is_empty(), "#{i}: {v:?}");
     }
     eprintln!("veth offloads off: {} segments, first {:?}", got.len(), got[0].0);

@@ -13,7 +13,7 @@ use proptest::prelude::*;
 use superpacket::offload::gro::{Gro, GroConfig, UdpGroMode};
 use superpacket::offload::gso::{Segmenter, TargetCaps, VecSink};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
 
 fn round_trip(originals: &[Vec<u8>], cfg: GroConfig, sg: bool) -> (Vec<Vec<u8>>, usize) {
@@ -34,7 +34,7 @@ fn round_trip(originals: &[Vec<u8>], cfg: GroConfig, sg: bool) -> (Vec<Vec<u8>>,
     let frames: Vec<Vec<u8>> = sink.frames.into_iter().map(|f| f.data).collect();
     for f in &frames {
         let mut problems = Vec::new();
-        validate_frame(f, LinkLayer::Ethernet, &Default::default(), false, &mut problems);
+        validate_frame(f, Medium::Ethernet, &Default::default(), false, &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
     }
     (frames, superpackets)

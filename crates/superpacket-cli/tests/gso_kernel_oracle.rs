@@ -15,7 +15,7 @@ use superpacket::offload::gso::{Segmenter, TargetCaps, VecSink};
 use superpacket::packet::virtio::VirtioNetHdr;
 use superpacket::packet::{GsoType, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
 use superpacket_lab::oracle::{Delivered, GsoOracle};
 
@@ -114,7 +114,7 @@ fn segments_are_byte_identical_to_the_kernels() {
         let ours: Vec<Vec<u8>> = sink.frames.into_iter().map(|f| f.data).collect();
         for f in &ours {
             let mut problems = Vec::new();
-            validate_frame(f, LinkLayer::Ethernet, &Default::default(), false, &mut problems);
+            validate_frame(f, Medium::Ethernet, &Default::default(), false, &mut problems);
             assert!(problems.is_empty(), "{}: our segment fails validation: {problems:?}", sc.name);
         }
         let sizes: Vec<usize> = kernel.iter().map(Vec::len).collect();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::{FrameHeaders, MacAddr, TcpFlags};
 use superpacket_engine::io::pv::{PvClient, PvClientConfig, PvError, TxStrategy, proto};
 
@@ -167,7 +167,7 @@ fn traffic(src: [u8; 6], dst: [u8; 6], n: usize) -> Vec<Packet> {
 
 fn valid(frame: &[u8], meta: &OffloadMeta) {
     let mut problems = Vec::new();
-    validate_frame(frame, LinkLayer::Ethernet, meta, false, &mut problems);
+    validate_frame(frame, Medium::Ethernet, meta, false, &mut problems);
     assert!(problems.is_empty(), "{meta:?}: {problems:?}");
 }
 

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
 use superpacket_cli::bench::pv_tx::{DISCARD_PORT, ECHO_PORT, PeerProcess, PeerReport, reflect};
 use superpacket_engine::io::pv::{PvClient, PvClientConfig, PvError, TxError, TxStrategy, proto};
@@ -75,7 +75,7 @@ fn expected_reply(req: &Packet, got: &OffloadMeta) -> Vec<u8> {
 
 fn check_frame(frame: &[u8], meta: &OffloadMeta) {
     let mut problems = Vec::new();
-    validate_frame(frame, LinkLayer::Ethernet, meta, false, &mut problems);
+    validate_frame(frame, Medium::Ethernet, meta, false, &mut problems);
     assert!(problems.is_empty(), "{meta:?}: {problems:?}");
 }
 

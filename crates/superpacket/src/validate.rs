@@ -23,14 +23,8 @@ use crate::packet::{ChecksumState, GsoProtocol, OffloadMeta};
 use crate::wire::{EtherType, FrameHeaders, L3Kind, L4Kind, VlanStack, WireError};
 use std::fmt;
 
-/// How a frame starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LinkLayer {
-    /// An Ethernet header (pcap link type 1).
-    Ethernet,
-    /// The IP header (pcap link type 101, TUN mode).
-    RawIp,
-}
+/// How a frame starts (re-exported here for the validators' callers).
+pub use crate::wire::Medium;
 
 /// The class of a problem; [`ProblemKind::name`] is the stable name shown in
 /// `pcap check` output.
@@ -109,10 +103,10 @@ fn push(out: &mut Vec<Problem>, kind: ProblemKind, detail: String) {
 ///
 /// # Errors
 /// As [`FrameHeaders::parse`].
-pub fn parse_headers(frame: &[u8], link: LinkLayer) -> Result<FrameHeaders, WireError> {
+pub fn parse_headers(frame: &[u8], link: Medium) -> Result<FrameHeaders, WireError> {
     match link {
-        LinkLayer::Ethernet => FrameHeaders::parse(frame),
-        LinkLayer::RawIp => FrameHeaders::parse_ip(frame),
+        Medium::Ethernet => FrameHeaders::parse(frame),
+        Medium::Ip => FrameHeaders::parse_ip(frame),
     }
 }
 
@@ -175,7 +169,7 @@ fn ones_eq(a: u16, b: u16) -> bool {
 /// its problems to `out`. `snapped` says the capture holds fewer bytes than
 /// the wire did: then only header parsing and the IPv4 header checksum are
 /// checked (and truncation of headers is expected, not a problem).
-pub fn validate_frame(frame: &[u8], link: LinkLayer, meta: &OffloadMeta, snapped: bool, out: &mut Vec<Problem>) {
+pub fn validate_frame(frame: &[u8], link: Medium, meta: &OffloadMeta, snapped: bool, out: &mut Vec<Problem>) {
     let h = match parse_headers(frame, link) {
         Ok(h) => h,
         Err(e) => {
@@ -218,10 +212,10 @@ fn check_ipv4_header(header: &[u8], out: &mut Vec<Problem>) {
 
 /// A snapped frame whose IP packet is cut short still has a checkable IPv4
 /// header if the capture holds all of it.
-fn check_snapped_ipv4_header(frame: &[u8], link: LinkLayer, out: &mut Vec<Problem>) {
+fn check_snapped_ipv4_header(frame: &[u8], link: Medium, out: &mut Vec<Problem>) {
     let l3 = match link {
-        LinkLayer::RawIp => 0,
-        LinkLayer::Ethernet => match frame.get(12..).map(VlanStack::parse) {
+        Medium::Ip => 0,
+        Medium::Ethernet => match frame.get(12..).map(VlanStack::parse) {
             Some(Ok((_, EtherType::IPV4, consumed))) => 12 + consumed,
             _ => return,
         },

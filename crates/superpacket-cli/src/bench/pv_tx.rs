@@ -75,7 +75,7 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 use superpacket::packet::{ChecksumState, GsoType, OffloadMeta};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, l4_pseudo_header_sum, validate_frame};
+use superpacket::validate::{Medium, l4_pseudo_header_sum, validate_frame};
 use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, TcpFlags};
 use superpacket_engine::io::pv::{
     PendingAttach, PvClient, PvClientConfig, PvError, PvLink, PvServerConfig, SeqListener, TxError, TxForm, TxStrategy,
@@ -256,7 +256,7 @@ pub fn serve(link: &mut PvLink, opts: &PeerOptions) -> PeerReport {
             let frame = &mut buf[..f.len];
             if opts.verify {
                 problems.clear();
-                validate_frame(frame, LinkLayer::Ethernet, &f.meta, false, &mut problems);
+                validate_frame(frame, Medium::Ethernet, &f.meta, false, &mut problems);
                 if !problems.is_empty() {
                     r.bad_frames += 1;
                     r.first_problem.get_or_insert_with(|| format!("frame {}: {}", r.frames, problems[0]));

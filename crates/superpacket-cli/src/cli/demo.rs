@@ -28,7 +28,7 @@ use superpacket::packet::virtio::{HdrByteOrder, HdrLayout, ImportOptions, Virtio
 use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
 use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{self, LinkLayer};
+use superpacket::validate::{self, Medium};
 use superpacket::wire::TcpFlags;
 use superpacket_engine::device::{MemoryDriver, topology};
 
@@ -181,9 +181,9 @@ fn run_offline(args: &DemoArgs) -> Result<u8, CliError> {
     while let Some(frame) = reader.next_frame().map_err(|e| CliError::context(out.display(), e))? {
         report.capture_frames += 1;
         report.capture_bytes += frame.data.len() as u64;
-        let headers = validate::parse_headers(frame.data, LinkLayer::Ethernet).ok();
+        let headers = validate::parse_headers(frame.data, Medium::Ethernet).ok();
         let meta = frame.annotation.to_meta(headers.as_ref());
-        validate::validate_frame(frame.data, LinkLayer::Ethernet, &meta, frame.is_snapped(), &mut problems);
+        validate::validate_frame(frame.data, Medium::Ethernet, &meta, frame.is_snapped(), &mut problems);
     }
     report.check_problems = problems.len() as u64;
     report.pipeline = gro_stack_gso(&specs, &mut problems)?;
@@ -255,9 +255,9 @@ fn gro_stack_gso(
             let data = frame.to_vec();
             r.frames_out += 1;
             let before = problems.len();
-            validate::validate_frame(&data, LinkLayer::Ethernet, &frame.meta, false, problems);
+            validate::validate_frame(&data, Medium::Ethernet, &frame.meta, false, problems);
             r.problems += (problems.len() - before) as u64;
-            if let Ok(h) = validate::parse_headers(&data, LinkLayer::Ethernet) {
+            if let Ok(h) = validate::parse_headers(&data, Medium::Ethernet) {
                 r.payload_bytes_out += h.payload_len as u64;
             }
         }

@@ -6,7 +6,7 @@ use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
 use superpacket::pcap::{CaptureReader, LinkType, PcapError};
-use superpacket::validate::{self, LinkLayer, Problem};
+use superpacket::validate::{self, Medium, Problem};
 
 /// Arguments of `pcap check`.
 #[derive(Debug, Args)]
@@ -43,10 +43,10 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-fn link_layer(link: LinkType) -> Option<LinkLayer> {
+fn link_layer(link: LinkType) -> Option<Medium> {
     match link {
-        LinkType::ETHERNET => Some(LinkLayer::Ethernet),
-        LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(LinkLayer::RawIp),
+        LinkType::ETHERNET => Some(Medium::Ethernet),
+        LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(Medium::Ip),
         _ => None,
     }
 }

@@ -21,7 +21,7 @@ use superpacket::offload::frag::{
 };
 use superpacket::packet::Packet;
 use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError, WriterOptions};
-use superpacket::validate::{self, LinkLayer};
+use superpacket::validate::{self, Medium};
 use superpacket::wire::VlanStack;
 
 /// Arguments of `pcap defrag`.
@@ -96,8 +96,8 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
         now = now.max(frame.timestamp_ns);
         clock.set(now);
         let link = match frame.link_type {
-            LinkType::ETHERNET => Some(LinkLayer::Ethernet),
-            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(LinkLayer::RawIp),
+            LinkType::ETHERNET => Some(Medium::Ethernet),
+            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(Medium::Ip),
             _ => None,
         };
         let pass = |w: &mut CaptureWriter<_>, data: &[u8], ann: &FrameAnnotation| {
@@ -114,14 +114,14 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
         let scope = Scope {
             port: frame.interface_id,
             vlans: match link {
-                LinkLayer::Ethernet => frame.data.get(12..).and_then(|t| VlanStack::parse(t).ok()).map(|v| v.0),
-                LinkLayer::RawIp => None,
+                Medium::Ethernet => frame.data.get(12..).and_then(|t| VlanStack::parse(t).ok()).map(|v| v.0),
+                Medium::Ip => None,
             }
             .unwrap_or_default(),
         };
         let verdict = match link {
-            LinkLayer::Ethernet => reasm.push(packet, scope),
-            LinkLayer::RawIp => reasm.push_ip(packet, scope),
+            Medium::Ethernet => reasm.push(packet, scope),
+            Medium::Ip => reasm.push_ip(packet, scope),
         };
         match verdict {
             Ok(Verdict::Pass(_) | Verdict::NotFragment) => {

@@ -11,7 +11,7 @@ use super::vlan::VlanProto;
 use super::*;
 use superpacket::packet::{GsoType, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport, payload_byte};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
 
 type F = NetdevFeatures;
@@ -241,7 +241,7 @@ fn assert_all_valid(frames: &[Packet], tags: usize, what: &str) {
     for (i, f) in frames.iter().enumerate() {
         let data = f.to_vec();
         problems.clear();
-        validate_frame(&data, LinkLayer::Ethernet, &f.meta, false, &mut problems);
+        validate_frame(&data, Medium::Ethernet, &f.meta, false, &mut problems);
         assert!(problems.is_empty(), "{what}: frame {i}: {problems:?}");
         assert_eq!(PacketInfo::of(f).vlan_tags as usize, tags, "{what}: frame {i} tags");
     }
@@ -547,7 +547,7 @@ fn nat_outputs_are_valid_for_superpackets_and_frames() {
         for (i, p) in out.iter().enumerate() {
             if p.frag_list().is_empty() {
                 problems.clear();
-                validate_frame(&p.to_vec(), LinkLayer::Ethernet, &p.meta, false, &mut problems);
+                validate_frame(&p.to_vec(), Medium::Ethernet, &p.meta, false, &mut problems);
                 assert!(problems.is_empty(), "port_gso {port_gso} frame {i}: {problems:?}");
             }
             let d = p.linear();

@@ -11,7 +11,7 @@ use super::*;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use superpacket::packet::Packet;
 use superpacket::traffic::{Addrs, Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::{ArpOperation, ArpPacket, ArpRepr, FrameHeaders, Icmpv6Repr, MacAddr, TcpFlags};
 
 const S: u64 = 1_000_000_000;
@@ -199,7 +199,7 @@ fn superpackets_cross_the_bridge_whole_or_are_segmented_at_a_port_that_cannot_ta
             assert!(!f.meta.is_gso(), "{what}");
             let data = f.to_vec();
             problems.clear();
-            validate_frame(&data, LinkLayer::Ethernet, &f.meta, false, &mut problems);
+            validate_frame(&data, Medium::Ethernet, &f.meta, false, &mut problems);
             assert!(problems.is_empty(), "{what} segment {i}: {problems:?}");
             assert_eq!(PacketInfo::of(f).vlan_tags, 0, "{what}");
             payload += FrameHeaders::parse(&data).unwrap().payload_len;
@@ -263,7 +263,7 @@ fn arp_resolution_holds_packets_until_the_reply_releases_them_in_order() {
         assert_eq!((&d[0..6], &d[6..12]), (&gw_mac.0[..], &router_mac.0[..]), "packet {i}");
         assert_eq!(&d[18 + 12..18 + 16], &[203, 0, 113, 1], "masqueraded");
         problems.clear();
-        validate_frame(&p.to_vec(), LinkLayer::Ethernet, &p.meta, false, &mut problems);
+        validate_frame(&p.to_vec(), Medium::Ethernet, &p.meta, false, &mut problems);
         assert!(problems.is_empty(), "packet {i}: {problems:?}");
     }
     let lens: Vec<usize> = out[..3].iter().map(|p| FrameHeaders::parse(p.linear()).unwrap().payload_len).collect();
@@ -473,7 +473,7 @@ fn ipv6_forwarding_resolves_the_next_hop_with_ndp() {
     assert_eq!((&p.linear()[0..6], &p.linear()[6..12]), (&gw_mac.0[..], &b_mac.0[..]));
     assert_eq!(p.linear()[14 + 7], 63, "hop limit decremented");
     let mut problems = Vec::new();
-    validate_frame(&p.to_vec(), LinkLayer::Ethernet, &p.meta, false, &mut problems);
+    validate_frame(&p.to_vec(), Medium::Ethernet, &p.meta, false, &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
 }
 

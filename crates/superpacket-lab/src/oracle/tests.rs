@@ -7,7 +7,7 @@ use superpacket::packet::Packet;
 use superpacket::packet::virtio::{F_DATA_VALID, F_NEEDS_CSUM, GSO_NONE, GSO_TCPV4, GSO_TCPV6, GSO_UDP_L4};
 use superpacket::packet::{ChecksumState, OffloadMeta};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::FrameHeaders;
 use superpacket::wire::tcp::TcpFlags;
 use superpacket_engine::io::require_privileges;
@@ -71,7 +71,7 @@ fn assert_valid(hdr: &VirtioNetHdr, frame: &[u8]) {
         meta.csum = ChecksumState::Partial { start: hdr.csum_start, offset: hdr.csum_offset };
     }
     let mut problems = Vec::new();
-    validate_frame(frame, LinkLayer::Ethernet, &meta, false, &mut problems);
+    validate_frame(frame, Medium::Ethernet, &meta, false, &mut problems);
     assert!(problems.is_empty(), "invalid frame ({} bytes, {hdr:?}): {problems:?}", frame.len());
 }
 

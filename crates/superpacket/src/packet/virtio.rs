@@ -17,6 +17,7 @@
 //! travels through the device stack.
 
 use super::meta::{ChecksumState, GsoProtocol, GsoType, OffloadMeta};
+pub use crate::wire::Medium;
 use crate::wire::{FrameHeaders, L3Kind, L4Kind};
 
 /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the packet is CHECKSUM_PARTIAL.
@@ -234,11 +235,14 @@ pub struct ImportOptions {
     /// Map `DATA_VALID` to [`ChecksumState::Unnecessary`]. The kernel's helper
     /// ignores it on input (offload-rules 4.2 step 6), so this is off by default.
     pub trust_data_valid: bool,
+    /// How the frame starts: Ethernet (TAP) or raw IP (TUN). Offsets in the
+    /// header count from the frame's first byte either way.
+    pub medium: Medium,
 }
 
 impl Default for ImportOptions {
     fn default() -> Self {
-        ImportOptions { udp_max_segments: UDP_MAX_SEGMENTS, trust_data_valid: false }
+        ImportOptions { udp_max_segments: UDP_MAX_SEGMENTS, trust_data_valid: false, medium: Medium::Ethernet }
     }
 }
 

@@ -13,7 +13,7 @@ fn frame(transport: Transport, ipv6: bool, vlans: &[(u16, u16)], payload: usize)
 
 fn kinds(frame: &[u8], meta: &OffloadMeta, snapped: bool) -> Vec<ProblemKind> {
     let mut out = Vec::new();
-    validate_frame(frame, LinkLayer::Ethernet, meta, snapped, &mut out);
+    validate_frame(frame, Medium::Ethernet, meta, snapped, &mut out);
     out.iter().map(|p| p.kind).collect()
 }
 
@@ -177,7 +177,7 @@ fn padding_fragments_and_raw_ip() {
     assert_eq!(kinds(&f, &OffloadMeta::default(), false), vec![]);
     let tcp = frame(Transport::Tcp, true, &[], 64);
     let mut out = Vec::new();
-    validate_frame(&tcp[14..], LinkLayer::RawIp, &OffloadMeta::default(), false, &mut out);
+    validate_frame(&tcp[14..], Medium::Ip, &OffloadMeta::default(), false, &mut out);
     assert!(out.is_empty(), "{out:?}");
     // A fragment's L4 checksum is not checked (it covers the whole datagram).
     let mut frag = frame(Transport::Udp, false, &[], 100);

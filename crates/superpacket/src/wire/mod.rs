@@ -96,6 +96,7 @@ pub mod icmpv6;
 pub mod ip;
 pub mod ipv4;
 pub mod ipv6;
+pub mod medium;
 pub mod tcp;
 pub mod udp;
 
@@ -106,6 +107,7 @@ pub use headers::{FrameHeaders, L3Kind, L4Kind};
 pub use icmpv4::{Icmpv4Packet, Icmpv4QuoteLen, Icmpv4Repr, icmpv4_quote};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter, icmpv6_quote};
 pub use ip::{Ecn, FragmentInfo, IpProtocol, IpVersion};
+pub use medium::Medium;
 pub use ipv4::{Ipv4Options, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{
     Ipv6ExtInfo, Ipv6Fragment, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6Option, Ipv6OptionIter, Ipv6OptionsHeader,

@@ -11,7 +11,7 @@ use std::time::Duration;
 use superpacket::packet::virtio::{HdrByteOrder, HdrLayout, VirtioNetHdr};
 use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{LinkLayer, validate_frame};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
 
 const T: Duration = Duration::from_secs(5);
@@ -69,7 +69,7 @@ fn expected(sent: &Packet, got_meta: &OffloadMeta) -> Vec<u8> {
 fn check_received(sent: &Packet, f: &RxFrame, bytes: &[u8]) {
     assert_eq!(bytes, &expected(sent, &f.meta)[..], "bytes differ ({:?})", f.form);
     let mut problems = Vec::new();
-    validate_frame(bytes, LinkLayer::Ethernet, &f.meta, false, &mut problems);
+    validate_frame(bytes, Medium::Ethernet, &f.meta, false, &mut problems);
     assert!(problems.is_empty(), "{:?} {:?}: {problems:?}", f.form, f.meta);
     assert_eq!(f.meta.gso_size, sent.meta.gso_size);
     assert_eq!(f.meta.gso_type.protocol(), sent.meta.gso_type.protocol());
@@ -173,7 +173,7 @@ fn a_client_without_offloads_gets_software_checksums_and_segments() {
         let frame = &buf[buf.len() - fr.len..];
         assert!(!fr.meta.is_gso() && !matches!(fr.meta.csum, ChecksumState::Partial { .. }));
         let mut problems = Vec::new();
-        validate_frame(frame, LinkLayer::Ethernet, &fr.meta, false, &mut problems);
+        validate_frame(frame, Medium::Ethernet, &fr.meta, false, &mut problems);
         assert!(problems.is_empty(), "{problems:?}");
         payload += superpacket::wire::FrameHeaders::parse(frame).unwrap().payload_len;
         n += 1;

@@ -54,6 +54,7 @@ pub use icmp::{IcmpError, IcmpKind};
 pub use reasm::Reassembler;
 
 use crate::packet::Packet;
+pub use crate::wire::Medium;
 use crate::wire::{VlanStack, WireError};
 
 /// IP family.
@@ -147,6 +148,9 @@ pub struct ReasmConfig {
     pub max_queues: usize,
     /// Drop IPv4 fragments whose header checksum is wrong (as `ip_rcv` does).
     pub verify_ipv4_checksum: bool,
+    /// How fragments start: Ethernet frames or raw IP packets (TUN). A
+    /// reassembled datagram keeps the first fragment's link header, if any.
+    pub medium: Medium,
 }
 
 impl Default for ReasmConfig {
@@ -159,6 +163,7 @@ impl Default for ReasmConfig {
             ipv4_max_dist: IPV4_DEFAULT_MAX_DIST,
             max_queues: 16384,
             verify_ipv4_checksum: true,
+            medium: Medium::Ethernet,
         }
     }
 }

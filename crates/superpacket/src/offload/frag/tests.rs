@@ -4,7 +4,7 @@
 use super::*;
 use crate::packet::{ChecksumState, Packet};
 use crate::traffic::{Flow, FlowSpec, Transport};
-use crate::validate::{LinkLayer, validate_frame};
+use crate::validate::{Medium, validate_frame};
 use crate::wire::icmpv6::PARAM_PROBLEM_INCOMPLETE_CHAIN;
 use crate::wire::{Icmpv4Packet, Icmpv6Packet, TcpFlags};
 use proptest::prelude::*;
@@ -59,7 +59,7 @@ fn feed<C: Clock>(r: &mut Reassembler<C>, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, 
 
 fn assert_valid(frame: &[u8]) {
     let mut problems = Vec::new();
-    validate_frame(frame, LinkLayer::Ethernet, &Default::default(), false, &mut problems);
+    validate_frame(frame, Medium::Ethernet, &Default::default(), false, &mut problems);
     assert!(problems.is_empty(), "{problems:?}");
 }
 

@@ -80,6 +80,7 @@ pub use udp::UDP_GRO_CNT_MAX;
 use crate::csum;
 use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
+pub use crate::wire::Medium;
 use crate::wire::FrameHeaders;
 use crate::wire::field::be16;
 use flow::{FlowKey, FlowTable, Held, Position};
@@ -175,6 +176,9 @@ pub struct GroConfig {
     /// LRO: largest queue before it is sorted and coalesced anyway (iflib:
     /// min(1024, ring size)).
     pub lro_queue_max: usize,
+    /// How received packets start: Ethernet frames (TAP, AF_PACKET) or raw
+    /// IP packets (TUN). Aggregates keep the medium of their packets.
+    pub medium: Medium,
 }
 
 impl GroConfig {
@@ -194,6 +198,7 @@ impl GroConfig {
         flush_age_ns: None,
         lro: false,
         lro_queue_max: 1024,
+        medium: Medium::Ethernet,
     };
 }
 
@@ -217,6 +222,12 @@ impl GroConfig {
     /// flushes its flow), no VLAN GRO (`CONFIG_VLAN_8021Q` is off), UDP GRO off.
     pub fn kernel_6_18() -> GroConfig {
         GroConfig { trim_padding: false, vlan: false, ..GroConfig::default() }
+    }
+
+    /// This configuration for packets of `medium` (raw IP for a TUN device).
+    pub const fn with_medium(mut self, medium: Medium) -> GroConfig {
+        self.medium = medium;
+        self
     }
 }
 

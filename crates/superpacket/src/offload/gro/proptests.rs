@@ -7,7 +7,7 @@ use super::tests::{VARIANTS, Variant, flow, refresh};
 use super::*;
 use crate::packet::Packet;
 use crate::traffic::{Flow, Transport};
-use crate::validate::{self, LinkLayer};
+use crate::validate::{self, Medium};
 use crate::wire::{FrameHeaders, TcpFlags};
 use proptest::prelude::*;
 use std::collections::HashMap;
@@ -143,7 +143,7 @@ proptest! {
             prop_assert!(h.l3_len <= 65535, "L3 length {}", h.l3_len);
             prop_assert!(h.l3_len < cfg.max_size.max(1600), "gro_max_size {} exceeded: {}", cfg.max_size, h.l3_len);
             problems.clear();
-            validate::validate_frame(&bytes, LinkLayer::Ethernet, &meta, false, &mut problems);
+            validate::validate_frame(&bytes, Medium::Ethernet, &meta, false, &mut problems);
             segs_out += if meta.is_gso() { meta.gso_segs as u64 } else { 1 };
             if !problems.is_empty() {
                 prop_assert!(corrupted.contains(&bytes), "invalid output {:?} that was not corrupted on input", problems);

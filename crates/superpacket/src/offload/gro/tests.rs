@@ -10,7 +10,7 @@
 use super::*;
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use crate::traffic::{Flow, FlowSpec, Transport};
-use crate::validate::{self, LinkLayer};
+use crate::validate::{self, Medium};
 use crate::wire::{FrameHeaders, TcpFlags};
 
 // ---------------------------------------------------------------- helpers
@@ -183,7 +183,7 @@ pub(super) fn shape(p: &Packet, valid_expected: bool, ctx: &str) -> Out {
     }
     assert!(h.l3_len <= 65535, "{ctx}: L3 size bound");
     let mut problems = Vec::new();
-    validate::validate_frame(&bytes, LinkLayer::Ethernet, &meta, false, &mut problems);
+    validate::validate_frame(&bytes, Medium::Ethernet, &meta, false, &mut problems);
     let valid = problems.is_empty();
     if valid_expected {
         assert!(valid, "{ctx}: output does not validate: {problems:?} (meta {meta:?})");

@@ -29,7 +29,7 @@
 //! An altered geometry falls back to ordinary segmentation over the
 //! concatenated payloads, with checksums recomputed (3.2, 3.3).
 
-use super::layout::{self, Layout, Link};
+use super::layout::{self, Layout, Medium};
 use super::output::PayloadCursor;
 use super::{GsoError, GsoOutcome, MAX_HEADER_LEN, MAX_SG_SLICES, SegmentSink, Segmenter, SgFrame, TargetCaps, udp};
 use crate::csum::{ones_sum, update_bytes};
@@ -43,18 +43,18 @@ fn probe_frag(head_hdr: &[u8], head_l3: usize, frag: &Packet, buf: &mut [u8; MAX
     frag.read_at(0, &mut buf[..n]).ok()?;
     let b = &buf[..n];
     let version = head_hdr.get(head_l3)? >> 4;
-    let link = if head_l3 >= 2
+    let medium = if head_l3 >= 2
         && b.len() > head_l3
         && b[head_l3 - 2..head_l3] == head_hdr[head_l3 - 2..head_l3]
         && b[head_l3] >> 4 == version
     {
-        Link::Ethernet
+        Medium::Ethernet
     } else if b.first().is_some_and(|x| x >> 4 == version) {
-        Link::Ip
+        Medium::Ip
     } else {
         return None;
     };
-    layout::parse(b, link).ok()
+    layout::parse(b, medium).ok()
 }
 
 /// Payload offset of a chained packet of `head` (0 if it does not parse;
@@ -65,7 +65,7 @@ pub(crate) fn payload_offset(head: &Packet, frag: &Packet) -> usize {
     if head.read_at(0, &mut hbuf[..n]).is_err() {
         return 0;
     }
-    let Ok(hl) = layout::parse(&hbuf[..n], Link::Ethernet) else { return 0 };
+    let Ok(hl) = layout::parse(&hbuf[..n], Medium::Ethernet) else { return 0 };
     let mut fbuf = [0u8; MAX_HEADER_LEN];
     probe_frag(&hbuf[..n], hl.l3_offset, frag, &mut fbuf).map_or(0, |l| l.hdr_len)
 }

@@ -18,14 +18,9 @@ pub(crate) enum L4 {
     Other,
 }
 
-/// Where the walk starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Link {
-    /// An Ethernet header (VLAN tags allowed).
-    Ethernet,
-    /// The IP header (a frag-list packet whose MAC header was pulled).
-    Ip,
-}
+/// Where the walk starts: an Ethernet header (VLAN tags allowed) or the IP
+/// header (a raw IP packet, or a frag-list packet whose MAC header was pulled).
+pub(crate) use crate::wire::Medium;
 
 /// Offsets and key fields of a packet's headers (all from the first byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -80,21 +75,16 @@ fn need(layer: &'static str, needed: usize, have: usize) -> Result<(), GsoError>
 /// Walks the headers at the start of `hdr` (which may end anywhere after
 /// them). Non-IP frames and IP with an unparsed upper layer are errors only
 /// where the bytes are self-contradictory; the caller decides what it needs.
-pub(crate) fn parse(hdr: &[u8], link: Link) -> Result<Layout, GsoError> {
-    let (vlan_count, ethertype, l3) = match link {
-        Link::Ethernet => {
+pub(crate) fn parse(hdr: &[u8], medium: Medium) -> Result<Layout, GsoError> {
+    let (vlan_count, ethertype, l3) = match medium {
+        Medium::Ethernet => {
             need("ethernet", 14, hdr.len())?;
             let (vlans, et, off) = parse_tags(hdr, 12).map_err(bad)?;
             (vlans.len(), et, off)
         }
-        Link::Ip => {
+        Medium::Ip => {
             need("ip", 1, hdr.len())?;
-            let et = match hdr[0] >> 4 {
-                4 => EtherType::IPV4,
-                6 => EtherType::IPV6,
-                _ => return Err(bad(WireError::malformed("ip", "version is neither 4 nor 6"))),
-            };
-            (0, et, 0)
+            (0, Medium::ip_ethertype(hdr).map_err(bad)?, 0)
         }
     };
     let mut lay = Layout {

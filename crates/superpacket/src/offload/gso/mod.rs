@@ -72,7 +72,8 @@ use std::collections::BTreeMap;
 
 pub use output::{MAX_SG_SLICES, OutFrame, OutKind, SegmentSink, SgFrame, VecSink};
 
-use layout::{L4, Layout, Link};
+pub use crate::wire::Medium;
+use layout::{L4, Layout};
 use output::PayloadCursor;
 
 /// Longest header block (L2 + L3 incl. IPv6 extension headers + L4) the
@@ -165,6 +166,10 @@ pub struct TargetCaps {
     /// allows 1; a device whose `features_check` hook can parse deeper stacks
     /// raises it. `HW_CSUM` is never limited by tags.
     pub max_offload_tags: u8,
+    /// How the target's packets start: Ethernet (TAP, AF_PACKET) or raw IP
+    /// (TUN). Every packet given to [`Segmenter::segment`] for this target is
+    /// read as this medium, and its segments keep it.
+    pub medium: Medium,
 }
 
 #[cfg(feature = "serde")]
@@ -186,7 +191,14 @@ impl TargetCaps {
             gso_max_size: GSO_LEGACY_MAX_SIZE,
             udp_max_segments: UDP_MAX_SEGMENTS,
             max_offload_tags: 1,
+            medium: Medium::Ethernet,
         }
+    }
+
+    /// With packets of `medium` (raw IP for a TUN device).
+    pub const fn with_medium(mut self, medium: Medium) -> TargetCaps {
+        self.medium = medium;
+        self
     }
     /// With scatter-gather.
     pub const fn with_sg(mut self) -> TargetCaps {
@@ -502,7 +514,7 @@ impl Segmenter {
         let n = pkt.len().min(MAX_HEADER_LEN);
         // In range by construction.
         let _ = pkt.read_at(0, &mut self.hdr[..n]);
-        layout::parse(&self.hdr[..n], Link::Ethernet)
+        layout::parse(&self.hdr[..n], Medium::Ethernet)
     }
 
     fn gso<S: SegmentSink + ?Sized>(

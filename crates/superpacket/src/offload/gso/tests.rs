@@ -6,7 +6,7 @@
 use super::*;
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use crate::traffic::{Flow, FlowSpec, Transport, payload_byte};
-use crate::validate::{LinkLayer, validate_frame};
+use crate::validate::{Medium, validate_frame};
 use crate::wire::TcpFlags;
 
 pub(super) const MTU: usize = 9000;
@@ -79,7 +79,7 @@ pub(super) fn run(pkt: &Packet, caps: &TargetCaps) -> (Result<GsoOutcome, GsoErr
 pub(super) fn assert_valid(frames: &[OutFrame], mtu: usize) {
     for (i, f) in frames.iter().enumerate() {
         let mut problems = Vec::new();
-        validate_frame(&f.data, LinkLayer::Ethernet, &f.meta, false, &mut problems);
+        validate_frame(&f.data, Medium::Ethernet, &f.meta, false, &mut problems);
         assert!(problems.is_empty(), "frame {i}: {problems:?}");
         if f.kind != OutKind::PassThrough {
             let h = crate::wire::FrameHeaders::parse(&f.data).unwrap();
