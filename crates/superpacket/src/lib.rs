@@ -7,6 +7,8 @@
 //! ([`pcap`]); [`validate`] checks frames, [`traffic`] builds deterministic
 //! test frames and superpackets.
 
+#![deny(missing_docs)]
+
 pub mod csum;
 pub mod offload;
 pub mod packet;
