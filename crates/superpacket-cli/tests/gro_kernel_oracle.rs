@@ -76,7 +76,7 @@ fn ours(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<Seen> {
     let mut buf = Vec::new();
     g.drain_delivered()
         .map(|p| {
-            let meta = gro::capture_bytes(&p, &mut buf);
+            let meta = gro::capture_bytes(&p, cfg.medium, &mut buf);
             let hdr = VirtioNetHdr::from_meta(&meta, &buf, true).expect("representable");
             // This kernel strips VLAN tags into metadata (no 8021q): compare untagged.
             let mut frame = buf.clone();

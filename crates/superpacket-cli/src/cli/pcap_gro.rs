@@ -14,8 +14,15 @@
 //! superpackets a TAP with USO or a peer's GSO takes whole. `--udp off` is
 //! the kernel default. Fraglist aggregates are written as the equivalent
 //! UDP_L4/TCP superpacket (see [`superpacket::offload::gro::capture_bytes`]).
+//!
+//! Link types (see [`super::pcap_media`]): Ethernet (1) and raw IP (101, 228,
+//! 229; what a TUN device carries) are read, the engine runs with that
+//! medium, and OUT keeps it (linktype 1, or 101 for raw IP). Any other link
+//! type is refused (exit 2); a frame of linktype 228/229 not of that IP
+//! version is dropped and counted (exit 1).
 
-use super::{CliError, EXIT_OK, progress};
+use super::pcap_media::{FrameMedium, MediumGate, output_link_type};
+use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 use std::fs::File;
@@ -23,8 +30,8 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use superpacket::offload::gro::{self, CwrRule, FixedIdRule, Gro, GroConfig, GroCounters, UdpGroMode};
 use superpacket::packet::Packet;
-use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError};
-use superpacket::wire::FrameHeaders;
+use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, PcapError};
+use superpacket::wire::Medium;
 
 /// UDP GRO mode on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -40,9 +47,11 @@ pub enum UdpArg {
 /// Arguments of `pcap gro`.
 #[derive(Debug, Args)]
 pub struct GroArgs {
-    /// Input capture (pcap or pcapng, Ethernet link type).
+    /// Input capture (pcap or pcapng): Ethernet (linktype 1) or raw IP (101,
+    /// 228, 229); other link types are refused.
     pub input: PathBuf,
-    /// Output capture (pcapng, annotated).
+    /// Output capture (pcapng, annotated), in the input's medium: Ethernet
+    /// (linktype 1) or raw IP (101).
     pub output: PathBuf,
     /// Flush every held aggregate after each N input frames (the NAPI budget).
     #[arg(long, value_name = "N", default_value_t = gro::NAPI_BUDGET, value_parser = parse_batch)]
@@ -71,8 +80,9 @@ pub struct GroArgs {
     /// Also flush aggregates older than this many microseconds (by frame timestamps).
     #[arg(long, value_name = "US")]
     pub flush_age_us: Option<u64>,
-    /// Print one JSON object {"packets_in", "packets_out", "superpackets",
-    /// "segments_per_superpacket", "aggregation", "counters"}.
+    /// Print one JSON object {"medium", "packets_in", "wrong_ip_version",
+    /// "packets_out", "superpackets", "segments_per_superpacket",
+    /// "aggregation", "counters"}.
     #[arg(long)]
     pub json: bool,
 }
@@ -109,7 +119,11 @@ impl GroArgs {
 /// The `--json` report.
 #[derive(Debug, Serialize)]
 struct GroReport {
+    /// `ethernet` or `ip` (raw IP): the medium of the input and the output.
+    medium: &'static str,
     packets_in: u64,
+    /// Frames of linktype 228/229 not of that IP version (dropped).
+    wrong_ip_version: u64,
     packets_out: u64,
     superpackets: u64,
     segments_per_superpacket: f64,
@@ -126,8 +140,9 @@ struct Output {
 
 impl Output {
     fn write_all(&mut self, gro: &mut Gro) -> Result<(), PcapError> {
+        let medium = gro.config().medium;
         for pkt in gro.drain_delivered() {
-            let meta = gro::capture_bytes(&pkt, &mut self.buf);
+            let meta = gro::capture_bytes(&pkt, medium, &mut self.buf);
             let ts = pkt.meta.arrival_ns.unwrap_or(0);
             self.writer.write_frame(&self.buf, ts, &FrameAnnotation::from_meta(&meta))?;
         }
@@ -135,27 +150,32 @@ impl Output {
     }
 }
 
-/// Runs the command: 0 when the output was written, 2 on a usage or I/O error.
+/// Runs the command: 0 when the output was written, 1 when frames were
+/// dropped (not of their link type's IP version), 2 on a usage or I/O error
+/// (an unsupported link type among them).
 pub fn run(args: &GroArgs) -> Result<u8, CliError> {
     let input_err = |e: PcapError| CliError::context(args.input.display(), e);
-    let mut reader = CaptureReader::open(&args.input).map_err(input_err)?;
-    let writer = CaptureWriter::create(&args.output, CaptureFormat::PcapNg, LinkType::ETHERNET)
-        .map_err(|e| CliError::context(args.output.display(), e))?;
-    let mut out = Output { writer, buf: Vec::new() };
     let output_err = |e: PcapError| CliError::context(args.output.display(), e);
-    let mut gro = Gro::new(args.config());
+    let mut reader = CaptureReader::open(&args.input).map_err(input_err)?;
+    let mut gate = MediumGate::new("pcap gro", &args.input, &reader)?;
+    // The engine and the output, made once the medium is known.
+    let start = |medium: Medium| -> Result<(Gro, Output), CliError> {
+        let writer = CaptureWriter::create(&args.output, CaptureFormat::PcapNg, output_link_type(medium))
+            .map_err(|e| CliError::context(args.output.display(), e))?;
+        Ok((Gro::new(args.config().with_medium(medium)), Output { writer, buf: Vec::new() }))
+    };
+    let mut run: Option<(Gro, Output)> = None;
     let bar = progress::bar(reader.total_len(), !args.json, "coalescing");
     let mut in_batch = 0usize;
     while let Some(frame) = reader.next_frame().map_err(input_err)? {
-        if frame.link_type != LinkType::ETHERNET {
-            return Err(CliError(format!(
-                "{}: frame {} has link type {}; pcap gro reads Ethernet frames",
-                args.input.display(),
-                frame.index,
-                frame.link_type.0
-            )));
-        }
-        let headers = FrameHeaders::parse(frame.data).ok();
+        let FrameMedium::Read(medium) = gate.frame(&frame)? else {
+            continue;
+        };
+        let (gro, out) = match &mut run {
+            Some(r) => r,
+            None => run.insert(start(medium)?),
+        };
+        let headers = medium.parse(frame.data).ok();
         let mut pkt = Packet::from_frame(frame.data);
         pkt.meta = frame.annotation.to_meta(headers.as_ref());
         pkt.meta.arrival_ns = Some(frame.timestamp_ns);
@@ -164,10 +184,14 @@ pub fn run(args: &GroArgs) -> Result<u8, CliError> {
         if in_batch == args.batch {
             gro.flush();
             in_batch = 0;
-            out.write_all(&mut gro).map_err(output_err)?;
+            out.write_all(gro).map_err(output_err)?;
             bar.set_position(reader.bytes_read());
         }
     }
+    let (mut gro, mut out) = match run {
+        Some(r) => r,
+        None => start(gate.finish(&reader)?)?,
+    };
     gro.flush();
     out.write_all(&mut gro).map_err(output_err)?;
     out.writer.finish().map_err(output_err)?;
@@ -175,7 +199,9 @@ pub fn run(args: &GroArgs) -> Result<u8, CliError> {
 
     let c = *gro.counters();
     let report = GroReport {
-        packets_in: c.packets_in,
+        medium: gro.config().medium.name(),
+        packets_in: c.packets_in + gate.wrong_ip_version,
+        wrong_ip_version: gate.wrong_ip_version,
         packets_out: c.packets_out,
         superpackets: c.superpackets,
         segments_per_superpacket: c.segments_per_superpacket(),
@@ -199,6 +225,9 @@ pub fn run(args: &GroArgs) -> Result<u8, CliError> {
             c.bypassed.total(),
             c.bad_checksums,
         );
+        if let Some(line) = gate.wrong_ip_version_line() {
+            println!("{line}");
+        }
     }
-    Ok(EXIT_OK)
+    Ok(if gate.wrong_ip_version > 0 { EXIT_PROBLEMS } else { EXIT_OK })
 }

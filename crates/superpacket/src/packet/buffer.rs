@@ -40,10 +40,9 @@ pub const MAX_SEGMENTS: usize = 17;
 pub const DEFAULT_HEADROOM: usize = 64;
 
 /// Errors of packet-buffer operations. None of them leaves the packet modified.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PacketError {
     /// The linear area holds fewer bytes than the operation needs.
-    #[error("linear area too short: need {needed} bytes, have {available}")]
     TooShort {
         /// Bytes needed.
         needed: usize,
@@ -51,13 +50,11 @@ pub enum PacketError {
         available: usize,
     },
     /// `pop_vlan_tag` on a frame whose ethertype is not a VLAN TPID.
-    #[error("frame has no VLAN tag (ethertype {ethertype:#06x})")]
     NotVlanTagged {
         /// The ethertype found at offset 12.
         ethertype: u16,
     },
     /// A pull would remove the start of a pending (partial) checksum.
-    #[error("pull of {pulled} bytes would cut off the pending checksum starting at {csum_start}")]
     ChecksumStartPulled {
         /// Bytes asked to pull.
         pulled: usize,
@@ -65,16 +62,13 @@ pub enum PacketError {
         csum_start: u16,
     },
     /// A push would move a pending checksum start beyond 65535.
-    #[error("push of {pushed} bytes would move the checksum start beyond 65535")]
     ChecksumStartOverflow {
         /// Bytes asked to push.
         pushed: usize,
     },
     /// All [`MAX_SEGMENTS`] payload segment slots are in use.
-    #[error("all {MAX_SEGMENTS} payload segments are in use")]
     SegmentsFull,
     /// An offset beyond the packet's length.
-    #[error("offset {offset} is beyond the packet length {len}")]
     OutOfRange {
         /// The offset asked for.
         offset: usize,
@@ -82,6 +76,27 @@ pub enum PacketError {
         len: usize,
     },
 }
+
+impl fmt::Display for PacketError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PacketError::TooShort { needed, available } => {
+                write!(f, "linear area too short: need {needed} bytes, have {available}")
+            }
+            PacketError::NotVlanTagged { ethertype } => write!(f, "frame has no VLAN tag (ethertype {ethertype:#06x})"),
+            PacketError::ChecksumStartPulled { pulled, csum_start } => {
+                write!(f, "pull of {pulled} bytes would cut off the pending checksum starting at {csum_start}")
+            }
+            PacketError::ChecksumStartOverflow { pushed } => {
+                write!(f, "push of {pushed} bytes would move the checksum start beyond 65535")
+            }
+            PacketError::SegmentsFull => write!(f, "all {MAX_SEGMENTS} payload segments are in use"),
+            PacketError::OutOfRange { offset, len } => write!(f, "offset {offset} is beyond the packet length {len}"),
+        }
+    }
+}
+
+impl std::error::Error for PacketError {}
 
 /// One payload segment: either a receive buffer moved in whole (owned, no
 /// reference count, no allocation to move) or a reference-counted slice

@@ -223,6 +223,20 @@ impl OffloadMeta {
         self.gso_size = 0;
         self.gso_segs = 0;
     }
+
+    /// The metadata of the same packet after `by` bytes were put in front of
+    /// it (`by > 0`, e.g. an Ethernet header of 14 given to a raw IP packet)
+    /// or taken off its front (`by < 0`): only frame offsets move, which is a
+    /// partial checksum's start. `None` if that start would fall before the
+    /// first byte or past 65535.
+    pub fn shifted(&self, by: isize) -> Option<OffloadMeta> {
+        let mut meta = *self;
+        if let ChecksumState::Partial { start, offset } = self.csum {
+            let start = u16::try_from((start as isize).checked_add(by)?).ok()?;
+            meta.csum = ChecksumState::Partial { start, offset };
+        }
+        Some(meta)
+    }
 }
 
 #[cfg(test)]
@@ -239,5 +253,17 @@ mod tests {
         assert_eq!(format!("{:?}", GsoType::from_bits(1 << 25)), "0x2000000");
         assert_eq!((GsoType::UDP_L4 | GsoType::FRAGLIST).protocol(), Some(GsoProtocol::UdpL4));
         assert_eq!(GsoProtocol::UdpL4.csum_offset(), 6);
+    }
+
+    #[test]
+    fn shifted_moves_only_a_partial_checksum_start() {
+        let partial = OffloadMeta { csum: ChecksumState::Partial { start: 34, offset: 16 }, ..Default::default() };
+        let raw = partial.shifted(-14).unwrap();
+        assert_eq!(raw.csum, ChecksumState::Partial { start: 20, offset: 16 });
+        assert_eq!(raw.shifted(14), Some(partial));
+        assert_eq!(partial.shifted(-35), None);
+        assert_eq!(partial.shifted(65535 - 33), None);
+        let complete = OffloadMeta { csum: ChecksumState::Complete { sum: 7 }, ..Default::default() };
+        assert_eq!(complete.shifted(-14), Some(complete));
     }
 }

@@ -106,10 +106,9 @@ impl HdrByteOrder {
 }
 
 /// Why a virtio_net_hdr (with its frame) was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VirtioHdrError {
     /// Fewer bytes than the header layout needs.
-    #[error("virtio_net_hdr truncated: need {needed} bytes, have {available}")]
     Truncated {
         /// Header size.
         needed: usize,
@@ -117,28 +116,22 @@ pub enum VirtioHdrError {
         available: usize,
     },
     /// A frame shorter than an Ethernet header.
-    #[error("frame of {len} bytes is shorter than an Ethernet header")]
     FrameTooShort {
         /// Frame length.
         len: usize,
     },
     /// `gso_type` is not NONE, TCPV4, TCPV6 or UDP_L4 (with the ECN flag).
-    #[error("unknown gso_type {0:#04x}")]
     UnknownGsoType(u8),
     /// Legacy UFO (`VIRTIO_NET_HDR_GSO_UDP`) is not accepted.
-    #[error("legacy UFO (gso_type 3) is not supported")]
     UfoUnsupported,
     /// A GSO type with `gso_size` 0.
-    #[error("gso_type {gso_type:#04x} with gso_size 0")]
     ZeroGsoSize {
         /// The raw gso_type.
         gso_type: u8,
     },
     /// `gso_size` equals the kernel-internal `GSO_BY_FRAGS`.
-    #[error("gso_size 0xffff (GSO_BY_FRAGS) is reserved")]
     GsoByFrags,
     /// `hdr_len` (possibly raised to cover the checksum field) passes the frame end.
-    #[error("hdr_len {hdr_len} exceeds the frame length {frame_len}")]
     HdrLenBeyondFrame {
         /// Effective hdr_len.
         hdr_len: usize,
@@ -146,7 +139,6 @@ pub enum VirtioHdrError {
         frame_len: usize,
     },
     /// `csum_start`/`csum_offset` (plus the L4 header) do not fit inside the frame.
-    #[error("csum_start {start} + csum_offset {offset} lies outside the {frame_len}-byte frame")]
     ChecksumOutsideFrame {
         /// csum_start.
         start: u16,
@@ -156,7 +148,6 @@ pub enum VirtioHdrError {
         frame_len: usize,
     },
     /// The checksum offset does not match the GSO protocol (16 TCP, 6 UDP).
-    #[error("csum_offset {offset} does not match {protocol:?} (expected {expected})")]
     WrongChecksumOffset {
         /// GSO protocol.
         protocol: GsoProtocol,
@@ -166,13 +157,10 @@ pub enum VirtioHdrError {
         expected: u16,
     },
     /// UDP_L4 without `NEEDS_CSUM`.
-    #[error("UDP_L4 GSO requires NEEDS_CSUM")]
     UdpL4WithoutChecksum,
     /// UDP_L4 combined with the ECN flag or another type bit.
-    #[error("UDP_L4 GSO with extra gso_type bits {0:#04x}")]
     UdpL4ExtraBits(u8),
     /// More UDP segments than `UDP_MAX_SEGMENTS`.
-    #[error("UDP_L4 superpacket of {segments} segments exceeds the limit of {max}")]
     TooManySegments {
         /// Segments the payload would need.
         segments: usize,
@@ -180,10 +168,8 @@ pub enum VirtioHdrError {
         max: usize,
     },
     /// The frame's headers could not be parsed for a GSO packet.
-    #[error("GSO frame headers unreadable: {0}")]
     BadHeaders(crate::wire::WireError),
     /// The frame is not TCP/UDP of the family `gso_type` states.
-    #[error("gso_type {gso_type} does not match the frame ({found})")]
     ProtocolMismatch {
         /// Decoded gso type.
         gso_type: GsoType,
@@ -191,7 +177,6 @@ pub enum VirtioHdrError {
         found: &'static str,
     },
     /// With GSO, `csum_start` must be the L4 header offset.
-    #[error("csum_start {start} is not the L4 header offset {l4_offset}")]
     ChecksumStartNotL4 {
         /// csum_start.
         start: u16,
@@ -199,9 +184,51 @@ pub enum VirtioHdrError {
         l4_offset: usize,
     },
     /// Export: the GSO type has no virtio representation (offload-rules 4.3).
-    #[error("gso_type {0} cannot be expressed in a virtio_net_hdr")]
     Unrepresentable(GsoType),
 }
+
+impl std::fmt::Display for VirtioHdrError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VirtioHdrError::Truncated { needed, available } => {
+                write!(f, "virtio_net_hdr truncated: need {needed} bytes, have {available}")
+            }
+            VirtioHdrError::FrameTooShort { len } => {
+                write!(f, "frame of {len} bytes is shorter than an Ethernet header")
+            }
+            VirtioHdrError::UnknownGsoType(gso_type) => write!(f, "unknown gso_type {gso_type:#04x}"),
+            VirtioHdrError::UfoUnsupported => f.write_str("legacy UFO (gso_type 3) is not supported"),
+            VirtioHdrError::ZeroGsoSize { gso_type } => write!(f, "gso_type {gso_type:#04x} with gso_size 0"),
+            VirtioHdrError::GsoByFrags => f.write_str("gso_size 0xffff (GSO_BY_FRAGS) is reserved"),
+            VirtioHdrError::HdrLenBeyondFrame { hdr_len, frame_len } => {
+                write!(f, "hdr_len {hdr_len} exceeds the frame length {frame_len}")
+            }
+            VirtioHdrError::ChecksumOutsideFrame { start, offset, frame_len } => {
+                write!(f, "csum_start {start} + csum_offset {offset} lies outside the {frame_len}-byte frame")
+            }
+            VirtioHdrError::WrongChecksumOffset { protocol, offset, expected } => {
+                write!(f, "csum_offset {offset} does not match {protocol:?} (expected {expected})")
+            }
+            VirtioHdrError::UdpL4WithoutChecksum => f.write_str("UDP_L4 GSO requires NEEDS_CSUM"),
+            VirtioHdrError::UdpL4ExtraBits(bits) => write!(f, "UDP_L4 GSO with extra gso_type bits {bits:#04x}"),
+            VirtioHdrError::TooManySegments { segments, max } => {
+                write!(f, "UDP_L4 superpacket of {segments} segments exceeds the limit of {max}")
+            }
+            VirtioHdrError::BadHeaders(err) => write!(f, "GSO frame headers unreadable: {err}"),
+            VirtioHdrError::ProtocolMismatch { gso_type, found } => {
+                write!(f, "gso_type {gso_type} does not match the frame ({found})")
+            }
+            VirtioHdrError::ChecksumStartNotL4 { start, l4_offset } => {
+                write!(f, "csum_start {start} is not the L4 header offset {l4_offset}")
+            }
+            VirtioHdrError::Unrepresentable(gso_type) => {
+                write!(f, "gso_type {gso_type} cannot be expressed in a virtio_net_hdr")
+            }
+        }
+    }
+}
+
+impl std::error::Error for VirtioHdrError {}
 
 impl VirtioHdrError {
     /// A short stable name for drop counters ("zero-gso-size", ...).

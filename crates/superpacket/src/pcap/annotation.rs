@@ -93,11 +93,10 @@ pub struct FrameAnnotation {
 }
 
 /// A malformed offload annotation in a packet comment.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum AnnotationError {
     /// A known token has a value that cannot be parsed.
-    #[error("invalid value {value:?} for annotation token `{key}`: {reason}")]
     InvalidValue {
         /// The token key, e.g. `gso_size`.
         key: &'static str,
@@ -107,24 +106,38 @@ pub enum AnnotationError {
         reason: &'static str,
     },
     /// A known token appears more than once.
-    #[error("annotation token `{key}` appears more than once")]
     Duplicate {
         /// The repeated key.
         key: &'static str,
     },
     /// A GSO type is given without a `gso_size`.
-    #[error("`gso_type={kind}` requires a `gso_size` token")]
     MissingGsoSize {
         /// The GSO type given.
         kind: GsoKind,
     },
     /// `gso_size` or `gso_segs` is non-zero but there is no GSO type.
-    #[error("`{key}` is non-zero but `gso_type` is absent or `none`")]
     GsoFieldWithoutType {
         /// The key that needs a GSO type.
         key: &'static str,
     },
 }
+
+impl fmt::Display for AnnotationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AnnotationError::InvalidValue { key, value, reason } => {
+                write!(f, "invalid value {value:?} for annotation token `{key}`: {reason}")
+            }
+            AnnotationError::Duplicate { key } => write!(f, "annotation token `{key}` appears more than once"),
+            AnnotationError::MissingGsoSize { kind } => write!(f, "`gso_type={kind}` requires a `gso_size` token"),
+            AnnotationError::GsoFieldWithoutType { key } => {
+                write!(f, "`{key}` is non-zero but `gso_type` is absent or `none`")
+            }
+        }
+    }
+}
+
+impl std::error::Error for AnnotationError {}
 
 impl FrameAnnotation {
     /// No offload metadata.

@@ -8,22 +8,19 @@ use super::annotation::AnnotationError;
 
 /// An error reading or writing a capture file. Messages name the frame index
 /// (0-based) and/or the byte offset where the problem is.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug)]
 #[non_exhaustive]
 pub enum PcapError {
     /// The underlying reader or writer failed.
-    #[error("I/O error: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
 
     /// The file starts with neither a pcap nor a pcapng magic number.
-    #[error("not a pcap or pcapng file: unrecognised magic number {magic:02x?}")]
     BadMagic {
         /// The first four bytes of the file.
         magic: [u8; 4],
     },
 
     /// The file declares a format version this reader does not know.
-    #[error("unsupported {format} version {major}.{minor} at byte offset {offset}")]
     UnsupportedVersion {
         /// `pcap` or `pcapng`.
         format: &'static str,
@@ -37,7 +34,6 @@ pub enum PcapError {
 
     /// The file ends in the middle of a header, record or block. Frames before
     /// it have been delivered.
-    #[error("file truncated in {what}{} starting at byte offset {offset}", FrameSuffix(*.frame))]
     Truncated {
         /// What was being read, e.g. `record data` or `enhanced packet block`.
         what: &'static str,
@@ -48,7 +44,6 @@ pub enum PcapError {
     },
 
     /// A pcapng block (or pcap header) is malformed.
-    #[error("malformed {block} at byte offset {offset}: {reason}")]
     BadBlock {
         /// Which block, e.g. `enhanced packet block`.
         block: &'static str,
@@ -60,7 +55,6 @@ pub enum PcapError {
 
     /// A frame (or the block holding it) is larger than the limit. Nothing is
     /// allocated for it.
-    #[error("frame {frame}{} is {len} bytes, more than the limit of {limit}", OffsetSuffix(*.offset))]
     FrameTooLarge {
         /// Index of the frame.
         frame: u64,
@@ -74,21 +68,15 @@ pub enum PcapError {
     },
 
     /// A packet comment holds a malformed offload annotation.
-    #[error("frame {frame}: bad offload annotation in packet comment: {source}")]
     BadAnnotation {
         /// Index of the frame.
         frame: u64,
         /// What is wrong.
-        #[source]
         source: AnnotationError,
     },
 
     /// An annotated (or commented) frame was written to a format that cannot
     /// carry comments, and stripping was not allowed.
-    #[error(
-        "frame {frame}: {format} cannot carry packet comments, so its offload annotation would be lost \
-         (write pcapng, or allow stripping with WriterOptions::strip_annotations)"
-    )]
     AnnotationNotRepresentable {
         /// Index of the frame.
         frame: u64,
@@ -97,7 +85,6 @@ pub enum PcapError {
     },
 
     /// A timestamp does not fit the output format (pcap seconds are 32-bit).
-    #[error("frame {frame}: timestamp {timestamp_ns} ns does not fit the {format} format")]
     TimestampOutOfRange {
         /// Index of the frame.
         frame: u64,
@@ -108,7 +95,6 @@ pub enum PcapError {
     },
 
     /// A frame refers to an interface that was not declared.
-    #[error("frame {frame}: interface {interface_id} is not defined")]
     UnknownInterface {
         /// Index of the frame.
         frame: u64,
@@ -118,7 +104,6 @@ pub enum PcapError {
 
     /// A frame given to the writer is inconsistent (e.g. an original length
     /// smaller than the data, or a comment longer than 65535 bytes).
-    #[error("frame {frame}: {reason}")]
     InvalidFrame {
         /// Index of the frame.
         frame: u64,
@@ -127,8 +112,62 @@ pub enum PcapError {
     },
 
     /// The operation is not available for this format.
-    #[error("{0}")]
     Unsupported(&'static str),
+}
+
+impl fmt::Display for PcapError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PcapError::Io(err) => write!(f, "I/O error: {err}"),
+            PcapError::BadMagic { magic } => {
+                write!(f, "not a pcap or pcapng file: unrecognised magic number {magic:02x?}")
+            }
+            PcapError::UnsupportedVersion { format, major, minor, offset } => {
+                write!(f, "unsupported {format} version {major}.{minor} at byte offset {offset}")
+            }
+            PcapError::Truncated { what, frame, offset } => {
+                write!(f, "file truncated in {what}{} starting at byte offset {offset}", FrameSuffix(*frame))
+            }
+            PcapError::BadBlock { block, reason, offset } => {
+                write!(f, "malformed {block} at byte offset {offset}: {reason}")
+            }
+            PcapError::FrameTooLarge { frame, offset, len, limit } => {
+                write!(f, "frame {frame}{} is {len} bytes, more than the limit of {limit}", OffsetSuffix(*offset))
+            }
+            PcapError::BadAnnotation { frame, source } => {
+                write!(f, "frame {frame}: bad offload annotation in packet comment: {source}")
+            }
+            PcapError::AnnotationNotRepresentable { frame, format } => write!(
+                f,
+                "frame {frame}: {format} cannot carry packet comments, so its offload annotation would be lost \
+                 (write pcapng, or allow stripping with WriterOptions::strip_annotations)"
+            ),
+            PcapError::TimestampOutOfRange { frame, timestamp_ns, format } => {
+                write!(f, "frame {frame}: timestamp {timestamp_ns} ns does not fit the {format} format")
+            }
+            PcapError::UnknownInterface { frame, interface_id } => {
+                write!(f, "frame {frame}: interface {interface_id} is not defined")
+            }
+            PcapError::InvalidFrame { frame, reason } => write!(f, "frame {frame}: {reason}"),
+            PcapError::Unsupported(what) => write!(f, "{what}"),
+        }
+    }
+}
+
+impl std::error::Error for PcapError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            PcapError::Io(err) => Some(err),
+            PcapError::BadAnnotation { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+impl From<io::Error> for PcapError {
+    fn from(err: io::Error) -> Self {
+        PcapError::Io(err)
+    }
 }
 
 impl PcapError {

@@ -6,10 +6,9 @@
 //! `ipv4: truncated: header needs 20 bytes, 12 available`.
 
 /// Why a packet (or a part of it) could not be parsed or emitted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum WireError {
     /// The buffer ends before the structure it must hold does.
-    #[error("{layer}: truncated: needs {needed} bytes, {available} available")]
     Truncated {
         /// Protocol layer that was being parsed ("ethernet", "ipv4", "tcp", ...).
         layer: &'static str,
@@ -19,7 +18,6 @@ pub enum WireError {
         available: usize,
     },
     /// A field holds a value the protocol forbids, or fields contradict each other.
-    #[error("{layer}: malformed: {reason}")]
     Malformed {
         /// Protocol layer that was being parsed.
         layer: &'static str,
@@ -28,7 +26,6 @@ pub enum WireError {
     },
     /// Valid on the wire but outside what this implementation handles
     /// (e.g. more VLAN tags than [`MAX_VLAN_TAGS`](super::MAX_VLAN_TAGS)).
-    #[error("{layer}: unsupported: {reason}")]
     Unsupported {
         /// Protocol layer that was being parsed.
         layer: &'static str,
@@ -36,6 +33,20 @@ pub enum WireError {
         reason: &'static str,
     },
 }
+
+impl std::fmt::Display for WireError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WireError::Truncated { layer, needed, available } => {
+                write!(f, "{layer}: truncated: needs {needed} bytes, {available} available")
+            }
+            WireError::Malformed { layer, reason } => write!(f, "{layer}: malformed: {reason}"),
+            WireError::Unsupported { layer, reason } => write!(f, "{layer}: unsupported: {reason}"),
+        }
+    }
+}
+
+impl std::error::Error for WireError {}
 
 impl WireError {
     /// The protocol layer the error is about.

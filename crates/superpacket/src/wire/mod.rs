@@ -107,12 +107,12 @@ pub use headers::{FrameHeaders, L3Kind, L4Kind};
 pub use icmpv4::{Icmpv4Packet, Icmpv4QuoteLen, Icmpv4Repr, icmpv4_quote};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter, icmpv6_quote};
 pub use ip::{Ecn, FragmentInfo, IpProtocol, IpVersion};
-pub use medium::Medium;
 pub use ipv4::{Ipv4Options, Ipv4Packet, Ipv4Repr};
 pub use ipv6::{
     Ipv6ExtInfo, Ipv6Fragment, Ipv6FragmentHeader, Ipv6FragmentRepr, Ipv6Option, Ipv6OptionIter, Ipv6OptionsHeader,
     Ipv6OptionsRepr, Ipv6Packet, Ipv6Repr, Ipv6RoutingHeader, Ipv6RoutingRepr, MAX_IPV6_EXT_HEADERS,
 };
+pub use medium::Medium;
 pub use tcp::{SackBlocks, TcpFlags, TcpOption, TcpOptionIter, TcpOptionsRepr, TcpPacket, TcpRepr};
 pub use udp::{UdpChecksum, UdpPacket, UdpRepr};
 

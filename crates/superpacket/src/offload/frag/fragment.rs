@@ -77,10 +77,9 @@ impl FragmentRequest {
 }
 
 /// Why a packet was not fragmented.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum FragmentError {
     /// IPv4 with DF larger than the MTU: send `icmp` (fragmentation needed) to the sender.
-    #[error("IPv4 packet of {len} bytes with DF exceeds the MTU {mtu}")]
     FragmentationNeeded {
         /// Packet length.
         len: usize,
@@ -90,7 +89,6 @@ pub enum FragmentError {
         icmp: Option<IcmpError>,
     },
     /// IPv6 larger than the MTU where fragmenting is not allowed: send `icmp` (packet too big).
-    #[error("IPv6 packet of {len} bytes exceeds the MTU {mtu} and may not be fragmented here")]
     PacketTooBig {
         /// Packet length.
         len: usize,
@@ -100,15 +98,30 @@ pub enum FragmentError {
         icmp: Option<IcmpError>,
     },
     /// The MTU cannot carry a header and 8 bytes of data.
-    #[error("MTU {0} too small to fragment this packet")]
     MtuTooSmall(usize),
     /// A GSO superpacket: segment it first.
-    #[error("GSO packet: segment before fragmenting")]
     Gso,
     /// Too big and not IP, or IP headers that do not parse.
-    #[error("cannot fragment: {0}")]
     Malformed(WireError),
 }
+
+impl std::fmt::Display for FragmentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FragmentError::FragmentationNeeded { len, mtu, .. } => {
+                write!(f, "IPv4 packet of {len} bytes with DF exceeds the MTU {mtu}")
+            }
+            FragmentError::PacketTooBig { len, mtu, .. } => {
+                write!(f, "IPv6 packet of {len} bytes exceeds the MTU {mtu} and may not be fragmented here")
+            }
+            FragmentError::MtuTooSmall(mtu) => write!(f, "MTU {mtu} too small to fragment this packet"),
+            FragmentError::Gso => f.write_str("GSO packet: segment before fragmenting"),
+            FragmentError::Malformed(err) => write!(f, "cannot fragment: {err}"),
+        }
+    }
+}
+
+impl std::error::Error for FragmentError {}
 
 /// Fragmenter counters (Linux `FragOKs`, `FragCreates`, `FragFails`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -256,59 +256,67 @@ impl ReasmCounters {
 }
 
 /// Why a fragment was dropped.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DropReason {
     /// The fragment's headers do not parse.
-    #[error("malformed fragment: {0}")]
     Malformed(WireError),
     /// IPv4 header checksum is wrong.
-    #[error("bad IPv4 header checksum")]
     BadHeaderChecksum,
     /// Entirely inside data already received (only this fragment is dropped).
-    #[error("duplicate fragment")]
     Duplicate,
     /// Partially covers data already received (datagram discarded).
-    #[error("fragment overlaps received data: datagram discarded")]
     Overlap,
     /// The datagram would exceed 65535 bytes.
-    #[error("reassembled datagram would exceed 65535 bytes")]
     Oversize,
     /// A fragment carrying no data.
-    #[error("zero-length fragment")]
     ZeroLength,
     /// A last fragment ending before data seen, or disagreeing with an earlier last fragment.
-    #[error("last fragment inconsistent with the data received")]
     BadLastFragment,
     /// Data beyond the end set by the last fragment.
-    #[error("fragment data beyond the datagram's end")]
     BeyondEnd,
     /// IPv6 non-last fragment whose length is not a multiple of 8.
-    #[error("IPv6 non-last fragment length not a multiple of 8")]
     NotMultipleOf8,
     /// IPv6 fragment ending beyond 65535.
-    #[error("IPv6 fragment ends beyond 65535")]
     EndBeyondMax,
     /// IPv6 first fragment without the whole header chain (RFC 8200 4.5).
-    #[error("IPv6 first fragment lacks the upper-layer header")]
     IncompleteChain,
     /// IPv6 jumbogram (payload length 0) with a Fragment header.
-    #[error("IPv6 jumbogram with a fragment header")]
     Jumbogram,
     /// Not-ECT mixed with ECT/CE (RFC 3168 5.3).
-    #[error("incompatible ECN codepoints among the fragments")]
     EcnMismatch,
     /// Memory above the high threshold.
-    #[error("reassembly memory above the high threshold")]
     MemoryLimit,
     /// Too many queues.
-    #[error("reassembly queue table full")]
     QueueLimit,
 }
 
+impl std::fmt::Display for DropReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DropReason::Malformed(err) => write!(f, "malformed fragment: {err}"),
+            DropReason::BadHeaderChecksum => f.write_str("bad IPv4 header checksum"),
+            DropReason::Duplicate => f.write_str("duplicate fragment"),
+            DropReason::Overlap => f.write_str("fragment overlaps received data: datagram discarded"),
+            DropReason::Oversize => f.write_str("reassembled datagram would exceed 65535 bytes"),
+            DropReason::ZeroLength => f.write_str("zero-length fragment"),
+            DropReason::BadLastFragment => f.write_str("last fragment inconsistent with the data received"),
+            DropReason::BeyondEnd => f.write_str("fragment data beyond the datagram's end"),
+            DropReason::NotMultipleOf8 => f.write_str("IPv6 non-last fragment length not a multiple of 8"),
+            DropReason::EndBeyondMax => f.write_str("IPv6 fragment ends beyond 65535"),
+            DropReason::IncompleteChain => f.write_str("IPv6 first fragment lacks the upper-layer header"),
+            DropReason::Jumbogram => f.write_str("IPv6 jumbogram with a fragment header"),
+            DropReason::EcnMismatch => f.write_str("incompatible ECN codepoints among the fragments"),
+            DropReason::MemoryLimit => f.write_str("reassembly memory above the high threshold"),
+            DropReason::QueueLimit => f.write_str("reassembly queue table full"),
+        }
+    }
+}
+
+impl std::error::Error for DropReason {}
+
 /// A dropped fragment: the reason, whether its whole queue was discarded,
 /// and an ICMP error to send to its source, when the rules say so.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{reason}")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FragDrop {
     /// Why.
     pub reason: DropReason,
@@ -317,6 +325,14 @@ pub struct FragDrop {
     /// ICMP error for the sender (IPv6 parameter problem).
     pub icmp: Option<IcmpError>,
 }
+
+impl std::fmt::Display for FragDrop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.reason)
+    }
+}
+
+impl std::error::Error for FragDrop {}
 
 /// Geometry and identity of a reassembled datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -46,10 +46,13 @@ impl FlowKey {
         let v6 = h.v6;
         let protocol: u8 = if h.tcp { 6 } else { 17 };
         let mut w = [0u64; 8];
-        w[0] = ne64(head, 0);
+        // A raw IP packet (IP header at 0) has no MAC header: its MAC words
+        // stay zero, and its first bytes are not read as addresses.
+        let (mac_lo, mac_hi) = if h.l3 == 0 { (0, 0) } else { (ne64(head, 0), ne32(head, 8) as u64) };
+        w[0] = mac_lo;
         let tags = h.tags;
         let ext_len = if v6 { (h.l4 - h.l3 - 40) as u64 } else { 0 };
-        w[1] = ne32(head, 8) as u64 | (ext_len & 0xFFFF) << 32 | (tags as u64) << 48 | (protocol as u64) << 56;
+        w[1] = mac_hi | (ext_len & 0xFFFF) << 32 | (tags as u64) << 48 | (protocol as u64) << 56;
         match tags {
             0 => {}
             1 => w[2] = ne32(head, 12) as u64,
@@ -395,7 +398,7 @@ mod tests {
     use crate::wire::TcpFlags;
 
     fn key_of(frame: &[u8]) -> Option<FlowKey> {
-        let h = GroHeaders::parse(frame).ok()?;
+        let h = GroHeaders::parse(frame, crate::wire::Medium::Ethernet).ok()?;
         Some(FlowKey::build(frame, &h))
     }
 

@@ -13,16 +13,17 @@
 use super::toeplitz::Toeplitz;
 use crate::packet::Packet;
 use crate::wire::field::be16;
-use crate::wire::{FrameHeaders, L3Kind, L4Kind};
+use crate::wire::{L3Kind, L4Kind, Medium};
 
-/// The RSS hash of a packet: its own if it has one, else Toeplitz over the
-/// IP addresses and (TCP/UDP, not a fragment) the ports; 0 for anything else.
-pub fn rss_hash(pkt: &Packet) -> u32 {
+/// The RSS hash of a packet of `medium`: its own if it has one, else
+/// Toeplitz over the IP addresses and (TCP/UDP, not a fragment) the ports; 0
+/// for anything else.
+pub fn rss_hash(pkt: &Packet, medium: Medium) -> u32 {
     if let Some(h) = pkt.meta.rss_hash {
         return h;
     }
     let frame = pkt.linear();
-    let Ok(h) = FrameHeaders::parse(frame) else {
+    let Ok(h) = medium.parse(frame) else {
         return 0;
     };
     let ip = &frame[h.l3_offset..];
@@ -100,7 +101,7 @@ mod tests {
         for (i, &h) in hashes.iter().enumerate() {
             let mut p = Packet::from_frame(&[i as u8; 20]);
             p.meta.rss_hash = Some(h);
-            q.push(p, rss_hash(&Packet::from_frame(&[0; 4])).wrapping_add(h));
+            q.push(p, rss_hash(&Packet::from_frame(&[0; 4]), Medium::Ethernet).wrapping_add(h));
         }
         let mut seen = Vec::new();
         q.drain_sorted(|h, p| seen.push((h, p.linear()[0])));

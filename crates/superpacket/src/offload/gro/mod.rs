@@ -81,7 +81,6 @@ use crate::csum;
 use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 pub use crate::wire::Medium;
-use crate::wire::FrameHeaders;
 use crate::wire::field::be16;
 use flow::{FlowKey, FlowTable, Held, Position};
 use lro::LroQueue;
@@ -331,7 +330,7 @@ impl Gro {
     pub fn receive(&mut self, pkt: Packet) {
         self.counters.packets_in += 1;
         if self.cfg.lro {
-            let hash = lro::rss_hash(&pkt);
+            let hash = lro::rss_hash(&pkt, self.cfg.medium);
             self.lro.push(pkt, hash);
             if self.lro.len() >= self.cfg.lro_queue_max {
                 self.process_lro();
@@ -501,7 +500,7 @@ impl Gro {
     #[inline]
     fn prepare(&mut self, pkt: &mut Packet, hash: Option<u32>) -> Result<Incoming, BypassReason> {
         let frame = pkt.linear();
-        let h = GroHeaders::parse(frame).map_err(|e| match e {
+        let h = GroHeaders::parse(frame, self.cfg.medium).map_err(|e| match e {
             NotCandidate::Malformed => BypassReason::Malformed,
             NotCandidate::NotIp => BypassReason::NotIp,
             NotCandidate::NotTcpUdp => BypassReason::NotTcpUdp,
@@ -837,8 +836,9 @@ fn finish(held: &mut Held, reason: FlushReason, out: &mut Vec<Packet>, counters:
 /// as they are. A fraglist aggregate is written as the equivalent segment-mode
 /// superpacket: its L4 checksum field becomes the pseudo-header sum
 /// (CHECKSUM_PARTIAL) and FRAGLIST is dropped from the type, so that the frame
-/// validates; its datagrams are unchanged.
-pub fn capture_bytes(pkt: &Packet, out: &mut Vec<u8>) -> OffloadMeta {
+/// validates; its datagrams are unchanged. `medium` is how the packet starts
+/// (the GRO instance's [`GroConfig::medium`]).
+pub fn capture_bytes(pkt: &Packet, medium: Medium, out: &mut Vec<u8>) -> OffloadMeta {
     out.clear();
     out.reserve(pkt.total_len());
     for c in pkt.all_chunks() {
@@ -846,7 +846,7 @@ pub fn capture_bytes(pkt: &Packet, out: &mut Vec<u8>) -> OffloadMeta {
     }
     let mut meta = pkt.meta;
     if meta.gso_type.contains(GsoType::FRAGLIST)
-        && let Ok(h) = FrameHeaders::parse(out)
+        && let Ok(h) = medium.parse(out)
         && let Some(pseudo) = crate::validate::l4_pseudo_header_sum(out, &h)
         && let Some(offset) = h.l4.csum_offset()
     {

@@ -1,12 +1,14 @@
 //! The GRO view of a frame's headers: a small `Copy` summary built in one
-//! pass, with a fast path for the shapes GRO merges (Ethernet, up to two VLAN
-//! tags, IPv4 without options and not fragmented, or IPv6 straight to
-//! TCP/UDP) and [`FrameHeaders::parse`] for everything else (IPv4 options,
-//! fragments, IPv6 extension headers, malformed frames), so that the rules
-//! see exactly what the crate-wide parser sees.
+//! pass, with a fast path for the shapes GRO merges (Ethernet with up to two
+//! VLAN tags, or a raw IP packet; then IPv4 without options and not
+//! fragmented, or IPv6 straight to TCP/UDP) and [`Medium::parse`] for
+//! everything else (IPv4 options, fragments, IPv6 extension headers,
+//! malformed frames), so that the rules see exactly what the crate-wide
+//! parser sees. A raw IP packet has its IP header at offset 0 and no tags;
+//! every other offset means the same on both media.
 
 use crate::wire::field::be16;
-use crate::wire::{FrameHeaders, L3Kind, L4Kind};
+use crate::wire::{L3Kind, L4Kind, Medium};
 
 /// Offsets and kinds GRO needs (all offsets from the start of the frame).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,18 +58,22 @@ fn is_tpid(t: u16) -> bool {
 }
 
 impl GroHeaders {
-    /// Parses a frame (fast path, then the full parser).
+    /// Parses a packet of `medium` (fast path, then the full parser).
     #[inline]
-    pub fn parse(frame: &[u8]) -> Result<GroHeaders, NotCandidate> {
-        match Self::fast(frame) {
+    pub fn parse(frame: &[u8], medium: Medium) -> Result<GroHeaders, NotCandidate> {
+        let fast = match medium {
+            Medium::Ethernet => Self::fast_ethernet(frame),
+            Medium::Ip => Self::fast_ip(frame),
+        };
+        match fast {
             Some(h) => Ok(h),
-            None => Self::slow(frame),
+            None => Self::slow(frame, medium),
         }
     }
 
-    /// The common shapes; `None` means "ask the full parser".
+    /// Ethernet with at most two tags; `None` means "ask the full parser".
     #[inline]
-    fn fast(frame: &[u8]) -> Option<GroHeaders> {
+    fn fast_ethernet(frame: &[u8]) -> Option<GroHeaders> {
         let len = frame.len();
         if len < 14 + 20 {
             return None;
@@ -83,6 +89,28 @@ impl GroHeaders {
             l3 += 4;
             tags += 1;
         }
+        Self::fast_l3(frame, l3, et, tags)
+    }
+
+    /// A raw IP packet; `None` means "ask the full parser".
+    #[inline]
+    fn fast_ip(frame: &[u8]) -> Option<GroHeaders> {
+        if frame.len() < 20 {
+            return None;
+        }
+        let et = match frame[0] >> 4 {
+            4 => 0x0800,
+            6 => 0x86DD,
+            _ => return None,
+        };
+        Self::fast_l3(frame, 0, et, 0)
+    }
+
+    /// The IP and TCP/UDP headers from `l3` (EtherType `et`), the common
+    /// shapes only. The caller checked that 20 bytes from `l3` are there.
+    #[inline]
+    fn fast_l3(frame: &[u8], l3: usize, et: u16, tags: usize) -> Option<GroHeaders> {
+        let len = frame.len();
         let (v6, proto, l3_header_len, l3_len) = match et {
             0x0800 => {
                 let ip = &frame[l3..];
@@ -155,8 +183,8 @@ impl GroHeaders {
     /// Everything else, through the crate-wide parser.
     #[cold]
     #[inline(never)]
-    fn slow(frame: &[u8]) -> Result<GroHeaders, NotCandidate> {
-        let h = FrameHeaders::parse(frame).map_err(|_| NotCandidate::Malformed)?;
+    fn slow(frame: &[u8], medium: Medium) -> Result<GroHeaders, NotCandidate> {
+        let h = medium.parse(frame).map_err(|_| NotCandidate::Malformed)?;
         if h.vlans.len() > 2 {
             return Err(NotCandidate::TooManyTags);
         }
@@ -208,7 +236,9 @@ mod tests {
     use crate::traffic::{Flow, FlowSpec, Transport};
     use crate::wire::TcpFlags;
 
-    /// The fast path agrees with the full parser on every shape it takes.
+    /// The fast path agrees with the full parser on every shape it takes,
+    /// on both media; a raw IP packet's offsets are its Ethernet frame's
+    /// minus 14.
     #[test]
     fn fast_path_matches_frame_headers() {
         for t in [Transport::Tcp, Transport::Udp] {
@@ -219,9 +249,19 @@ mod tests {
                         let mut frame = f.frame(len, TcpFlags::empty()).unwrap();
                         for pad in [0, 7] {
                             frame.resize(frame.len() + pad, 0);
-                            let fast = GroHeaders::fast(&frame).expect("fast path");
-                            let slow = GroHeaders::slow(&frame).unwrap();
-                            assert_eq!(fast, slow, "{t:?} v6={v6} tags={tags:?} len={len} pad={pad}");
+                            let ctx = format!("{t:?} v6={v6} tags={tags:?} len={len} pad={pad}");
+                            let fast = GroHeaders::fast_ethernet(&frame).expect("fast path");
+                            let slow = GroHeaders::slow(&frame, Medium::Ethernet).unwrap();
+                            assert_eq!(fast, slow, "{ctx}");
+                            if !tags.is_empty() {
+                                continue;
+                            }
+                            let raw = &frame[14..];
+                            let fast_ip = GroHeaders::fast_ip(raw).expect("fast path");
+                            assert_eq!(fast_ip, GroHeaders::slow(raw, Medium::Ip).unwrap(), "{ctx} raw IP");
+                            let shifted =
+                                GroHeaders { l3: fast.l3 - 14, l4: fast.l4 - 14, payload: fast.payload - 14, ..fast };
+                            assert_eq!(fast_ip, shifted, "{ctx} raw IP = Ethernet minus 14");
                         }
                     }
                 }
@@ -234,9 +274,13 @@ mod tests {
         let mut f = Flow::new(FlowSpec::new(Transport::Tcp, false, 3));
         let mut frame = f.frame(10, TcpFlags::empty()).unwrap();
         frame[14 + 6] |= 0x20; // MF
-        assert!(GroHeaders::fast(&frame).is_none());
-        assert!(GroHeaders::parse(&frame).unwrap().is_fragment);
-        assert_eq!(GroHeaders::parse(&[0u8; 10]), Err(NotCandidate::Malformed));
-        assert_eq!(GroHeaders::parse(&[0u8; 60]), Err(NotCandidate::NotIp));
+        assert!(GroHeaders::fast_ethernet(&frame).is_none());
+        assert!(GroHeaders::fast_ip(&frame[14..]).is_none());
+        assert!(GroHeaders::parse(&frame[14..], Medium::Ip).unwrap().is_fragment);
+        assert_eq!(GroHeaders::parse(&[0x45; 10], Medium::Ip), Err(NotCandidate::Malformed));
+        assert_eq!(GroHeaders::parse(&[0x55; 60], Medium::Ip), Err(NotCandidate::Malformed));
+        assert!(GroHeaders::parse(&frame, Medium::Ethernet).unwrap().is_fragment);
+        assert_eq!(GroHeaders::parse(&[0u8; 10], Medium::Ethernet), Err(NotCandidate::Malformed));
+        assert_eq!(GroHeaders::parse(&[0u8; 60], Medium::Ethernet), Err(NotCandidate::NotIp));
     }
 }

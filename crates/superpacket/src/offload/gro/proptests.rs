@@ -132,7 +132,7 @@ proptest! {
         let mut bytes = Vec::new();
         let mut problems = Vec::new();
         for p in &out {
-            let meta = capture_bytes(p, &mut bytes);
+            let meta = capture_bytes(p, Medium::Ethernet, &mut bytes);
             let h = FrameHeaders::parse(&bytes);
             // A corrupted UDP length makes a frame unparsable: it must be one we broke.
             let Ok(h) = h else {

@@ -175,7 +175,7 @@ pub(super) fn run(cfg: GroConfig, inputs: Vec<In>) -> (Vec<Packet>, GroCounters)
 /// The shape of a delivered packet, after validating it.
 pub(super) fn shape(p: &Packet, valid_expected: bool, ctx: &str) -> Out {
     let mut bytes = Vec::new();
-    let meta = capture_bytes(p, &mut bytes);
+    let meta = capture_bytes(p, Medium::Ethernet, &mut bytes);
     assert_eq!(bytes.len(), p.total_len(), "{ctx}: capture covers the whole packet");
     let h = FrameHeaders::parse(&bytes).unwrap_or_else(|e| panic!("{ctx}: output does not parse: {e}"));
     if meta.is_gso() {
@@ -951,7 +951,7 @@ fn tcp_fraglist_case() -> Case {
 fn table() {
     let mut all = cases();
     all.push(tcp_fraglist_case());
-    let mut ran = 0;
+    let (mut ran, mut ran_raw) = (0, 0);
     for c in &all {
         for v in &VARIANTS {
             if (c.v4_only && v.v6) || (c.v6_only && !v.v6) {
@@ -979,9 +979,53 @@ fn table() {
                 "{ctx}: every delivery is a flush or a bypass"
             );
             ran += 1;
+            if v.tags.is_empty() {
+                same_as_raw_ip(c.cfg, (c.build)(v), &out, &counters, &ctx);
+                ran_raw += 1;
+            }
         }
     }
     assert!(ran > 300, "ran {ran} case variants");
+    // Every untagged variant of every case also ran as raw IP.
+    let untagged = VARIANTS.iter().filter(|v| v.tags.is_empty()).count();
+    let expected_raw: usize = all
+        .iter()
+        .map(|c| {
+            VARIANTS[..].iter().filter(|v| v.tags.is_empty() && !(c.v4_only && v.v6) && !(c.v6_only && !v.v6)).count()
+        })
+        .sum();
+    assert!(untagged == 2 && ran_raw == expected_raw && ran_raw > 100, "ran {ran_raw} raw IP variants");
+}
+
+/// Runs `inputs` (untagged Ethernet frames) again as raw IP packets, the
+/// first 14 bytes cut off, through GRO with [`Medium::Ip`]: the delivered
+/// packets must be the Ethernet run's minus their Ethernet header (a partial
+/// checksum's start 14 lower) and the counters the same.
+pub(super) fn same_as_raw_ip(
+    cfg: GroConfig,
+    inputs: Vec<In>,
+    eth_out: &[Packet],
+    eth_counters: &GroCounters,
+    ctx: &str,
+) {
+    let raw_inputs = inputs
+        .into_iter()
+        .map(|i| match i {
+            In::F(f) => In::F(f[14..].to_vec()),
+            In::M(f, m) => In::M(f[14..].to_vec(), m.shifted(-14).expect("start after the Ethernet header")),
+            In::Flush => In::Flush,
+        })
+        .collect();
+    let (raw_out, raw_counters) = run(cfg.with_medium(Medium::Ip), raw_inputs);
+    assert_eq!(raw_counters, *eth_counters, "{ctx} raw IP: counters");
+    assert_eq!(raw_out.len(), eth_out.len(), "{ctx} raw IP: delivered packets");
+    let (mut eth_bytes, mut raw_bytes) = (Vec::new(), Vec::new());
+    for (i, (e, r)) in eth_out.iter().zip(&raw_out).enumerate() {
+        let eth_meta = capture_bytes(e, Medium::Ethernet, &mut eth_bytes);
+        let raw_meta = capture_bytes(r, Medium::Ip, &mut raw_bytes);
+        assert_eq!(raw_bytes[..], eth_bytes[14..], "{ctx} raw IP output {i}: bytes");
+        assert_eq!(Some(raw_meta), eth_meta.shifted(-14), "{ctx} raw IP output {i}: metadata");
+    }
 }
 
 // ---------------------------------------------------------------- specifics

@@ -235,16 +235,13 @@ impl TargetCaps {
 
 /// Why a packet was dropped. Never partially emitted: every check runs
 /// before the first frame reaches the sink.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum GsoError {
     /// The headers do not parse.
-    #[error("headers unreadable: {0}")]
     BadHeaders(WireError),
     /// The GSO type has unknown bits, names no single protocol, or mixes TCP bits into UDP_L4.
-    #[error("gso_type {0} is not a valid segmentation type")]
     UnknownGsoType(GsoType),
     /// The GSO type does not match the headers.
-    #[error("gso_type {gso_type} does not match the frame ({found})")]
     ProtocolMismatch {
         /// The packet's GSO type.
         gso_type: GsoType,
@@ -252,10 +249,8 @@ pub enum GsoError {
         found: &'static str,
     },
     /// A GSO type with `gso_size` 0.
-    #[error("gso_size 0")]
     ZeroGsoSize,
     /// The payload is not larger than `gso_size` (offload-rules 3.2/3.3: EINVAL).
-    #[error("gso_size {gso_size} with {payload} payload bytes: not a superpacket")]
     GsoSizeTooLarge {
         /// gso_size.
         gso_size: u16,
@@ -263,7 +258,6 @@ pub enum GsoError {
         payload: usize,
     },
     /// More segments than allowed (USO: `UDP_MAX_SEGMENTS`; any: 65535).
-    #[error("{segments} segments exceed the limit of {max}")]
     TooManySegments {
         /// Segments the payload needs.
         segments: usize,
@@ -271,7 +265,6 @@ pub enum GsoError {
         max: usize,
     },
     /// `gso_segs` disagrees with the payload and `gso_size` (not DODGY, not 0).
-    #[error("gso_segs {found} but the payload makes {computed} segments")]
     GsoSegsMismatch {
         /// The metadata's gso_segs.
         found: u16,
@@ -279,7 +272,6 @@ pub enum GsoError {
         computed: usize,
     },
     /// A segment's L3 length exceeds the target MTU (offload-rules 3.6).
-    #[error("segment L3 length {len} exceeds the MTU {mtu}")]
     SegmentExceedsMtu {
         /// Per-segment L3 length (headers + gso_size).
         len: usize,
@@ -287,7 +279,6 @@ pub enum GsoError {
         mtu: usize,
     },
     /// A partial checksum that does not start at the L4 header.
-    #[error("csum_start {start} is not the L4 header offset {l4_offset}")]
     ChecksumStartNotL4 {
         /// csum_start.
         start: u16,
@@ -295,7 +286,6 @@ pub enum GsoError {
         l4_offset: usize,
     },
     /// A partial checksum whose offset does not match the protocol (16 TCP, 6 UDP).
-    #[error("csum_offset {offset}, expected {expected}")]
     WrongChecksumOffset {
         /// csum_offset.
         offset: u16,
@@ -303,7 +293,6 @@ pub enum GsoError {
         expected: u16,
     },
     /// A partial checksum field outside the packet.
-    #[error("csum_start {start} + csum_offset {offset} lies outside the {len}-byte packet")]
     ChecksumOutsidePacket {
         /// csum_start.
         start: u16,
@@ -313,7 +302,6 @@ pub enum GsoError {
         len: usize,
     },
     /// The IP length does not match the bytes of the packet.
-    #[error("IP packet ends at {ip_end}, but the packet holds {bytes} bytes")]
     LengthMismatch {
         /// `l3_offset + l3_len` from the IP header.
         ip_end: usize,
@@ -321,7 +309,6 @@ pub enum GsoError {
         bytes: usize,
     },
     /// The header block is longer than [`MAX_HEADER_LEN`].
-    #[error("header block of {len} bytes exceeds {max}")]
     HeaderTooLong {
         /// Header length.
         len: usize,
@@ -329,9 +316,45 @@ pub enum GsoError {
         max: usize,
     },
     /// A fraglist aggregate whose chained packets do not fit its head.
-    #[error("bad fraglist aggregate: {0}")]
     BadFraglist(&'static str),
 }
+
+impl std::fmt::Display for GsoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GsoError::BadHeaders(err) => write!(f, "headers unreadable: {err}"),
+            GsoError::UnknownGsoType(gso_type) => write!(f, "gso_type {gso_type} is not a valid segmentation type"),
+            GsoError::ProtocolMismatch { gso_type, found } => {
+                write!(f, "gso_type {gso_type} does not match the frame ({found})")
+            }
+            GsoError::ZeroGsoSize => f.write_str("gso_size 0"),
+            GsoError::GsoSizeTooLarge { gso_size, payload } => {
+                write!(f, "gso_size {gso_size} with {payload} payload bytes: not a superpacket")
+            }
+            GsoError::TooManySegments { segments, max } => write!(f, "{segments} segments exceed the limit of {max}"),
+            GsoError::GsoSegsMismatch { found, computed } => {
+                write!(f, "gso_segs {found} but the payload makes {computed} segments")
+            }
+            GsoError::SegmentExceedsMtu { len, mtu } => write!(f, "segment L3 length {len} exceeds the MTU {mtu}"),
+            GsoError::ChecksumStartNotL4 { start, l4_offset } => {
+                write!(f, "csum_start {start} is not the L4 header offset {l4_offset}")
+            }
+            GsoError::WrongChecksumOffset { offset, expected } => {
+                write!(f, "csum_offset {offset}, expected {expected}")
+            }
+            GsoError::ChecksumOutsidePacket { start, offset, len } => {
+                write!(f, "csum_start {start} + csum_offset {offset} lies outside the {len}-byte packet")
+            }
+            GsoError::LengthMismatch { ip_end, bytes } => {
+                write!(f, "IP packet ends at {ip_end}, but the packet holds {bytes} bytes")
+            }
+            GsoError::HeaderTooLong { len, max } => write!(f, "header block of {len} bytes exceeds {max}"),
+            GsoError::BadFraglist(why) => write!(f, "bad fraglist aggregate: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for GsoError {}
 
 impl GsoError {
     /// A short stable name for drop counters.
