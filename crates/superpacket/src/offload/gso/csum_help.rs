@@ -17,7 +17,7 @@
 //!   the payload summed from its slices (scatter-gather) or while it is copied
 //!   (linear). `COMPLETE` on transmit is simply "done" (becomes `None`).
 
-use super::layout::{self, L4, Layout, Medium};
+use super::layout::{self, L4, Layout};
 use super::output::PayloadCursor;
 use super::{GsoError, GsoOutcome, MAX_HEADER_LEN, MAX_SG_SLICES, Plan, SegmentSink, Segmenter, SgFrame, TargetCaps};
 use crate::csum::{ones_add, ones_sum};
@@ -95,7 +95,7 @@ pub(crate) fn non_gso<S: SegmentSink + ?Sized>(
     // Probe the headers (for the capability decision and the header block).
     let n = len.min(MAX_HEADER_LEN);
     let _ = pkt.read_at(0, &mut seg.hdr[..n]);
-    let lay = layout::parse(&seg.hdr[..n], Medium::Ethernet).ok();
+    let lay = layout::parse(&seg.hdr[..n], caps.medium).ok();
     let offloadable = caps.csum.hw
         || lay.as_ref().is_some_and(|l| {
             csum_offloadable(caps, l)
@@ -145,7 +145,7 @@ fn emit_one<S: SegmentSink + ?Sized>(
     let total = csum.map_or(full, |(_, _, end)| end);
     let payload_len = total - hl;
     let _ = pkt.read_at(0, &mut seg.hdr[..hl]);
-    let mut cursor = PayloadCursor::new(pkt, hl, false);
+    let mut cursor = PayloadCursor::new(pkt, hl, false, caps.medium);
     let summing = csum.is_some();
     // Parity of the payload relative to csum_start.
     let odd = csum.is_some_and(|(start, _, _)| (hl - start) % 2 == 1);

@@ -57,15 +57,16 @@ fn probe_frag(head_hdr: &[u8], head_l3: usize, frag: &Packet, buf: &mut [u8; MAX
     layout::parse(b, medium).ok()
 }
 
-/// Payload offset of a chained packet of `head` (0 if it does not parse;
-/// validated packets always do). Used by the fallback's payload cursor.
-pub(crate) fn payload_offset(head: &Packet, frag: &Packet) -> usize {
+/// Payload offset of a chained packet of `head`, a packet of `medium` (0 if
+/// it does not parse; validated packets always do). Used by the fallback's
+/// payload cursor.
+pub(crate) fn payload_offset(head: &Packet, frag: &Packet, medium: Medium) -> usize {
     let mut hbuf = [0u8; MAX_HEADER_LEN];
     let n = head.len().min(MAX_HEADER_LEN);
     if head.read_at(0, &mut hbuf[..n]).is_err() {
         return 0;
     }
-    let Ok(hl) = layout::parse(&hbuf[..n], Medium::Ethernet) else { return 0 };
+    let Ok(hl) = layout::parse(&hbuf[..n], medium) else { return 0 };
     let mut fbuf = [0u8; MAX_HEADER_LEN];
     probe_frag(&hbuf[..n], hl.l3_offset, frag, &mut fbuf).map_or(0, |l| l.hdr_len)
 }
@@ -253,7 +254,7 @@ fn split<S: SegmentSink + ?Sized>(
             h[lay.l4_offset + 4..lay.l4_offset + 6].copy_from_slice(&((8 + gso_size) as u16).to_be_bytes());
         }
     }
-    let cursor = PayloadCursor::new(pkt, hl, false);
+    let cursor = PayloadCursor::new(pkt, hl, false, lay.medium());
     emit(&seg.hdr[..hl], cursor, gso_size, caps, sink, &out_meta);
 
     // NAT detection against the second packet.
@@ -300,7 +301,7 @@ fn split<S: SegmentSink + ?Sized>(
         }
         let own_len = fl.l3_len;
         set_l3_len(&mut out[..n], lay, own_len, id0.wrapping_add(i as u16 + 1));
-        let cursor = PayloadCursor::new(f, fl.hdr_len, false);
+        let cursor = PayloadCursor::new(f, fl.hdr_len, false, fl.medium());
         emit(&out[..n], cursor, fl.l3_end() - fl.hdr_len, caps, sink, &out_meta);
     }
 }

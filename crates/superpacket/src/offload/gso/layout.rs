@@ -56,6 +56,12 @@ impl Layout {
     pub(crate) fn l3_end(&self) -> usize {
         self.l3_offset + self.l3_len
     }
+
+    /// The medium the headers were parsed as: only a raw IP packet has its
+    /// IP header at offset 0 (an Ethernet header is 14 bytes or more).
+    pub(crate) fn medium(&self) -> Medium {
+        if self.l3_offset == 0 { Medium::Ip } else { Medium::Ethernet }
+    }
 }
 
 fn bad(e: WireError) -> GsoError {

@@ -533,11 +533,11 @@ impl Segmenter {
 
     /// Copies the first bytes of the packet (up to [`MAX_HEADER_LEN`]) into
     /// the header buffer and parses them.
-    fn probe(&mut self, pkt: &Packet) -> Result<Layout, GsoError> {
+    fn probe(&mut self, pkt: &Packet, medium: Medium) -> Result<Layout, GsoError> {
         let n = pkt.len().min(MAX_HEADER_LEN);
         // In range by construction.
         let _ = pkt.read_at(0, &mut self.hdr[..n]);
-        layout::parse(&self.hdr[..n], Medium::Ethernet)
+        layout::parse(&self.hdr[..n], medium)
     }
 
     fn gso<S: SegmentSink + ?Sized>(
@@ -555,7 +555,7 @@ impl Segmenter {
         if meta.gso_size == 0 {
             return Err(GsoError::ZeroGsoSize);
         }
-        let lay = self.probe(pkt)?;
+        let lay = self.probe(pkt, caps.medium)?;
         check_protocol(t, proto, &lay)?;
         if let ChecksumState::Partial { start, offset } = meta.csum {
             if start as usize != lay.l4_offset {
@@ -666,7 +666,7 @@ impl Segmenter {
         let lay = &plan.lay;
         let hl = lay.hdr_len;
         let fixer = HeaderFixer::new(&self.hdr[..hl], plan);
-        let mut cursor = PayloadCursor::new(pkt, hl, plan.frag_headers);
+        let mut cursor = PayloadCursor::new(pkt, hl, plan.frag_headers, plan.lay.medium());
         let mut slices: [&[u8]; MAX_SG_SLICES] = [&[]; MAX_SG_SLICES];
         let mut offset = 0;
         let mut count = 0;

@@ -14,6 +14,7 @@
 
 use crate::csum::{copy_and_sum, ones_add, ones_sum_at};
 use crate::packet::{OffloadMeta, Packet};
+use crate::wire::Medium;
 
 /// Most payload slices in one [`SgFrame`]; a segment spread over more
 /// buffers is emitted in linear form instead (never happens with the
@@ -158,12 +159,15 @@ pub(crate) struct PayloadCursor<'a> {
     /// Offset inside the current chunk.
     pos: usize,
     frag_headers: bool,
+    /// The head packet's medium (frag-list packets' headers are probed
+    /// against the head's).
+    medium: Medium,
 }
 
 impl<'a> PayloadCursor<'a> {
-    /// A cursor at byte `skip` of the head packet.
-    pub(crate) fn new(pkt: &'a Packet, skip: usize, frag_headers: bool) -> PayloadCursor<'a> {
-        let mut c = PayloadCursor { pkt, part: 0, chunk: 0, pos: 0, frag_headers };
+    /// A cursor at byte `skip` of the head packet, a packet of `medium`.
+    pub(crate) fn new(pkt: &'a Packet, skip: usize, frag_headers: bool, medium: Medium) -> PayloadCursor<'a> {
+        let mut c = PayloadCursor { pkt, part: 0, chunk: 0, pos: 0, frag_headers, medium };
         c.skip(skip);
         c
     }
@@ -209,7 +213,7 @@ impl<'a> PayloadCursor<'a> {
             self.pos = 0;
             let p = self.current_part()?;
             if self.frag_headers {
-                self.skip(super::fraglist::payload_offset(self.pkt, p));
+                self.skip(super::fraglist::payload_offset(self.pkt, p, self.medium));
             }
         }
     }

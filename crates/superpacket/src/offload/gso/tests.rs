@@ -65,14 +65,75 @@ pub(super) fn superpacket(spec: FlowSpec, payload: usize, gso: u16, flags: TcpFl
     Flow::new(spec).superpacket(payload, gso, flags).unwrap()
 }
 
-/// Runs the segmenter into a [`VecSink`].
+/// Runs the segmenter into a [`VecSink`]. A linear untagged IP packet runs a
+/// second time as raw IP (its first 14 bytes cut off, the
+/// target's medium [`Medium::Ip`]), and that run must give the same outcome
+/// and the same frames minus their Ethernet header: so every case of this
+/// file is a raw IP case too.
 pub(super) fn run(pkt: &Packet, caps: &TargetCaps) -> (Result<GsoOutcome, GsoError>, Vec<OutFrame>) {
+    let (r, frames) = run_once(pkt, caps);
+    if let Some(raw) = raw_ip_twin(pkt) {
+        let (raw_r, raw_frames) = run_once(&raw, &caps.with_medium(Medium::Ip));
+        assert_same_as_raw_ip(&r, &frames, &raw_r, &raw_frames);
+    }
+    (r, frames)
+}
+
+fn run_once(pkt: &Packet, caps: &TargetCaps) -> (Result<GsoOutcome, GsoError>, Vec<OutFrame>) {
     let mut sink = VecSink::new();
     let r = segment(pkt, caps, &mut sink);
     if r.is_err() {
         assert!(sink.frames.is_empty(), "an error must emit nothing");
     }
     (r, sink.frames)
+}
+
+/// The raw IP packet a linear untagged Ethernet IPv4/IPv6 packet stands for
+/// (metadata shifted by -14); `None` for anything else (payload segments and
+/// frag lists decide the output's shape, and a linear copy would change it),
+/// or when a partial checksum starts inside the Ethernet header.
+pub(super) fn raw_ip_twin(pkt: &Packet) -> Option<Packet> {
+    let bytes = pkt.to_vec();
+    if !pkt.frag_list().is_empty()
+        || !pkt.segments().is_empty()
+        || bytes.len() < 15
+        || !matches!(bytes[12..14], [0x08, 0x00] | [0x86, 0xDD])
+    {
+        return None;
+    }
+    let mut raw = Packet::from_frame(&bytes[14..]);
+    raw.meta = pkt.meta.shifted(-14)?;
+    Some(raw)
+}
+
+/// The raw IP run agrees with the Ethernet run: same outcome (errors by
+/// reason: their offsets differ by 14), same frames minus 14 bytes, same
+/// metadata with a partial checksum's start 14 lower.
+pub(super) fn assert_same_as_raw_ip(
+    eth: &Result<GsoOutcome, GsoError>,
+    eth_frames: &[OutFrame],
+    raw: &Result<GsoOutcome, GsoError>,
+    raw_frames: &[OutFrame],
+) {
+    match (eth, raw) {
+        (Ok(e), Ok(r)) => assert_eq!(e, r, "raw IP: outcome"),
+        (Err(e), Err(r)) => assert_eq!(e.reason(), r.reason(), "raw IP: error ({e} / {r})"),
+        _ => panic!("raw IP: outcome {raw:?}, Ethernet {eth:?}"),
+    }
+    assert_eq!(raw_frames.len(), eth_frames.len(), "raw IP: frames");
+    for (i, (e, r)) in eth_frames.iter().zip(raw_frames).enumerate() {
+        assert_eq!(r.data[..], e.data[14..], "raw IP frame {i}: bytes");
+        assert_eq!(Some(r.meta), e.meta.shifted(-14), "raw IP frame {i}: metadata");
+        let mut problems = Vec::new();
+        validate_frame(&r.data, Medium::Ip, &r.meta, false, &mut problems);
+        assert_eq!(problems.is_empty(), validate_problems(e).is_empty(), "raw IP frame {i}: {problems:?}");
+    }
+}
+
+fn validate_problems(f: &OutFrame) -> Vec<crate::validate::Problem> {
+    let mut problems = Vec::new();
+    validate_frame(&f.data, Medium::Ethernet, &f.meta, false, &mut problems);
+    problems
 }
 
 /// Every frame passes `validate_frame` with its own metadata and fits the MTU.
@@ -166,6 +227,8 @@ fn segments_match_independently_built_frames() {
                     let spec = fam.spec(vlans);
                     let flags = if fam.is_tcp() { TcpFlags::PSH } else { TcpFlags::empty() };
                     let pkt = superpacket(spec, payload, gso as u16, flags);
+                    // `run` repeats every untagged one as raw IP.
+                    assert_eq!(raw_ip_twin(&pkt).is_some(), vlans == 0, "{fam:?} vlans {vlans}");
                     let (r, frames) = run(&pkt, &sw(sg));
                     let n = payload.div_ceil(gso);
                     assert_eq!(r, Ok(GsoOutcome::Segmented { segments: n, csum_completed: true }), "{fam:?}");
