@@ -179,7 +179,7 @@ impl Forwarder {
                         let mut p = Packet::from_frame(f);
                         p.meta = meta;
                         // The NIC's RSS hash (Toeplitz), as iflib's drivers report it.
-                        p.meta.rss_hash = Some(rss_hash(&p));
+                        p.meta.rss_hash = Some(rss_hash(&p, superpacket::wire::Medium::Ethernet));
                         p
                     })
                     .collect()

@@ -18,7 +18,7 @@
 
 use super::meta::{ChecksumState, GsoProtocol, GsoType, OffloadMeta};
 pub use crate::wire::Medium;
-use crate::wire::{FrameHeaders, L3Kind, L4Kind};
+use crate::wire::{L3Kind, L4Kind};
 
 /// `VIRTIO_NET_HDR_F_NEEDS_CSUM`: the packet is CHECKSUM_PARTIAL.
 pub const F_NEEDS_CSUM: u8 = 0x01;
@@ -115,10 +115,12 @@ pub enum VirtioHdrError {
         /// Bytes present.
         available: usize,
     },
-    /// A frame shorter than an Ethernet header.
+    /// A frame shorter than an Ethernet header, or (raw IP) an empty packet.
     FrameTooShort {
         /// Frame length.
         len: usize,
+        /// How the frame was to start.
+        medium: Medium,
     },
     /// `gso_type` is not NONE, TCPV4, TCPV6 or UDP_L4 (with the ECN flag).
     UnknownGsoType(u8),
@@ -193,8 +195,11 @@ impl std::fmt::Display for VirtioHdrError {
             VirtioHdrError::Truncated { needed, available } => {
                 write!(f, "virtio_net_hdr truncated: need {needed} bytes, have {available}")
             }
-            VirtioHdrError::FrameTooShort { len } => {
+            VirtioHdrError::FrameTooShort { len, medium: Medium::Ethernet } => {
                 write!(f, "frame of {len} bytes is shorter than an Ethernet header")
+            }
+            VirtioHdrError::FrameTooShort { len, medium: Medium::Ip } => {
+                write!(f, "packet of {len} bytes has no IP header")
             }
             VirtioHdrError::UnknownGsoType(gso_type) => write!(f, "unknown gso_type {gso_type:#04x}"),
             VirtioHdrError::UfoUnsupported => f.write_str("legacy UFO (gso_type 3) is not supported"),
@@ -333,11 +338,14 @@ impl VirtioNetHdr {
         Ok(())
     }
 
-    /// Validates this header against the Ethernet `frame` it precedes and
+    /// Validates this header against the `frame` it precedes (an Ethernet
+    /// frame, or a raw IP packet with [`ImportOptions::medium`] =
+    /// [`Medium::Ip`]; offsets count from its first byte either way) and
     /// returns the packet metadata, following `virtio_net_hdr_to_skb`
-    /// (offload-rules 4.2) and the TAP write path (4.4):
+    /// (offload-rules 4.2) and the TAP/TUN write path (4.4):
     ///
-    /// 1. the frame holds at least an Ethernet header; `hdr_len`, raised to
+    /// 1. the frame holds at least an Ethernet header (raw IP: one byte, the
+    ///    IP version is checked with the headers); `hdr_len`, raised to
     ///    cover the checksum field when `NEEDS_CSUM`, lies inside the frame;
     /// 2. `gso_type` without ECN is NONE, TCPV4, TCPV6 or UDP_L4 (UFO is
     ///    refused); a GSO type needs a non-zero `gso_size` other than 0xFFFF;
@@ -357,8 +365,8 @@ impl VirtioNetHdr {
     /// # Errors
     /// The first rule the header breaks, as a [`VirtioHdrError`].
     pub fn to_meta(&self, frame: &[u8], opts: &ImportOptions) -> Result<OffloadMeta, VirtioHdrError> {
-        if frame.len() < 14 {
-            return Err(VirtioHdrError::FrameTooShort { len: frame.len() });
+        if frame.len() < opts.medium.link_header_len().max(1) {
+            return Err(VirtioHdrError::FrameTooShort { len: frame.len(), medium: opts.medium });
         }
         let needs_csum = self.flags & F_NEEDS_CSUM != 0;
         let mut hdr_len = self.hdr_len as usize;
@@ -426,7 +434,7 @@ impl VirtioNetHdr {
             });
         }
 
-        let headers = FrameHeaders::parse(frame).map_err(VirtioHdrError::BadHeaders)?;
+        let headers = opts.medium.parse(frame).map_err(VirtioHdrError::BadHeaders)?;
         let gso_type = protocol.gso_type();
         let found = match (headers.l3, headers.l4) {
             _ if headers.is_fragment => "an IP fragment",
@@ -473,10 +481,28 @@ impl VirtioNetHdr {
     /// [`ChecksumState::Unnecessary`] when `allow_data_valid`; `hdr_len` is
     /// the real length of the headers up to the end of the L4 header.
     ///
+    /// `frame` is an Ethernet frame; [`VirtioNetHdr::from_meta_as`] takes
+    /// either medium.
+    ///
     /// # Errors
     /// [`VirtioHdrError::Unrepresentable`] for a GSO type virtio cannot carry;
     /// [`VirtioHdrError::BadHeaders`] if a GSO frame's headers do not parse.
     pub fn from_meta(meta: &OffloadMeta, frame: &[u8], allow_data_valid: bool) -> Result<VirtioNetHdr, VirtioHdrError> {
+        VirtioNetHdr::from_meta_as(meta, frame, Medium::Ethernet, allow_data_valid)
+    }
+
+    /// [`VirtioNetHdr::from_meta`] for a `frame` of `medium`: a raw IP packet
+    /// for a TUN device ([`Medium::Ip`]), whose `csum_start` and `hdr_len`
+    /// count from the IP header.
+    ///
+    /// # Errors
+    /// As [`VirtioNetHdr::from_meta`].
+    pub fn from_meta_as(
+        meta: &OffloadMeta,
+        frame: &[u8],
+        medium: Medium,
+        allow_data_valid: bool,
+    ) -> Result<VirtioNetHdr, VirtioHdrError> {
         let mut hdr = VirtioNetHdr::default();
         if meta.is_gso() {
             let t = meta.gso_type;
@@ -493,7 +519,7 @@ impl VirtioNetHdr {
                 hdr.gso_type |= GSO_ECN;
             }
             hdr.gso_size = meta.gso_size;
-            let hdr_end = match FrameHeaders::parse(frame) {
+            let hdr_end = match medium.parse(frame) {
                 Ok(headers) => headers.payload_offset,
                 // `frame` may be only the linear area of a packet whose payload
                 // lives in segments (a GRO aggregate), so the IP length exceeds

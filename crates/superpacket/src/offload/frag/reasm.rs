@@ -21,7 +21,7 @@ use super::{
 };
 use crate::csum::{ones_add, ones_sub, ones_sum};
 use crate::packet::{ChecksumState, OffloadMeta, Packet};
-use crate::wire::{EtherType, VlanStack};
+use crate::wire::{EtherType, Medium, VlanStack};
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 
@@ -480,21 +480,24 @@ impl<C: Clock> Reassembler<C> {
             .min()
     }
 
-    /// Offers an Ethernet frame received on `scope`.
+    /// Offers a packet of the configured medium ([`ReasmConfig::medium`]:
+    /// an Ethernet frame, or a raw IP packet from a TUN) received on `scope`.
+    /// A reassembled datagram has the first fragment's medium.
     ///
     /// # Errors
     /// A [`FragDrop`] for a fragment that was dropped (counted), possibly with
     /// its whole queue, and an ICMP error to send where the rules say so.
     pub fn push(&mut self, packet: Packet, scope: Scope) -> Result<Verdict, FragDrop> {
-        self.push_inner(packet, scope, true)
+        self.push_inner(packet, scope, self.cfg.medium)
     }
 
-    /// Offers a packet starting at its IP header (TUN mode).
+    /// Offers a packet starting at its IP header (TUN mode), whatever the
+    /// configured medium.
     ///
     /// # Errors
     /// As [`Reassembler::push`].
     pub fn push_ip(&mut self, packet: Packet, scope: Scope) -> Result<Verdict, FragDrop> {
-        self.push_inner(packet, scope, false)
+        self.push_inner(packet, scope, Medium::Ip)
     }
 
     /// Expires queues whose timeout passed (counted; the ICMP "reassembly
@@ -537,14 +540,14 @@ impl<C: Clock> Reassembler<C> {
     /// As [`Reassembler::push`].
     pub fn push_frame(&mut self, frame: &[u8], meta: OffloadMeta, scope: Scope) -> Result<Verdict, FragDrop> {
         let mut d = FragDesc::BLANK;
-        if self.classify(frame, true, &mut d)? {
+        if self.classify(frame, self.cfg.medium, &mut d)? {
             self.queue_fragment(Src::Borrowed(frame, &meta), &d, &scope)
         } else {
             Ok(Verdict::NotFragment)
         }
     }
 
-    fn push_inner(&mut self, mut packet: Packet, scope: Scope, l2: bool) -> Result<Verdict, FragDrop> {
+    fn push_inner(&mut self, mut packet: Packet, scope: Scope, medium: Medium) -> Result<Verdict, FragDrop> {
         if !packet.frag_list().is_empty() {
             return Ok(Verdict::Pass(packet));
         }
@@ -552,7 +555,7 @@ impl<C: Clock> Reassembler<C> {
             packet.linearize();
         }
         let mut d = FragDesc::BLANK;
-        if self.classify(packet.linear(), l2, &mut d)? {
+        if self.classify(packet.linear(), medium, &mut d)? {
             self.queue_fragment(Src::Owned(packet), &d, &scope)
         } else {
             Ok(Verdict::Pass(packet))
@@ -561,8 +564,8 @@ impl<C: Clock> Reassembler<C> {
 
     /// Decodes a frame into `d`: `Ok(false)` when it is not a fragment.
     #[inline]
-    fn classify(&mut self, frame: &[u8], l2: bool, d: &mut FragDesc) -> Result<bool, FragDrop> {
-        let (l3, ethertype) = if l2 {
+    fn classify(&mut self, frame: &[u8], medium: Medium, d: &mut FragDesc) -> Result<bool, FragDrop> {
+        let (l3, ethertype) = if medium == Medium::Ethernet {
             if frame.len() < 14 {
                 return Ok(false);
             }

@@ -57,6 +57,21 @@ fn feed<C: Clock>(r: &mut Reassembler<C>, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, 
     (out, drops)
 }
 
+/// Feeds the same untagged Ethernet frames, their first 14 bytes cut off,
+/// to a fresh engine for raw IP; the datagrams come back without their
+/// Ethernet header.
+fn feed_raw_ip(cfg: ReasmConfig, frames: &[Vec<u8>]) -> (Vec<Vec<u8>>, Vec<DropReason>) {
+    let (mut r, _) = engine(ReasmConfig { medium: Medium::Ip, ..cfg });
+    let raw: Vec<Vec<u8>> = frames.iter().map(|f| f[14..].to_vec()).collect();
+    let (out, drops) = feed(&mut r, &raw);
+    for d in &out {
+        let mut problems = Vec::new();
+        validate_frame(d, Medium::Ip, &Default::default(), false, &mut problems);
+        assert!(problems.is_empty(), "raw IP datagram: {problems:?}");
+    }
+    (out, drops)
+}
+
 fn assert_valid(frame: &[u8]) {
     let mut problems = Vec::new();
     validate_frame(frame, Medium::Ethernet, &Default::default(), false, &mut problems);
@@ -90,6 +105,8 @@ fn in_order_reverse_and_forward_mode_give_the_datagram_exactly() {
             }
             let c = r.counters(if v6 { Family::V6 } else { Family::V4 });
             assert_eq!((c.fragments, c.reassembled, c.failed), (2 * fr.len() as u64, 2, 0));
+            let cfg = ReasmConfig { delivery, ..Default::default() };
+            assert_eq!(feed_raw_ip(cfg, &fr), (vec![d[14..].to_vec()], vec![]), "v6={v6} {delivery:?} raw IP");
         }
     }
 }
@@ -213,6 +230,13 @@ fn rule_table_both_families() {
             if c.delivered {
                 assert_eq!(out[0], d, "{}", c.name);
             }
+            let raw_out: Vec<Vec<u8>> = out.iter().map(|o| o[14..].to_vec()).collect();
+            assert_eq!(
+                feed_raw_ip(ReasmConfig::default(), &frames),
+                (raw_out, c.drops.to_vec()),
+                "{} v6={v6} raw IP",
+                c.name
+            );
             if !c.delivered && r.queue_count(Family::V4) + r.queue_count(Family::V6) == 0 {
                 assert_idle(&r);
             }

@@ -79,7 +79,25 @@ fn valid_superpackets_import_with_metadata() {
         assert_eq!(meta.csum, ChecksumState::Partial { start: l4 as u16, offset: off });
         // Export gives the same header back (hdr_len = real header length).
         assert_eq!(VirtioNetHdr::from_meta(&meta, &frame, false).unwrap(), hdr);
+        if vlans.is_empty() {
+            // As a TUN hands it over: the same packet without its Ethernet
+            // header, offsets 14 lower.
+            let raw = &frame[14..];
+            let raw_hdr = raw_ip_twin(&hdr);
+            let raw_meta = raw_hdr.to_meta(raw, &RAW_IP).unwrap();
+            assert_eq!(Some(raw_meta), meta.shifted(-14), "{transport:?} ipv6={ipv6} raw IP");
+            assert_eq!(VirtioNetHdr::from_meta_as(&raw_meta, raw, Medium::Ip, false).unwrap(), raw_hdr);
+        }
     }
+}
+
+/// Import options for a TUN (raw IP packets).
+const RAW_IP: ImportOptions =
+    ImportOptions { udp_max_segments: UDP_MAX_SEGMENTS, trust_data_valid: false, medium: Medium::Ip };
+
+/// The header of the same packet without its 14-byte Ethernet header.
+fn raw_ip_twin(hdr: &VirtioNetHdr) -> VirtioNetHdr {
+    VirtioNetHdr { csum_start: hdr.csum_start.saturating_sub(14), hdr_len: hdr.hdr_len.saturating_sub(14), ..*hdr }
 }
 
 #[test]
@@ -147,7 +165,7 @@ fn bogus_headers_are_refused() {
             matches!(e, VirtioHdrError::TooManySegments { segments: 140, max: 128 })
         }),
         ("frame shorter than Ethernet", good, frame[..10].to_vec(), |e| {
-            matches!(e, VirtioHdrError::FrameTooShort { len: 10 })
+            matches!(e, VirtioHdrError::FrameTooShort { len: 10, medium: Medium::Ethernet })
         }),
         (
             "GSO on ARP-sized garbage",
@@ -164,12 +182,29 @@ fn bogus_headers_are_refused() {
             matches!(e, VirtioHdrError::BadHeaders(_))
         }),
     ];
+    let mut raw_cases = 0;
     for (name, hdr, frame, expect) in cases {
-        match hdr.to_meta(&frame, &opts) {
+        let reason = match hdr.to_meta(&frame, &opts) {
             Ok(meta) => panic!("{name}: accepted as {meta:?}"),
-            Err(e) => assert!(expect(&e), "{name}: wrong error {e:?}"),
+            Err(e) => {
+                assert!(expect(&e), "{name}: wrong error {e:?}");
+                e.reason()
+            }
+        };
+        // Every case on an IP frame is refused for the same reason as raw IP.
+        if frame.len() > 14 && matches!(frame[12..14], [0x08, 0x00] | [0x86, 0xDD]) {
+            match raw_ip_twin(&hdr).to_meta(&frame[14..], &RAW_IP) {
+                Ok(meta) => panic!("{name} raw IP: accepted as {meta:?}"),
+                Err(e) => assert_eq!(e.reason(), reason, "{name} raw IP: {e}"),
+            }
+            raw_cases += 1;
         }
     }
+    assert_eq!(raw_cases, 18, "every IP case ran as raw IP");
+    let empty = good.to_meta(&[], &RAW_IP).unwrap_err();
+    assert!(matches!(empty, VirtioHdrError::FrameTooShort { len: 0, medium: Medium::Ip }), "{empty}");
+    let not_ip = raw_ip_twin(&good).to_meta(&[0x55; 60], &RAW_IP);
+    assert!(matches!(not_ip, Err(VirtioHdrError::BadHeaders(_))), "{not_ip:?}");
     // The old UDP_MAX_SEGMENTS (64) is an option.
     let old = ImportOptions { udp_max_segments: 64, ..ImportOptions::default() };
     assert!(VirtioNetHdr { gso_size: 200, ..udp_good }.to_meta(&udp_frame, &old).is_err());
