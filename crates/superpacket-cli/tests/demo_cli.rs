@@ -26,5 +26,7 @@ fn demo_runs_clean_and_conserves_bytes() {
     assert_eq!(check.status.code(), Some(0), "{}", String::from_utf8_lossy(&check.stdout));
     // The human form says it is the offline pipeline.
     let human = Command::new(BIN).args(["demo", "--offline", "--out"]).arg(&capture).output().unwrap();
-    assert!(String::from_utf8_lossy(&human.stdout).contains("OFFLINE pipeline"));
+    let text = String::from_utf8_lossy(&human.stdout);
+    assert!(text.contains("OFFLINE pipeline"), "{text}");
+    assert!(!text.contains("not built yet"), "the live data path exists: {text}");
 }

@@ -313,9 +313,10 @@ fn bogus_handovers(
 
 fn print_human(r: &DemoReport, problems: &[validate::Problem]) {
     println!("superpacket demo: OFFLINE pipeline on generated traffic");
-    println!("  (the live TAP/AF_PACKET data path, `superpacket run`, is not built yet; this exercises the");
-    println!("   packet model, virtio_net_hdr import, checksum completion, offload-aware pcapng, GRO,");
-    println!("   the device stack and final-port GSO on generated traffic, in memory)");
+    println!("  (the live data path through real TAP devices needs root: run `superpacket demo` as root,");
+    println!("   or `superpacket run <topology>`; this offline run exercises the packet model,");
+    println!("   virtio_net_hdr import, checksum completion, offload-aware pcapng, GRO, the device stack");
+    println!("   and final-port GSO on generated traffic, in memory)");
     println!("flows:");
     for f in &r.flows {
         println!("  {f}");
