@@ -12,6 +12,7 @@ mod pcap_check;
 mod pcap_defrag;
 mod pcap_gro;
 mod pcap_gso;
+mod pcap_media;
 mod progress;
 mod pv_peer;
 mod run;
@@ -90,17 +91,28 @@ enum Command {
 #[derive(Debug, Subcommand)]
 enum PcapCommand {
     /// Validate every frame: checksums (superpackets included), lengths,
-    /// headers, VLAN stacks. Exit 0 if clean, 1 if any problem, 2 on error.
+    /// headers, VLAN stacks. Reads Ethernet (linktype 1) and raw IP (101,
+    /// 228, 229) frames, both media mixed across pcapng interfaces; other link
+    /// types are refused. Exit 0 if clean, 1 if any problem, 2 on error.
     Check(pcap_check::CheckArgs),
     /// Reassemble IPv4/IPv6 fragments: each datagram written once, other
-    /// frames unchanged. Exit 0 ok, 1 if fragments were dropped or left incomplete, 2 on error.
+    /// frames unchanged. Reads Ethernet (linktype 1) or raw IP (101, 228,
+    /// 229) captures and writes the same medium (1 or 101); other link types
+    /// are refused. Exit 0 ok, 1 if fragments were dropped or left
+    /// incomplete, 2 on error.
     Defrag(pcap_defrag::DefragArgs),
     /// Segment superpackets (annotated GSO frames, or with --gso-size every
     /// TCP/UDP frame longer than one segment) into frames with complete
-    /// checksums. Exit 0 ok, 1 if frames were dropped as bad, 2 on error.
+    /// checksums. Reads Ethernet (linktype 1) or raw IP (101, 228, 229)
+    /// captures and writes the same medium (1 or 101); other link types are
+    /// refused. Exit 0 ok, 1 if frames were dropped as bad, 2 on error.
     Gso(pcap_gso::GsoArgs),
     /// Receive offload (GRO, or LRO with --lro): coalesce TCP/UDP flows into
-    /// superpackets, written as annotated pcapng in delivery order. Exit 0 ok, 2 on error.
+    /// superpackets, written as annotated pcapng in delivery order. Reads
+    /// Ethernet (linktype 1) or raw IP (101, 228, 229) captures and writes
+    /// the same medium (1 or 101); other link types are refused. Exit 0 ok,
+    /// 1 if frames were dropped (not of their link type's IP version), 2 on
+    /// error.
     Gro(pcap_gro::GroArgs),
 }
 

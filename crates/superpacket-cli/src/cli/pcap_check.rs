@@ -1,17 +1,26 @@
 //! `superpacket pcap check FILE [--json]`: validates every frame of a capture
 //! with the rules of [`superpacket::validate`].
+//!
+//! Link types (see [`super::pcap_media`]): Ethernet (1) and raw IP (101, 228,
+//! 229), mixed freely across pcapng interfaces (each frame is checked as its
+//! own medium). A frame of another link type stops the check with exit 2 and
+//! a message naming the link type (the report so far is still printed); a
+//! frame of linktype 228/229 not of that IP version is a problem of kind
+//! `link-type-ip-version`.
 
-use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
+use super::{CliError, EXIT_OK, EXIT_PROBLEMS, pcap_media, progress};
 use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
-use superpacket::pcap::{CaptureReader, LinkType, PcapError};
-use superpacket::validate::{self, Medium, Problem};
+use superpacket::pcap::{CaptureFormat, CaptureReader, PcapError};
+use superpacket::validate::{self, Problem};
 
 /// Arguments of `pcap check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// The capture (pcap or pcapng; Ethernet or raw IP link type).
+    /// The capture (pcap or pcapng): Ethernet (linktype 1) or raw IP (101,
+    /// 228, 229), interfaces of both media allowed; other link types are
+    /// refused (exit 2).
     pub file: PathBuf,
     /// Print one JSON object: {"packets": N, "problems": [{"index", "kind", "detail"}], ...}.
     #[arg(long)]
@@ -31,29 +40,19 @@ struct CheckReport {
     problems: Vec<FrameProblem>,
     /// Frames captured shorter than on the wire (only the bytes present checked).
     snapped: u64,
-    /// Frames of a link type superpacket cannot check.
-    #[serde(skip_serializing_if = "is_zero")]
-    skipped: u64,
     /// A read error that stopped the check early (exit 2).
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
 }
 
-fn is_zero(n: &u64) -> bool {
-    *n == 0
-}
-
-fn link_layer(link: LinkType) -> Option<Medium> {
-    match link {
-        LinkType::ETHERNET => Some(Medium::Ethernet),
-        LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(Medium::Ip),
-        _ => None,
-    }
-}
-
 /// Runs the check; exit 0 when clean, 1 with problems, 2 on a read error.
 pub fn run(args: &CheckArgs) -> Result<u8, CliError> {
     let mut reader = CaptureReader::open(&args.file).map_err(|e| CliError::context(args.file.display(), e))?;
+    if reader.format() != CaptureFormat::PcapNg
+        && let Some(link) = reader.link_type().filter(|l| pcap_media::medium_of(*l).is_none())
+    {
+        return Err(pcap_media::unsupported("pcap check", &args.file, link, None));
+    }
     let bar = progress::bar(reader.total_len(), !args.json, "checking");
     let mut report = CheckReport::default();
     let mut problems: Vec<Problem> = Vec::new();
@@ -71,11 +70,16 @@ pub fn run(args: &CheckArgs) -> Result<u8, CliError> {
                 break;
             }
         };
-        report.packets += 1;
-        let Some(link) = link_layer(frame.link_type) else {
-            report.skipped += 1;
-            continue;
+        let Some(link) = pcap_media::medium_of(frame.link_type) else {
+            let at = Some((frame.index, frame.interface_id));
+            report.error = Some(pcap_media::unsupported_message("pcap check", frame.link_type, at));
+            break;
         };
+        report.packets += 1;
+        if let Some(detail) = pcap_media::wrong_ip_version(frame.link_type, frame.data) {
+            report.problems.push(FrameProblem { index: frame.index, kind: "link-type-ip-version", detail });
+            continue;
+        }
         let snapped = frame.is_snapped();
         report.snapped += u64::from(snapped);
         let headers = validate::parse_headers(frame.data, link).ok();
@@ -89,6 +93,13 @@ pub fn run(args: &CheckArgs) -> Result<u8, CliError> {
         bar.set_position(reader.bytes_read());
     }
     bar.finish_and_clear();
+    // A pcapng without frames is refused like the others when its first interface is.
+    if report.packets == 0
+        && report.error.is_none()
+        && let Some(link) = reader.link_type().filter(|l| pcap_media::medium_of(*l).is_none())
+    {
+        report.error = Some(pcap_media::unsupported_message("pcap check", link, None));
+    }
 
     if args.json {
         let json = serde_json::to_string(&report).map_err(|e| CliError::context("json", e))?;
@@ -121,9 +132,6 @@ fn print_human(args: &CheckArgs, r: &CheckReport) {
     );
     if r.snapped > 0 {
         print!(", {} snapped (checked as far as captured)", r.snapped);
-    }
-    if r.skipped > 0 {
-        print!(", {} skipped (link type not checked)", r.skipped);
     }
     println!();
 }

@@ -4,14 +4,22 @@
 //!
 //! Every reassembled datagram is written once, with the timestamp of the
 //! fragment that completed it; every frame that is not a fragment (IPv6
-//! atomic fragments, non-IP, snapped frames, other link types) is written
-//! unchanged, in order. Dropped fragments are not written.
+//! atomic fragments, non-IP, snapped frames) is written unchanged, in order.
+//! Dropped fragments are not written.
+//!
+//! Link types (see [`super::pcap_media`]): Ethernet (1) and raw IP (101, 228,
+//! 229; what a TUN device carries) are read, reassembled as that medium, and
+//! written in it (linktype 1, or 101 for raw IP), in the input's format. Any
+//! other link type is refused (exit 2); a frame of linktype 228/229 not of
+//! that IP version is dropped and counted (exit 1).
 //!
 //! Exit status: 0 when every fragment became part of a datagram (exact
 //! duplicates are tolerated), 1 when fragments were dropped for a rule
-//! (overlap, bad length, timeout, memory...) or datagrams were still
-//! incomplete at the end of the capture, 2 on usage or I/O errors.
+//! (overlap, bad length, timeout, memory...), datagrams were still
+//! incomplete at the end of the capture or frames were of the wrong IP
+//! version, 2 on usage or I/O errors.
 
+use super::pcap_media::{FrameMedium, MediumGate, output_link_type};
 use super::{CliError, EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::Args;
 use serde::Serialize;
@@ -20,24 +28,29 @@ use superpacket::offload::frag::{
     DropReason, Family, ManualClock, ReasmConfig, ReasmCounters, Reassembler, Scope, Verdict, flatten,
 };
 use superpacket::packet::Packet;
-use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError, WriterOptions};
+use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, WriterOptions};
 use superpacket::validate::{self, Medium};
 use superpacket::wire::VlanStack;
 
 /// Arguments of `pcap defrag`.
 #[derive(Debug, Args)]
 pub struct DefragArgs {
-    /// Input capture (pcap or pcapng; Ethernet or raw IP).
+    /// Input capture (pcap or pcapng): Ethernet (linktype 1) or raw IP (101,
+    /// 228, 229); other link types are refused.
     pub input: PathBuf,
-    /// Output capture (same format as the input).
+    /// Output capture, in the input's format and medium: Ethernet (linktype
+    /// 1) or raw IP (101).
     pub output: PathBuf,
-    /// Print one JSON object: {"packets_in", "packets_out", "datagrams_reassembled", "counters": {...}}.
+    /// Print one JSON object: {"medium", "packets_in", "packets_out",
+    /// "datagrams_reassembled", "wrong_ip_version", "counters": {...}, ...}.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Default, Serialize)]
 struct DefragReport {
+    /// `ethernet` or `ip` (raw IP): the medium of the input and the output.
+    medium: &'static str,
     packets_in: u64,
     packets_out: u64,
     datagrams_reassembled: u64,
@@ -45,6 +58,8 @@ struct DefragReport {
     passed_through: u64,
     /// Fragments dropped (duplicates included).
     fragments_dropped: u64,
+    /// Frames of linktype 228/229 not of that IP version (dropped).
+    wrong_ip_version: u64,
     /// Queues still incomplete at the end of the capture.
     incomplete: usize,
     /// ICMP errors the rules would send (not written).
@@ -60,54 +75,53 @@ struct DefragReport {
 /// Runs the command.
 pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
     let mut reader = CaptureReader::open(&args.input).map_err(|e| CliError::context(args.input.display(), e))?;
+    let mut gate = MediumGate::new("pcap defrag", &args.input, &reader)?;
     let format = reader.format();
     let bar = progress::bar(reader.total_len(), !args.json, "defragmenting");
     let clock = ManualClock::new(0);
-    let mut reasm = Reassembler::with_clock(ReasmConfig::default(), clock.clone());
+    // Made with the medium of the first frame.
+    let mut reasm: Option<Reassembler<ManualClock>> = None;
     let mut writer: Option<CaptureWriter<_>> = None;
     let mut report = DefragReport::default();
     let mut problems = 0u64;
     let mut icmp = Vec::new();
     let mut buf = Vec::new();
     let mut now = 0u64;
-    let open = |link: LinkType| {
+    let open = |medium: Medium| {
         let opts = WriterOptions { strip_annotations: true, ..WriterOptions::default() };
-        CaptureWriter::create_with_options(&args.output, format, link, opts)
+        CaptureWriter::create_with_options(&args.output, format, output_link_type(medium), opts)
             .map_err(|e| CliError::context(args.output.display(), e))
     };
     loop {
         let frame = match reader.next_frame() {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e @ PcapError::BadAnnotation { .. }) => {
-                report.error = Some(e.to_string());
-                break;
-            }
             Err(e) => {
                 report.error = Some(e.to_string());
                 break;
             }
         };
         report.packets_in += 1;
-        if writer.is_none() {
-            writer = Some(open(frame.link_type)?);
-        }
-        let w = writer.as_mut().expect("just opened");
+        let FrameMedium::Read(link) = gate.frame(&frame)? else {
+            continue;
+        };
+        let w = match &mut writer {
+            Some(w) => w,
+            None => writer.insert(open(link)?),
+        };
+        let reasm = reasm.get_or_insert_with(|| {
+            Reassembler::with_clock(ReasmConfig { medium: link, ..ReasmConfig::default() }, clock.clone())
+        });
         now = now.max(frame.timestamp_ns);
         clock.set(now);
-        let link = match frame.link_type {
-            LinkType::ETHERNET => Some(Medium::Ethernet),
-            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(Medium::Ip),
-            _ => None,
-        };
         let pass = |w: &mut CaptureWriter<_>, data: &[u8], ann: &FrameAnnotation| {
             w.write_frame(data, frame.timestamp_ns, ann).map_err(|e| CliError::context(args.output.display(), e))
         };
-        let Some(link) = link.filter(|_| !frame.is_snapped()) else {
+        if frame.is_snapped() {
             pass(w, frame.data, &frame.annotation)?;
             report.passed_through += 1;
             continue;
-        };
+        }
         let headers = validate::parse_headers(frame.data, link).ok();
         let mut packet = Packet::from_frame(frame.data);
         packet.meta = frame.annotation.to_meta(headers.as_ref());
@@ -119,11 +133,8 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
             }
             .unwrap_or_default(),
         };
-        let verdict = match link {
-            Medium::Ethernet => reasm.push(packet, scope),
-            Medium::Ip => reasm.push_ip(packet, scope),
-        };
-        match verdict {
+        // The reassembler reads the medium it was configured with (the run's).
+        match reasm.push(packet, scope) {
             Ok(Verdict::Pass(_) | Verdict::NotFragment) => {
                 pass(w, frame.data, &frame.annotation)?;
                 report.passed_through += 1;
@@ -144,16 +155,27 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
         bar.set_position(reader.bytes_read());
     }
     bar.finish_and_clear();
-    reasm.expire(&mut icmp);
-    report.incomplete = reasm.queue_count(Family::V4) + reasm.queue_count(Family::V6);
-    report.counters_ipv4 = *reasm.counters(Family::V4);
-    report.counters_ipv6 = *reasm.counters(Family::V6);
-    report.counters = reasm.counters_total();
+    if let Some(reasm) = &mut reasm {
+        reasm.expire(&mut icmp);
+        report.incomplete = reasm.queue_count(Family::V4) + reasm.queue_count(Family::V6);
+        report.counters_ipv4 = *reasm.counters(Family::V4);
+        report.counters_ipv6 = *reasm.counters(Family::V6);
+        report.counters = reasm.counters_total();
+    }
     report.icmp_offered = report.counters.icmp;
     problems += report.counters.timeouts + report.counters.evicted;
+    report.wrong_ip_version = gate.wrong_ip_version;
+    problems += gate.wrong_ip_version;
+    let medium = match gate.medium() {
+        Some(m) => m,
+        // An empty capture, or one that failed before its first frame was read.
+        None if report.error.is_some() => Medium::Ethernet,
+        None => gate.finish(&reader)?,
+    };
+    report.medium = medium.name();
     let w = match writer {
         Some(w) => w,
-        None => open(reader.link_type().unwrap_or(LinkType::ETHERNET))?,
+        None => open(medium)?,
     };
     report.packets_out = w.frames_written();
     w.finish().map_err(|e| CliError::context(args.output.display(), e))?;
@@ -172,6 +194,9 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
             report.fragments_dropped,
             report.incomplete
         );
+        if let Some(line) = gate.wrong_ip_version_line() {
+            println!("{line}");
+        }
     }
     if let Some(e) = &report.error {
         eprintln!("superpacket: error: {}: {e}", args.input.display());

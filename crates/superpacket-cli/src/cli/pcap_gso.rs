@@ -6,10 +6,17 @@
 //! than N payload bytes that carries no GSO annotation. Frames marked
 //! `csum=partial` get their checksum completed. The target is "no offload at
 //! all", so every frame written has complete, correct checksums and no
-//! annotation. Other frames are copied unchanged (snapped frames and
-//! non-Ethernet link types too). A frame the segmenter refuses (bad metadata)
-//! is dropped and counted by reason; the exit status is then 1.
+//! annotation. Other frames are copied unchanged (snapped frames too). A
+//! frame the segmenter refuses (bad metadata) is dropped and counted by
+//! reason; the exit status is then 1.
+//!
+//! Link types (see [`super::pcap_media`]): Ethernet (1) and raw IP (101, 228,
+//! 229; what a TUN device carries) are read, segmented as that medium, and
+//! written in it (linktype 1, or 101 for raw IP), in the input's format. Any
+//! other link type is refused (exit 2); a frame of linktype 228/229 not of
+//! that IP version is dropped and counted (exit 1).
 
+use super::pcap_media::{FrameMedium, MediumGate, output_link_type};
 use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::Args;
 use serde::Serialize;
@@ -18,15 +25,17 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use superpacket::offload::gso::{GsoCounters, SegmentSink, Segmenter, SgFrame, TargetCaps};
 use superpacket::packet::{GsoType, OffloadMeta, Packet};
-use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError};
-use superpacket::wire::{FrameHeaders, L3Kind, L4Kind};
+use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, PcapError};
+use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, Medium};
 
 /// Arguments of `pcap gso`.
 #[derive(Debug, Args)]
 pub struct GsoArgs {
-    /// Input capture (pcap or pcapng, Ethernet link type).
+    /// Input capture (pcap or pcapng): Ethernet (linktype 1) or raw IP (101,
+    /// 228, 229); other link types are refused.
     pub input: PathBuf,
-    /// Output capture (same format as the input).
+    /// Output capture, in the input's format and medium: Ethernet (linktype
+    /// 1) or raw IP (101).
     pub output: PathBuf,
     /// Also segment un-annotated TCP/UDP frames with more than N payload bytes into N-byte segments.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -34,28 +43,36 @@ pub struct GsoArgs {
     /// L3 MTU of the target: a segment longer than this is an error (dropped).
     #[arg(long, value_name = "N", default_value_t = 65535)]
     pub mtu: usize,
-    /// Print one JSON object {"packets_in", "packets_out", "superpackets_segmented", "counters"}.
+    /// Print one JSON object {"medium", "packets_in", "packets_out",
+    /// "superpackets_segmented", "wrong_ip_version", "counters"}.
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Serialize)]
 struct GsoReport {
+    /// `ethernet` or `ip` (raw IP): the medium of the input and the output.
+    medium: &'static str,
     packets_in: u64,
     packets_out: u64,
     superpackets_segmented: u64,
+    /// Frames of linktype 228/229 not of that IP version (dropped).
+    wrong_ip_version: u64,
     counters: GsoCounters,
 }
 
 /// Runs the command: 0 if every frame was written, 1 if some were dropped,
-/// 2 on a usage or I/O error.
+/// 2 on a usage or I/O error (an unsupported link type among them).
 pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
     let mut reader = CaptureReader::open(&args.input).map_err(|e| CliError::context(args.input.display(), e))?;
-    let link = reader.link_type().unwrap_or(LinkType::ETHERNET);
-    let writer = CaptureWriter::create(&args.output, reader.format(), link)
-        .map_err(|e| CliError::context(args.output.display(), e))?;
-    let mut sink = PcapSink { writer, timestamp_ns: 0, buf: Vec::new(), error: None };
-    let caps = TargetCaps::new(args.mtu);
+    let mut gate = MediumGate::new("pcap gso", &args.input, &reader)?;
+    let format = reader.format();
+    let open = |medium: Medium| -> Result<PcapSink, CliError> {
+        let writer = CaptureWriter::create(&args.output, format, output_link_type(medium))
+            .map_err(|e| CliError::context(args.output.display(), e))?;
+        Ok(PcapSink { writer, timestamp_ns: 0, buf: Vec::new(), error: None })
+    };
+    let mut sink: Option<PcapSink> = None;
     let mut seg = Segmenter::new();
     let bar = progress::bar(reader.total_len(), !args.json, "segmenting");
     let mut packets_in = 0u64;
@@ -63,18 +80,22 @@ pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
         let frame = match reader.next_frame() {
             Ok(Some(f)) => f,
             Ok(None) => break,
-            Err(e @ PcapError::BadAnnotation { .. }) => {
-                return Err(CliError::context(args.input.display(), e));
-            }
             Err(e) => return Err(CliError::context(args.input.display(), e)),
         };
         packets_in += 1;
+        let FrameMedium::Read(medium) = gate.frame(&frame)? else {
+            continue;
+        };
+        let sink = match &mut sink {
+            Some(s) => s,
+            None => sink.insert(open(medium)?),
+        };
         sink.timestamp_ns = frame.timestamp_ns;
-        if frame.link_type != LinkType::ETHERNET || frame.is_snapped() {
+        if frame.is_snapped() {
             sink.copy_frame(frame.data, frame.original_len, &frame.annotation).map_err(|e| io_err(args, e))?;
             continue;
         }
-        let headers = FrameHeaders::parse(frame.data).ok();
+        let headers = medium.parse(frame.data).ok();
         let mut meta = frame.annotation.to_meta(headers.as_ref());
         if let (Some(size), Some(h)) = (args.gso_size, headers.as_ref())
             && meta.gso_type.is_empty()
@@ -83,17 +104,30 @@ pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
         }
         let mut pkt = Packet::from_frame(frame.data);
         pkt.meta = meta;
-        let _ = seg.segment(&pkt, &caps, &mut sink);
+        let caps = TargetCaps::new(args.mtu).with_medium(medium);
+        let _ = seg.segment(&pkt, &caps, sink);
         sink.take_error().map_err(|e| io_err(args, e))?;
         bar.set_position(reader.bytes_read());
     }
     bar.finish_and_clear();
+    let medium = gate.finish(&reader)?;
+    let sink = match sink {
+        Some(s) => s,
+        None => open(medium)?,
+    };
     let packets_out = sink.writer.frames_written();
     sink.writer.finish().map_err(|e| io_err(args, e))?;
 
     let c = seg.counters;
-    let dropped = c.dropped();
-    let report = GsoReport { packets_in, packets_out, superpackets_segmented: c.superpackets_segmented, counters: c };
+    let dropped = c.dropped() + gate.wrong_ip_version;
+    let report = GsoReport {
+        medium: medium.name(),
+        packets_in,
+        packets_out,
+        superpackets_segmented: c.superpackets_segmented,
+        wrong_ip_version: gate.wrong_ip_version,
+        counters: c,
+    };
     if args.json {
         let json = serde_json::to_string(&report).map_err(|e| CliError::context("json", e))?;
         println!("{json}");
@@ -112,6 +146,9 @@ pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
         );
         for (reason, n) in &c.drops {
             println!("  dropped {n}: {reason}");
+        }
+        if let Some(line) = gate.wrong_ip_version_line() {
+            println!("{line}");
         }
     }
     Ok(if dropped > 0 { EXIT_PROBLEMS } else { EXIT_OK })
