@@ -7,7 +7,7 @@
 //! nothing.
 //!
 //! Figures are printed (`--nocapture`); they are not asserted beyond "the
-//! data moved", since timing is noisy on 2 vCPUs (this-machine.md section 3).
+//! data moved", since timing is noisy on 2 vCPUs (docs/kernel-oracle.md section 3).
 
 mod common;
 

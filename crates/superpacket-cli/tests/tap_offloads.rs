@@ -1,7 +1,7 @@
 //! TAP offloads against the running kernel: what `TUNSETOFFLOAD` negotiates
 //! decides what the engine receives, and a TAP that existed before gets its
 //! offloads back when superpacket lets go (offload-rules 4.4,
-//! this-machine.md section 4).
+//! docs/kernel-oracle.md section 4).
 //!
 //! Every privileged test runs in namespaces it creates (IPv6 off, deleted on
 //! drop together with their TAPs); `SUPERPACKET_SKIP_PRIVILEGED=1` skips them

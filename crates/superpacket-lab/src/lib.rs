@@ -12,12 +12,14 @@
 //! GroOracle::run(&mut self, frames: &[F: AsRef<[u8]>]) -> Result<Vec<(VirtioNetHdr, Vec<u8>)>>  // zero vnet hdrs
 //! GroOracle::run_with_headers(&mut self, &[(VirtioNetHdr, F)]) -> Result<Vec<(VirtioNetHdr, Vec<u8>)>>
 //! GroOracle::run_detailed(&mut self, &[(VirtioNetHdr, F)]) -> Result<Vec<Delivered>>   // + pkttype, VLAN tag
-//! GroOracle::mac() -> [u8; 6] / netns() / tap_name() / stats() -> OracleStats
+//! GroOracle::mac() -> [u8; 6] / netns() / tap_name() / medium() / stats() -> OracleStats
+//! GroOracleConfig { medium: Medium::Ip, .. }       // raw IP through an IFF_TUN|IFF_NAPI device instead
 //! GsoOracle::new() -> Result<GsoOracle>            // netns pair + veth, sender `tx off tso off gso off`
 //! GsoOracle::with_config(GsoOracleConfig) -> Result<GsoOracle>
 //! GsoOracle::segment(&mut self, &VirtioNetHdr, frame: &[u8]) -> Result<Vec<Vec<u8>>>
 //! GsoOracle::segment_detailed(&mut self, &VirtioNetHdr, frame: &[u8]) -> Result<Vec<Delivered>>
-//! GsoOracle::sender() / receiver() -> (&NetNs, &str) / stats() -> OracleStats
+//! GsoOracle::sender() / receiver() -> (&NetNs, &str) / medium() / stats() -> OracleStats
+//! GsoOracleConfig { medium: Medium::Ip, .. }       // raw IP: AF_PACKET on a TUN with TUNSETOFFLOAD 0, read from the TUN
 //! ```
 //!
 //! Typical oracle test (the test needs root; see

@@ -1,4 +1,4 @@
-//! The Linux kernel as a GRO and GSO oracle (this-machine.md section 5).
+//! The Linux kernel as a GRO and GSO oracle (docs/kernel-oracle.md section 5).
 //!
 //! - [`GroOracle`]: a namespace with a TAP opened `IFF_TAP | IFF_NO_PI |
 //!   IFF_VNET_HDR | IFF_NAPI`, `gro_flush_timeout` = 200 µs, and an AF_PACKET
@@ -9,6 +9,35 @@
 //!   off tso off gso off tx-udp-segmentation off`, so a superpacket sent with
 //!   AF_PACKET + `PACKET_VNET_HDR` is segmented and checksummed in software;
 //!   the peer's AF_PACKET socket captures the segments.
+//!
+//! Both also take **raw IP** packets (what a TUN with `IFF_NO_PI` carries;
+//! [`GroOracleConfig::medium`] / [`GsoOracleConfig::medium`] =
+//! [`Medium::Ip`]; default Ethernet):
+//! - GRO: the TAP becomes a TUN `sptun0` opened `IFF_TUN | IFF_NO_PI |
+//!   IFF_VNET_HDR | IFF_NAPI` (tun.c accepts `IFF_NAPI` for both kinds;
+//!   only `IFF_NAPI_FRAGS` is TAP-only) with the same `gro_flush_timeout`.
+//!   tun sets `skb->protocol` from the version nibble, the NAPI poll runs
+//!   `napi_gro_receive`, and the AF_PACKET socket on the TUN (ARPHRD_NONE:
+//!   no link header) reads each skb as a raw IP packet with its
+//!   virtio_net_hdr (`csum_start` counted from the IP header). Like the
+//!   TAP, the TUN gets no address and the namespace does not forward: GRO
+//!   and the AF_PACKET tap come before the IP layer, which then drops the
+//!   packets (no route, no ICMP since forwarding is off), exactly as it
+//!   drops the TAP's frames; so no address, route or rp_filter setting is
+//!   involved on either medium;
+//! - GSO: one namespace with a TUN `spgsotun0` (`IFF_TUN | IFF_NO_PI |
+//!   IFF_VNET_HDR`, no NAPI) whose reader accepts no offload
+//!   (`TUNSETOFFLOAD 0`: no CSUM, TSO or USO feature on the device). The
+//!   superpacket is sent with AF_PACKET (`SOCK_RAW`, `PACKET_VNET_HDR`) on
+//!   the TUN, with `sll_protocol` IPv4 or IPv6 from the version nibble (the
+//!   segmentation is looked up by `skb->protocol`); `validate_xmit_skb`
+//!   segments and checksums it in software before `tun_net_xmit` queues the
+//!   segments, which are read from the TUN descriptor (virtio_net_hdr + raw
+//!   IP), i.e. what a TUN application gets. This path needs no veth, no
+//!   routing (a superpacket written into a TUN and forwarded to a second
+//!   one would have its TTL decremented) and no capture socket.
+//!
+//! The TUNs are [`superpacket_engine::io::tun::TunDevice`]s.
 //!
 //! Both are set up once (~100 ms) and reused. A scenario ends once the
 //! delivered skbs account for every written frame (a GSO skb counts
@@ -28,7 +57,8 @@
 //! - a scenario that delivered nothing is redone once
 //!   ([`OracleStats::empty_retries`], with a note on stderr);
 //! - IPv6 is disabled in the namespaces, so no RS/DAD/MLD frame shows up;
-//!   the GSO capture also keeps only frames with the sent source MAC.
+//!   the GSO capture also keeps only frames with the sent source MAC (raw
+//!   IP: the sent source address).
 //!
 //! # What the kernel did (6.18.44, this machine, 2026-05)
 //!
@@ -77,6 +107,18 @@
 //! | TCPV4 with csum_offset 6 | `sendmsg` fails with EINVAL (virtio_net_hdr_to_skb) |
 //! | sender offloads left at the veth default | 1 skb of 29014 B with gso_type TCPV4, gso_size 1448, NEEDS_CSUM, hdr_len 54 |
 //!
+//! Raw IP (same kernel, 2026-05; `oracle::tests::*raw_ip*`,
+//! `tests/gro_kernel_oracle.rs`, `tests/gso_kernel_oracle.rs`, each case
+//! on both media):
+//!
+//! | Oracle | Delivered on the TUN |
+//! |---|---|
+//! | GRO, every scenario above without VLAN tag or padding (S1-S5, TCPv6, single frame, UDP with `rx-udp-gro-forwarding`, the 64 KB limit, flag/TTL/window changes, CWR, fixed ID) | the same skbs in the same order as on the TAP, each minus its 14-byte Ethernet header: S1 1 skb of 29000 B, gso_type TCPV4, gso_size 1448, NEEDS_CSUM, csum_start 20 (TCPv6: 40), csum_offset 16; `hdr_len` the linear length minus 14 (1488 TCPv4, 1508 TCPv6, 1428/1448 UDP); single frames DATA_VALID; pkttype Host |
+//! | GSO, every superpacket above without VLAN tag | the veth's segments minus 14 bytes (e.g. TCPV4 20 × 1488 B), each read with an all-zero virtio_net_hdr (checksums complete) |
+//! | GSO, TCPV4 with csum_offset 6 | `sendmsg` fails with EINVAL, as on the veth |
+//!
+//! Nothing differed between the media beyond the 14 bytes and the offsets.
+//!
 //! Other observations: `TUNGETFEATURES` = 0x7173; `TUNSETOFFLOAD` accepts
 //! CSUM|TSO4|TSO6|TSO_ECN|USO4|USO6 and refuses unknown bits with EINVAL; a
 //! TAP with TSO accepted hands a transmitted TCPv4 superpacket to its reader
@@ -85,12 +127,13 @@
 
 use std::time::{Duration, Instant};
 use superpacket::packet::virtio::{GSO_NONE, VirtioNetHdr};
-use superpacket::wire::FrameHeaders;
+pub use superpacket::wire::Medium;
 use superpacket_engine::io::error::{IoError, Result};
 use superpacket_engine::io::netns::NetNs;
 use superpacket_engine::io::netns::VethPair;
-use superpacket_engine::io::packet_socket::{PacketSocket, PacketSocketConfig, PktType, VlanInfo};
+use superpacket_engine::io::packet_socket::{PacketSocket, PacketSocketConfig, PktType, RecvInfo, VlanInfo};
 use superpacket_engine::io::tap::{TapConfig, TapDevice};
+use superpacket_engine::io::tun::{TunConfig, TunDevice};
 
 #[cfg(test)]
 mod tests;
@@ -136,7 +179,7 @@ pub struct GroOracleConfig {
     /// [`superpacket::traffic::FlowSpec::new`], so frames arrive as `PACKET_HOST`.
     pub mac: [u8; 6],
     /// `/sys/class/net/TAP/gro_flush_timeout` in ns (default 200000). Must
-    /// be non-zero for any merging (this-machine.md section 5).
+    /// be non-zero for any merging (docs/kernel-oracle.md section 5).
     pub gro_flush_timeout_ns: u64,
     /// `/sys/class/net/TAP/napi_defer_hard_irqs` (default 0; TAP has no
     /// interrupts, and the value did not change any result here).
@@ -165,6 +208,11 @@ pub struct GroOracleConfig {
     pub udp_gro_forwarding: bool,
     /// Further `ethtool -K` settings for the TAP (e.g. `("rx-gro-list", "on")`).
     pub tap_features: Vec<(String, String)>,
+    /// What is written and read back: Ethernet frames through a TAP (default)
+    /// or raw IP packets through an `IFF_TUN | IFF_NO_PI | IFF_VNET_HDR |
+    /// IFF_NAPI` device (`mac` and `promisc` then do not apply; the other
+    /// settings are made on the TUN). See the module documentation.
+    pub medium: Medium,
 }
 
 impl Default for GroOracleConfig {
@@ -181,6 +229,7 @@ impl Default for GroOracleConfig {
             promisc: false,
             udp_gro_forwarding: false,
             tap_features: Vec::new(),
+            medium: Medium::Ethernet,
         }
     }
 }
@@ -192,7 +241,7 @@ impl Default for GroOracleConfig {
 pub struct GroOracle {
     // Field order is drop order: descriptors first, the namespace last.
     sock: PacketSocket,
-    tap: TapDevice,
+    dev: Device,
     ns: NetNs,
     cfg: GroOracleConfig,
     buf: Vec<u8>,
@@ -210,42 +259,70 @@ impl GroOracle {
 
     /// An oracle with the given settings: a fresh namespace (IPv6 disabled, so
     /// nothing but the injected frames shows up), a TAP `sptap0` opened with
-    /// `IFF_TAP|IFF_NO_PI|IFF_VNET_HDR|IFF_NAPI`, MAC set, link up,
+    /// `IFF_TAP|IFF_NO_PI|IFF_VNET_HDR|IFF_NAPI`, MAC set (for
+    /// [`Medium::Ip`]: a TUN `sptun0` opened with
+    /// `IFF_TUN|IFF_NO_PI|IFF_VNET_HDR|IFF_NAPI`), link up,
     /// `gro_flush_timeout` and `napi_defer_hard_irqs` written, and an
-    /// AF_PACKET socket on it receiving incoming packets.
+    /// AF_PACKET socket on it receiving incoming packets. No address, route
+    /// or forwarding in either case: the stack drops the packets after the
+    /// capture point (see the module documentation).
     ///
     /// # Errors
     /// Any setup step failing.
     pub fn with_config(cfg: GroOracleConfig) -> Result<GroOracle> {
         let ns = NetNs::create("spgro")?;
         ns.disable_ipv6()?;
-        let tap_cfg =
-            TapConfig { napi: true, napi_frags: cfg.napi_frags, nonblocking: true, ..TapConfig::named("sptap0") };
-        let tap = TapDevice::open_in(&ns, &tap_cfg)?;
-        ns.set_mac(tap.name(), cfg.mac)?;
+        let dev = match cfg.medium {
+            Medium::Ethernet => {
+                let tap_cfg = TapConfig {
+                    napi: true,
+                    napi_frags: cfg.napi_frags,
+                    nonblocking: true,
+                    ..TapConfig::named("sptap0")
+                };
+                let tap = TapDevice::open_in(&ns, &tap_cfg)?;
+                ns.set_mac(tap.name(), cfg.mac)?;
+                if cfg.promisc {
+                    ns.set_promisc(tap.name(), true)?;
+                }
+                Device::Tap(tap)
+            }
+            Medium::Ip => {
+                let tun_cfg = TunConfig {
+                    napi: true,
+                    napi_frags: cfg.napi_frags,
+                    nonblocking: true,
+                    ..TunConfig::named("sptun0")
+                };
+                Device::Tun(TunDevice::open_in(&ns, &tun_cfg)?)
+            }
+        };
+        let name = dev.name().to_string();
         if let Some(mtu) = cfg.mtu {
-            ns.set_mtu(tap.name(), mtu)?;
-        }
-        if cfg.promisc {
-            ns.set_promisc(tap.name(), true)?;
+            ns.set_mtu(&name, mtu)?;
         }
         if cfg.udp_gro_forwarding {
-            ns.set_offloads(tap.name(), &[("rx-udp-gro-forwarding", "on")])?;
+            ns.set_offloads(&name, &[("rx-udp-gro-forwarding", "on")])?;
         }
         for (feature, value) in &cfg.tap_features {
-            ns.set_offloads(tap.name(), &[(feature, value)])?;
+            ns.set_offloads(&name, &[(feature, value)])?;
         }
-        ns.write_sysfs(tap.name(), "gro_flush_timeout", &cfg.gro_flush_timeout_ns.to_string())?;
-        ns.write_sysfs(tap.name(), "napi_defer_hard_irqs", &cfg.napi_defer_hard_irqs.to_string())?;
-        ns.link_up(tap.name())?;
+        ns.write_sysfs(&name, "gro_flush_timeout", &cfg.gro_flush_timeout_ns.to_string())?;
+        ns.write_sysfs(&name, "napi_defer_hard_irqs", &cfg.napi_defer_hard_irqs.to_string())?;
+        ns.link_up(&name)?;
         let sock_cfg = PacketSocketConfig {
             incoming_only: true,
             auxdata: true,
             rcvbuf: Some(RCVBUF),
             ..PacketSocketConfig::default()
         };
-        let sock = PacketSocket::open_in(&ns, tap.name(), &sock_cfg)?;
-        Ok(GroOracle { sock, tap, ns, cfg, buf: vec![0; RECV_BUF], stats: OracleStats::default() })
+        let sock = PacketSocket::open_in(&ns, &name, &sock_cfg)?;
+        Ok(GroOracle { sock, dev, ns, cfg, buf: vec![0; RECV_BUF], stats: OracleStats::default() })
+    }
+
+    /// What this oracle takes and returns: Ethernet frames or raw IP packets.
+    pub fn medium(&self) -> Medium {
+        self.cfg.medium
     }
 
     /// The TAP's MAC (use it as the frames' destination MAC).
@@ -258,9 +335,10 @@ impl GroOracle {
         &self.ns
     }
 
-    /// The TAP device name (inside [`GroOracle::netns`]).
+    /// The TAP device name (inside [`GroOracle::netns`]); the TUN's for
+    /// [`Medium::Ip`].
     pub fn tap_name(&self) -> &str {
-        self.tap.name()
+        self.dev.name()
     }
 
     /// Counters of retries and ignored packets.
@@ -309,7 +387,12 @@ impl GroOracle {
             self.sock.drain()?;
             self.drain_tap();
             let timing_ok = self.burst(items)?;
-            let wait = Wait { expected: items.len(), grace: self.cfg.grace, patience: self.cfg.patience };
+            let wait = Wait {
+                expected: items.len(),
+                grace: self.cfg.grace,
+                patience: self.cfg.patience,
+                medium: self.cfg.medium,
+            };
             let delivered = collect(&mut self.sock, &mut self.buf, wait, None, &mut self.stats)?;
             if !timing_ok && attempt < GRO_TIMING_ATTEMPTS {
                 self.stats.timing_retries += 1;
@@ -337,7 +420,7 @@ impl GroOracle {
         let mut prev_start: Option<Instant> = None;
         for (i, (hdr, frame)) in items.iter().enumerate() {
             let start = Instant::now();
-            self.tap.write_packet(hdr, frame).map_err(|e| IoError::Oracle(format!("writing frame {i}: {e}")))?;
+            self.dev.write_packet(hdr, frame).map_err(|e| IoError::Oracle(format!("writing frame {i}: {e}")))?;
             // The flush timer was armed somewhere inside the previous write and this write's NAPI
             // poll ran somewhere inside this one: bound the gap from the previous write's start.
             if let Some(prev) = prev_start
@@ -356,7 +439,38 @@ impl GroOracle {
     /// Discards whatever the kernel transmitted on the TAP (nothing is
     /// expected: no addresses, IPv6 off).
     fn drain_tap(&mut self) {
-        while self.tap.read_packet(&mut self.buf).is_ok() {}
+        self.dev.drain(&mut self.buf);
+    }
+}
+
+/// The device a [`GroOracle`] writes into.
+#[derive(Debug)]
+enum Device {
+    Tap(TapDevice),
+    Tun(TunDevice),
+}
+
+impl Device {
+    fn name(&self) -> &str {
+        match self {
+            Device::Tap(t) => t.name(),
+            Device::Tun(t) => t.name(),
+        }
+    }
+
+    fn write_packet(&mut self, hdr: &VirtioNetHdr, packet: &[u8]) -> Result<usize> {
+        match self {
+            Device::Tap(t) => t.write_packet(hdr, packet),
+            Device::Tun(t) => t.write_packet(hdr, packet),
+        }
+    }
+
+    /// Reads and discards everything queued for the reader.
+    fn drain(&mut self, buf: &mut [u8]) {
+        match self {
+            Device::Tap(t) => while t.read_packet(buf).is_ok() {},
+            Device::Tun(t) => while t.read_packet(buf).is_ok() {},
+        }
     }
 }
 
@@ -380,6 +494,11 @@ pub struct GsoOracleConfig {
     /// While segments are missing, wait until no packet arrived for this
     /// long before giving up (default 1 s).
     pub patience: Duration,
+    /// Ethernet frames over the veth (default) or raw IP packets: then the
+    /// superpacket is sent with AF_PACKET on a TUN `spgsotun0` whose reader
+    /// accepts no offload (`TUNSETOFFLOAD 0`), and the segments are read
+    /// from the TUN descriptor. `sender_offloads` and the MACs do not apply.
+    pub medium: Medium,
 }
 
 impl Default for GsoOracleConfig {
@@ -394,6 +513,7 @@ impl Default for GsoOracleConfig {
             mtu: None,
             grace: Duration::from_millis(5),
             patience: Duration::from_secs(1),
+            medium: Medium::Ethernet,
         }
     }
 }
@@ -404,12 +524,12 @@ impl Default for GsoOracleConfig {
 /// segments.
 #[derive(Debug)]
 pub struct GsoOracle {
-    // Field order is drop order: sockets, veth, then the namespaces.
+    // Field order is drop order: sockets and descriptors, veth, then the namespaces.
     tx: PacketSocket,
-    rx: PacketSocket,
-    veth: VethPair,
+    rx: Capture,
+    veth: Option<VethPair>,
     ns_tx: NetNs,
-    ns_rx: NetNs,
+    ns_rx: Option<NetNs>,
     cfg: GsoOracleConfig,
     buf: Vec<u8>,
     stats: OracleStats,
@@ -427,10 +547,16 @@ impl GsoOracle {
     /// An oracle with the given settings: two namespaces (IPv6 disabled),
     /// a veth `spgso0` (sender) / `spgso1` (receiver), the sender's offloads
     /// switched per config, both ends up, and the two AF_PACKET sockets.
+    /// For [`Medium::Ip`]: one namespace (IPv6 disabled) with a TUN
+    /// `spgsotun0` (`IFF_TUN|IFF_NO_PI|IFF_VNET_HDR`, `TUNSETOFFLOAD 0`, no
+    /// address), up, and an AF_PACKET socket on it to send with.
     ///
     /// # Errors
     /// Any setup step failing.
     pub fn with_config(cfg: GsoOracleConfig) -> Result<GsoOracle> {
+        if cfg.medium == Medium::Ip {
+            return GsoOracle::with_tun(cfg);
+        }
         let ns_tx = NetNs::create("spgso")?;
         let ns_rx = NetNs::create("spgso")?;
         ns_tx.disable_ipv6()?;
@@ -456,17 +582,61 @@ impl GsoOracle {
             ..PacketSocketConfig::default()
         };
         let rx = PacketSocket::open_in(&ns_rx, "spgso1", &rx_cfg)?;
-        Ok(GsoOracle { tx, rx, veth, ns_tx, ns_rx, cfg, buf: vec![0; RECV_BUF], stats: OracleStats::default() })
+        Ok(GsoOracle {
+            tx,
+            rx: Capture::Socket(Box::new(rx)),
+            veth: Some(veth),
+            ns_tx,
+            ns_rx: Some(ns_rx),
+            cfg,
+            buf: vec![0; RECV_BUF],
+            stats: OracleStats::default(),
+        })
     }
 
-    /// The sender's namespace and device.
+    fn with_tun(cfg: GsoOracleConfig) -> Result<GsoOracle> {
+        let ns = NetNs::create("spgso")?;
+        ns.disable_ipv6()?;
+        let tun = TunDevice::open_in(&ns, &TunConfig { nonblocking: true, ..TunConfig::named("spgsotun0") })?;
+        tun.set_offload(0)?;
+        if let Some(mtu) = cfg.mtu {
+            ns.set_mtu(tun.name(), mtu)?;
+        }
+        ns.link_up(tun.name())?;
+        let tx_cfg = PacketSocketConfig { incoming_only: true, auxdata: false, ..PacketSocketConfig::default() };
+        let tx = PacketSocket::open_in(&ns, tun.name(), &tx_cfg)?;
+        Ok(GsoOracle {
+            tx,
+            rx: Capture::Tun(tun),
+            veth: None,
+            ns_tx: ns,
+            ns_rx: None,
+            cfg,
+            buf: vec![0; RECV_BUF],
+            stats: OracleStats::default(),
+        })
+    }
+
+    /// What this oracle takes and returns: Ethernet frames or raw IP packets.
+    pub fn medium(&self) -> Medium {
+        self.cfg.medium
+    }
+
+    /// The sender's namespace and device (the TUN for [`Medium::Ip`]).
     pub fn sender(&self) -> (&NetNs, &str) {
-        (&self.ns_tx, self.veth.name_a())
+        match &self.veth {
+            Some(veth) => (&self.ns_tx, veth.name_a()),
+            None => (&self.ns_tx, self.tx.ifname()),
+        }
     }
 
-    /// The receiver's namespace and device.
+    /// The receiver's namespace and device (the TUN for [`Medium::Ip`]: the
+    /// segments are read from its descriptor).
     pub fn receiver(&self) -> (&NetNs, &str) {
-        (&self.ns_rx, self.veth.name_b())
+        match (&self.veth, &self.ns_rx) {
+            (Some(veth), Some(ns)) => (ns, veth.name_b()),
+            _ => (&self.ns_tx, self.tx.ifname()),
+        }
     }
 
     /// Counters of retries and ignored packets.
@@ -476,7 +646,9 @@ impl GsoOracle {
 
     /// Sends `frame` with `hdr` (e.g. gso_type TCPV4, gso_size, NEEDS_CSUM
     /// with the pseudo-header sum in the checksum field) and returns the
-    /// frames that arrived at the peer, in order.
+    /// frames that arrived at the peer, in order. For [`Medium::Ip`],
+    /// `frame` is a raw IP packet (offsets in `hdr` count from its first
+    /// byte) and so are the segments.
     ///
     /// # Errors
     /// The kernel refusing the send (`EINVAL` for a bad header), socket errors.
@@ -485,20 +657,37 @@ impl GsoOracle {
     }
 
     /// As [`GsoOracle::segment`], with each segment's virtio_net_hdr, packet
-    /// type and VLAN metadata.
+    /// type and VLAN metadata. (Raw IP: the header is the one the TUN read
+    /// returned; `pkttype` is [`PktType::Outgoing`], the kernel transmitted
+    /// the segments on the TUN; `vlan` is `None`.)
     ///
     /// # Errors
     /// As [`GsoOracle::segment`].
     pub fn segment_detailed(&mut self, hdr: &VirtioNetHdr, frame: &[u8]) -> Result<Vec<Delivered>> {
         self.stats.runs += 1;
-        let src_mac: Option<[u8; 6]> = frame.get(6..12).and_then(|m| m.try_into().ok());
+        let medium = self.cfg.medium;
+        let filter = source_filter(medium, frame);
+        let protocol = match medium {
+            Medium::Ethernet => None,
+            // skb->protocol must name the IP version: the segmentation is looked up by it.
+            Medium::Ip => Some(Medium::ip_ethertype(frame).map_err(|e| IoError::Oracle(format!("{e}")))?.0),
+        };
         let mut retried = false;
         loop {
-            self.rx.drain()?;
+            self.rx.drain(&mut self.buf)?;
             self.tx.drain()?;
-            self.tx.send(hdr, &[frame]).map_err(|e| IoError::Oracle(format!("sending the superpacket: {e}")))?;
-            let wait = Wait { expected: skb_segments(hdr, frame), grace: self.cfg.grace, patience: self.cfg.patience };
-            let delivered = collect(&mut self.rx, &mut self.buf, wait, src_mac, &mut self.stats)?;
+            let sent = match protocol {
+                None => self.tx.send(hdr, &[frame]),
+                Some(p) => self.tx.send_as(hdr, &[frame], p),
+            };
+            sent.map_err(|e| IoError::Oracle(format!("sending the superpacket: {e}")))?;
+            let wait = Wait {
+                expected: skb_segments(hdr, frame, medium),
+                grace: self.cfg.grace,
+                patience: self.cfg.patience,
+                medium,
+            };
+            let delivered = collect(&mut self.rx, &mut self.buf, wait, filter.as_ref(), &mut self.stats)?;
             if delivered.is_empty() && !retried {
                 eprintln!("superpacket GsoOracle: nothing arrived for a {}-byte frame; retrying once", frame.len());
                 self.stats.empty_retries += 1;
@@ -510,6 +699,94 @@ impl GsoOracle {
     }
 }
 
+/// Where a [`GsoOracle`] captures the segments: the veth peer's AF_PACKET
+/// socket, or the TUN's descriptor.
+#[derive(Debug)]
+enum Capture {
+    Socket(Box<PacketSocket>),
+    Tun(TunDevice),
+}
+
+impl Capture {
+    fn drain(&mut self, buf: &mut [u8]) -> Result<()> {
+        match self {
+            Capture::Socket(s) => s.drain().map(|_| ()),
+            Capture::Tun(t) => {
+                while tun_read(t, buf)?.is_some() {}
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A packet source for [`collect`].
+trait Source {
+    fn poll_readable(&self, timeout: Duration) -> Result<bool>;
+    /// The next queued packet (its bytes at the start of `buf`), if any.
+    fn try_next(&mut self, buf: &mut [u8]) -> Result<Option<RecvInfo>>;
+}
+
+impl Source for PacketSocket {
+    fn poll_readable(&self, timeout: Duration) -> Result<bool> {
+        PacketSocket::poll_readable(self, timeout)
+    }
+
+    fn try_next(&mut self, buf: &mut [u8]) -> Result<Option<RecvInfo>> {
+        self.try_recv_info(buf)
+    }
+}
+
+impl Source for Capture {
+    fn poll_readable(&self, timeout: Duration) -> Result<bool> {
+        match self {
+            Capture::Socket(s) => s.poll_readable(timeout),
+            Capture::Tun(t) => t.poll_readable(timeout),
+        }
+    }
+
+    fn try_next(&mut self, buf: &mut [u8]) -> Result<Option<RecvInfo>> {
+        match self {
+            Capture::Socket(s) => s.try_next(buf),
+            Capture::Tun(t) => {
+                Ok(tun_read(t, buf)?.map(|(hdr, len)| RecvInfo { hdr, len, pkttype: PktType::Outgoing, vlan: None }))
+            }
+        }
+    }
+}
+
+/// One packet from a nonblocking TUN; `None` when nothing is queued.
+fn tun_read(tun: &mut TunDevice, buf: &mut [u8]) -> Result<Option<(VirtioNetHdr, usize)>> {
+    match tun.read_packet(buf) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) if e.is_would_block() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Bytes every captured packet of a flow shares with the sent one: the
+/// source MAC of an Ethernet frame, the source address of a raw IP packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct SourceFilter {
+    at: usize,
+    bytes: Vec<u8>,
+}
+
+impl SourceFilter {
+    fn matches(&self, frame: &[u8]) -> bool {
+        frame.get(self.at..self.at + self.bytes.len()) == Some(&self.bytes[..])
+    }
+}
+
+fn source_filter(medium: Medium, frame: &[u8]) -> Option<SourceFilter> {
+    let range = match (medium, frame.first().map(|b| b >> 4)) {
+        (Medium::Ethernet, _) => 6..12,
+        (Medium::Ip, Some(4)) => 12..16,
+        (Medium::Ip, Some(6)) => 8..24,
+        (Medium::Ip, _) => return None,
+    };
+    Some(SourceFilter { at: range.start, bytes: frame.get(range)?.to_vec() })
+}
+
 /// How long [`collect`] waits.
 #[derive(Debug, Clone, Copy)]
 struct Wait {
@@ -519,15 +796,17 @@ struct Wait {
     grace: Duration,
     /// Quiet period that ends the wait while some are missing.
     patience: Duration,
+    /// How the packets start (to find their payload).
+    medium: Medium,
 }
 
 /// How many wire segments a delivered skb stands for: `ceil(payload /
 /// gso_size)` for a GSO skb, else 1.
-fn skb_segments(hdr: &VirtioNetHdr, frame: &[u8]) -> usize {
+fn skb_segments(hdr: &VirtioNetHdr, frame: &[u8], medium: Medium) -> usize {
     if hdr.gso_type == GSO_NONE || hdr.gso_size == 0 {
         return 1;
     }
-    match FrameHeaders::parse(frame) {
+    match medium.parse(frame) {
         Ok(h) => h.payload_len.div_ceil(hdr.gso_size as usize).max(1),
         Err(_) => 1,
     }
@@ -535,32 +814,30 @@ fn skb_segments(hdr: &VirtioNetHdr, frame: &[u8]) -> usize {
 
 /// Receives until the delivered skbs account for `wait.expected` segments
 /// and then `wait.grace` passed quietly, or, while some are missing, until
-/// nothing arrived for `wait.patience`. Keeps only frames from `src_mac`
-/// when given.
-fn collect(
-    sock: &mut PacketSocket,
+/// nothing arrived for `wait.patience`. Keeps only packets that match
+/// `filter` when given.
+fn collect<S: Source>(
+    src: &mut S,
     buf: &mut [u8],
     wait: Wait,
-    src_mac: Option<[u8; 6]>,
+    filter: Option<&SourceFilter>,
     stats: &mut OracleStats,
 ) -> Result<Vec<Delivered>> {
     let mut out = Vec::new();
     let mut segments = 0;
     loop {
         let timeout = if segments >= wait.expected { wait.grace } else { wait.patience };
-        if !sock.poll_readable(timeout)? {
+        if !src.poll_readable(timeout)? {
             return Ok(out);
         }
-        while let Some(info) = sock.try_recv_info(buf)? {
-            let frame = &buf[..info.len];
-            if let Some(mac) = src_mac
-                && frame.get(6..12) != Some(&mac[..])
-            {
+        while let Some(RecvInfo { hdr, len, pkttype, vlan }) = src.try_next(buf)? {
+            let frame = &buf[..len];
+            if filter.is_some_and(|f| !f.matches(frame)) {
                 stats.strays += 1;
                 continue;
             }
-            segments += skb_segments(&info.hdr, frame);
-            out.push(Delivered { hdr: info.hdr, frame: frame.to_vec(), pkttype: info.pkttype, vlan: info.vlan });
+            segments += skb_segments(&hdr, frame, wait.medium);
+            out.push(Delivered { hdr, frame: frame.to_vec(), pkttype, vlan });
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The reference every live figure is compared with: a plain superpacket
-//! relay between two TAPs (this-machine.md section 4, "tapwire"). Each
+//! relay between two TAPs (docs/kernel-oracle.md section 4, "tapwire"). Each
 //! frame read from one TAP, virtio_net_hdr included, is written unchanged
 //! to the other: no parsing, no device stack, superpackets passed through
 //! as the kernel made them. The engine should come close to it

@@ -1,6 +1,6 @@
 //! Built-in kernel traffic: TCP and UDP senders and receivers that drive real
 //! socket traffic between network namespaces and check that every byte
-//! arrived intact (this-machine.md section 3: the kernel-only baselines they
+//! arrived intact (docs/kernel-oracle.md section 3: the kernel-only baselines they
 //! reproduce).
 //!
 //! Sockets are created inside a namespace ([`NetNs::enter_scoped`]: a socket

@@ -4,7 +4,7 @@
 //! A [`Flow`] keeps the state of one TCP or UDP conversation (sequence
 //! number, IPv4 ID, timestamps) and builds frames with fully valid checksums
 //! ([`Flow::frame`]) or superpackets shaped exactly as a TAP with TSO/USO
-//! hands them to userspace ([`Flow::superpacket`], this-machine.md section 4):
+//! hands them to userspace ([`Flow::superpacket`], docs/kernel-oracle.md section 4):
 //! first segment's headers, IP length covering the whole payload, the L4
 //! checksum field holding the pseudo-header sum, and `CHECKSUM_PARTIAL` plus
 //! GSO metadata.

@@ -3,13 +3,13 @@
 #![allow(dead_code)]
 
 pub mod engine;
+pub mod raw_ip;
 
 use std::io::Read;
 use std::path::Path;
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use superpacket::packet::{ChecksumState, Packet};
 use superpacket_engine::io::{NetNs, require_privileges};
 
 /// Whether a test that needs root may run: true with privileges; without,

@@ -11,6 +11,14 @@
 //! [`Segmenter`] with the port's [`superpacket::offload::gso::TargetCaps`], which
 //! produces only what the port lacks (6.3).
 //!
+//! A port whose driver works on raw IP ([`PortDriver::medium`], a TUN) is
+//! an Ethernet port on a point-to-point link to the graph: its driver frames
+//! what it receives ([`PortDriver::link_input`], after the port's GRO) and
+//! strips what it transmits ([`PortDriver::link_output`], before the
+//! validate step, whose segmenter then cuts raw IP packets); the ARP and
+//! neighbour solicitations it answers itself are received on the port after
+//! the operation that sent them ([`LinkOutput::Reply`]).
+//!
 //! With [`StackMode::Legacy`] every device runs the validate step: the first
 //! device whose features lack the packet's GSO type segments it in software
 //! and the segments descend separately; the QinQ rule is applied in the core.
@@ -21,7 +29,7 @@ use super::features::{
     DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode, compute_master_features, effective_features,
     fix_features, gso_ok, takes_as_is, target_caps, vlan_fix_features, vlan_hw_features,
 };
-use super::port::PortDriver;
+use super::port::{LinkOutput, PortDriver};
 use super::router::Router;
 use super::team::{Team, TeamMode};
 use super::vlan::{Vlan, VlanProto, outer_tag};
@@ -29,7 +37,8 @@ use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use superpacket::offload::gso::{GsoOutcome, SegmentSink, Segmenter, SgFrame};
 use superpacket::packet::{OffloadMeta, Packet};
-use superpacket::wire::MacAddr;
+use superpacket::wire::ethernet::ETHERNET_HEADER_LEN;
+use superpacket::wire::{MacAddr, Medium};
 
 /// How a bridge classified a frame: its VLAN (0 without filtering) and
 /// whether the frame carries that VLAN's tag in its data.
@@ -187,9 +196,16 @@ pub struct Graph {
     /// The IPv4/IPv6 router (interfaces are devices of this graph).
     pub router: Router,
     router_out: Vec<(DeviceId, Packet, usize)>,
+    /// Frames raw-IP drivers answered themselves ([`LinkOutput::Reply`]),
+    /// received on their port once the current operation is done.
+    link_replies: VecDeque<(DeviceId, Packet)>,
     now_ns: u64,
     next_mac: u8,
 }
+
+/// Most link replies received at the end of one operation (the rest wait
+/// for the next one): a loop guard.
+const MAX_LINK_REPLIES: usize = 64;
 
 /// Default MTU of new devices.
 pub const DEFAULT_MTU: usize = 1500;
@@ -268,6 +284,7 @@ impl Graph {
             segmenter: Segmenter::new(),
             router: Router::default(),
             router_out: Vec::new(),
+            link_replies: VecDeque::new(),
             now_ns: 0,
             next_mac: 1,
         }
@@ -669,6 +686,7 @@ impl Graph {
     pub fn transmit(&mut self, id: DeviceId, pkt: Packet) {
         let len = pkt.total_len();
         self.xmit(id, pkt, len, 0);
+        self.receive_link_replies();
     }
 
     /// Transmit through `id`. `len` is the packet's total length (frag list
@@ -777,11 +795,29 @@ impl Graph {
             return;
         }
         let DeviceKind::Port(driver) = &mut d.kind else { return };
-        let info = PacketInfo::of_len(&pkt, len);
+        let mut info = PacketInfo::of_len(&pkt, len);
         if !info.is_gso() && info.len > d.mtu + 14 + 4 * info.vlan_tags as usize {
             d.counters.drop("exceeds-mtu");
             return;
         }
+        let medium = driver.medium();
+        let (pkt, len) = match medium {
+            Medium::Ethernet => (pkt, len),
+            Medium::Ip => match driver.link_output(pkt) {
+                LinkOutput::Send(p) => {
+                    info.len = len - ETHERNET_HEADER_LEN;
+                    (p, info.len)
+                }
+                LinkOutput::Reply(reply) => {
+                    self.link_replies.push_back((id, reply));
+                    return;
+                }
+                LinkOutput::Drop(reason) => {
+                    d.counters.drop(reason);
+                    return;
+                }
+            },
+        };
         let f = effective_features(&d.feat, &info, &d.check, mode);
         if takes_as_is(f, &info) {
             d.counters.tx_passthrough += 1;
@@ -790,7 +826,7 @@ impl Graph {
             }
             return;
         }
-        let caps = target_caps(f, &d.feat, d.mtu);
+        let caps = target_caps(f, &d.feat, d.mtu).with_medium(medium);
         let mut sink = PortSink { inner: driver.sink(), passed_through: None };
         let outcome = self.segmenter.segment(&pkt, &caps, &mut sink);
         let passed_through = sink.passed_through;
@@ -959,8 +995,36 @@ impl Graph {
     /// (master, VLAN uppers, router) or is delivered to the device's
     /// [`Device::local`] queue; forwarded packets are transmitted.
     pub fn receive(&mut self, port: DeviceId, pkt: Packet) {
+        self.receive_one(port, pkt);
+        self.receive_link_replies();
+    }
+
+    /// [`Graph::receive`] without the link replies: a raw-IP port's driver
+    /// frames the packet first.
+    fn receive_one(&mut self, port: DeviceId, pkt: Packet) {
+        let d = &mut self.devices[port.0];
+        let pkt = match &mut d.kind {
+            DeviceKind::Port(driver) if driver.medium() == Medium::Ip => match driver.link_input(pkt, d.mac) {
+                Ok(p) => p,
+                Err(reason) => {
+                    d.counters.drop(reason);
+                    return;
+                }
+            },
+            _ => pkt,
+        };
         let len = pkt.total_len();
         self.rx(port, pkt, len, 0);
+    }
+
+    /// Receives the frames raw-IP drivers answered themselves
+    /// ([`LinkOutput::Reply`]) on their ports, at most [`MAX_LINK_REPLIES`].
+    fn receive_link_replies(&mut self) {
+        for _ in 0..MAX_LINK_REPLIES {
+            let Some((port, pkt)) = self.link_replies.pop_front() else { return };
+            let len = pkt.total_len();
+            self.rx(port, pkt, len, 0);
+        }
     }
 
     /// Polls every port driver once and processes what they received;
@@ -969,8 +1033,7 @@ impl Graph {
         let mut n = 0;
         for i in 0..self.devices.len() {
             while let Some(p) = self.recv_from(i) {
-                let len = p.total_len();
-                self.rx(DeviceId(i), p, len, 0);
+                self.receive_one(DeviceId(i), p);
                 n += 1;
             }
             let d = &mut self.devices[i];
@@ -979,6 +1042,7 @@ impl Graph {
                 driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
             }
         }
+        self.receive_link_replies();
         n
     }
 
@@ -1109,6 +1173,7 @@ impl Graph {
         let mut out = std::mem::take(&mut self.router_out);
         self.router.housekeeping(now_ns, &mut out);
         self.finish_router_work(out);
+        self.receive_link_replies();
     }
 
     /// Sends a packet from the router's host side (e.g. a locally generated
@@ -1122,6 +1187,7 @@ impl Graph {
         let now = self.now_ns;
         let res = self.router.output_local(pkt, now, &self.devices, &mut out);
         self.finish_router_work(out);
+        self.receive_link_replies();
         res
     }
 }

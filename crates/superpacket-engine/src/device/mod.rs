@@ -6,7 +6,12 @@
 //! - [`features`]: the netdev feature sets and their rules (6.1, 6.2, 6.4, 6.5).
 //! - [`graph`]: the device graph, transmit and receive paths, counters.
 //! - [`port`]: port drivers (in-memory, pcap); [`port_io`]: TAP and AF_PACKET ports;
+//!   [`tun_port`]: TUN ports (raw IP, framed as a point-to-point Ethernet link);
 //!   [`pv_port`]: paravirtual shared-memory ports ([`crate::io::pv`]).
+//!
+//! Each real port driver is built with its cargo feature of this crate
+//! (`tap`, `tun`, `af-packet`, `pv`; all on by default); a topology naming a
+//! driver that is not built is refused, naming the feature.
 //! - [`vlan`], [`bond`], [`team`], [`bridge`]: device kinds.
 //! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT.
 //! - [`topology`]: graphs from TOML topology files (`docs/topology.md`).
@@ -17,7 +22,9 @@ pub mod features;
 pub mod graph;
 pub mod nat;
 pub mod port;
+#[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
 pub mod port_io;
+#[cfg(feature = "pv")]
 pub mod pv_port;
 pub mod router;
 pub mod seed;
@@ -25,6 +32,8 @@ pub mod superpackets;
 pub mod tables;
 pub mod team;
 pub mod topology;
+#[cfg(feature = "tun")]
+pub mod tun_port;
 pub mod vlan;
 
 #[cfg(test)]
@@ -36,8 +45,18 @@ mod tests_topology;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, DeviceKind, Graph};
-pub use port::{DriverError, MemoryDriver, MemoryMode, PcapDriver, PortDriver};
-pub use port_io::{IoPortDriver, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
+pub use port::{DriverError, LinkOutput, MemoryDriver, MemoryMode, PcapDriver, PortDriver};
+#[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
+pub use port_io::IoPortDriver;
+#[cfg(feature = "tap")]
+pub use port_io::TapDriver;
+#[cfg(any(feature = "tap", feature = "tun"))]
+pub use port_io::TapPortOptions;
+#[cfg(feature = "af-packet")]
+pub use port_io::{PacketPortOptions, PacketSocketDriver};
+#[cfg(feature = "pv")]
 pub use pv_port::{PvPortDriver, PvPortOptions};
 pub use tables::TableUsage;
 pub use topology::{BuildOptions, Topology, TopologyError};
+#[cfg(feature = "tun")]
+pub use tun_port::TunDriver;

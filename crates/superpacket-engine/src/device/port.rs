@@ -6,7 +6,19 @@
 //! topologies without I/O) and [`PcapDriver`] (writes what it transmits to a
 //! pcapng file with offload annotations, reads what it receives from a
 //! capture). Real I/O ports (TAP, AF_PACKET) implement the same trait in
-//! [`super::port_io`].
+//! [`super::port_io`], TUN ports in [`super::tun_port`].
+//!
+//! # Raw-IP ports
+//!
+//! The device graph works on Ethernet frames. A driver whose packets are
+//! raw IP ([`PortDriver::medium`] is [`Medium::Ip`]: a TUN) presents itself
+//! as an Ethernet port on a point-to-point link: the graph hands every
+//! packet it receives (after the port's GRO, which runs on the raw packets)
+//! to [`PortDriver::link_input`] for an Ethernet header, and every frame it
+//! transmits to [`PortDriver::link_output`] first, which strips the header
+//! (or answers the frame itself: [`LinkOutput::Reply`]); the port's
+//! validate step then segments the raw IP packet ([`Medium::Ip`] in the
+//! segmenter's target).
 
 use super::features::{FeaturesCheck, NetdevFeatures};
 use std::any::Any;
@@ -18,6 +30,7 @@ use std::path::Path;
 use superpacket::offload::gso::{SegmentSink, SgFrame};
 use superpacket::packet::{OffloadMeta, Packet};
 use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType};
+use superpacket::wire::{MacAddr, Medium};
 
 /// A driver failed to open, or to take or produce a packet.
 #[derive(Debug, thiserror::Error)]
@@ -35,6 +48,21 @@ impl DriverError {
     pub fn new(reason: &'static str, message: impl Into<String>) -> DriverError {
         DriverError { reason, message: message.into() }
     }
+}
+
+/// What a raw-IP driver makes of an Ethernet frame the graph transmits
+/// ([`PortDriver::link_output`]).
+#[derive(Debug)]
+pub enum LinkOutput {
+    /// Write this raw IP packet: the frame without its Ethernet header (the
+    /// checksum offsets moved back with it).
+    Send(Packet),
+    /// The driver answered the frame itself (an ARP request, a neighbour
+    /// solicitation): the graph receives this reply on the port, as if it
+    /// had come from the wire, once the current operation is done.
+    Reply(Packet),
+    /// Nothing the link carries: a drop, counted on the port with this reason.
+    Drop(&'static str),
 }
 
 /// What moves frames between a port and the outside world. The port has
@@ -109,6 +137,28 @@ pub trait PortDriver: fmt::Debug + Send {
     /// The device is still missing (or cannot be reopened by this driver).
     fn reopen(&mut self) -> Result<(), DriverError> {
         Err(DriverError::new("reopen-unsupported", format!("a {} port cannot be reopened", self.kind())))
+    }
+    /// What the driver reads and writes: Ethernet frames (the default) or
+    /// raw IP packets (see [Raw-IP ports](self#raw-ip-ports)). The port's
+    /// GRO runs with this medium.
+    fn medium(&self) -> Medium {
+        Medium::Ethernet
+    }
+    /// Raw-IP drivers: the Ethernet frame the graph receives for the raw IP
+    /// packet `pkt` (received, and through the port's GRO), addressed to
+    /// `own`, the port's MAC; `Err(reason)` drops it. Default: the packet as
+    /// it is.
+    ///
+    /// # Errors
+    /// A drop reason, counted on the port.
+    fn link_input(&mut self, pkt: Packet, own: MacAddr) -> Result<Packet, &'static str> {
+        let _ = own;
+        Ok(pkt)
+    }
+    /// Raw-IP drivers: what becomes of the Ethernet frame `frame` the graph
+    /// transmits, before the port's validate step. Default: sent as it is.
+    fn link_output(&mut self, frame: Packet) -> LinkOutput {
+        LinkOutput::Send(frame)
     }
     /// For downcasting to the concrete driver.
     fn as_any_mut(&mut self) -> &mut dyn Any;

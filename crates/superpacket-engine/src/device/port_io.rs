@@ -1,12 +1,15 @@
-//! Port drivers backed by real kernel I/O: a TAP device ([`TapDriver`]) or
-//! an AF_PACKET socket on an interface ([`PacketSocketDriver`]), both with
+//! Port drivers backed by real kernel I/O: a TAP device ([`TapDriver`]), a
+//! TUN device (the queue under [`crate::device::tun_port::TunDriver`]) or an
+//! AF_PACKET socket on an interface ([`PacketSocketDriver`]), all with
 //! virtio_net_hdr framing (offload-rules section 4), so superpackets cross
 //! into the kernel whole and come out of it whole.
 //!
-//! Both are one generic driver, [`IoPortDriver`], over an [`IoEndpoint`]:
+//! All are one generic driver, [`IoPortDriver`], over an [`IoEndpoint`]
+//! (TAP and TUN queues: [`tuntap`], built with the `tap` or `tun` feature;
+//! AF_PACKET sockets: [`af_packet`], the `af-packet` feature):
 //!
 //! - **transmit** ([`PortDriver::xmit`]): the virtio_net_hdr is built from the
-//!   packet's metadata ([`VirtioNetHdr::from_meta`], offload-rules 4.3: GSO
+//!   packet's metadata ([`VirtioNetHdr::from_meta_as`], offload-rules 4.3: GSO
 //!   type and size, `NEEDS_CSUM` for a partial checksum) and written with the
 //!   packet's chunks ([`Packet::all_chunks`]: linear area, segments, then the
 //!   frag list): no payload copy. Per frame (one vectored write, packets of
@@ -17,7 +20,8 @@
 //!   reusable buffer, each with a header from the frame's metadata.
 //! - **receive** ([`PortDriver::recv`]): nonblocking reads, the header
 //!   imported with the kernel's validation ([`VirtioNetHdr::to_meta`],
-//!   [`ImportOptions::default`]); a refused header is a drop counted with
+//!   [`ImportOptions`] with the endpoint's [`IoEndpoint::MEDIUM`]: raw IP
+//!   for a TUN); a refused header is a drop counted with
 //!   [`VirtioHdrError::reason`], never a panic. The [`Packet`] built from the
 //!   frame is the one allocation (and copy) per received packet, as an skb
 //!   is. A VLAN tag the kernel moved into skb metadata (AF_PACKET,
@@ -104,95 +108,45 @@
 //! TCP superpacket sent through AF_PACKET crossed a veth (and a TAP) whole
 //! ([`crate::io::packet_socket`] module documentation).
 
+#[cfg(feature = "af-packet")]
+pub mod af_packet;
+#[cfg(any(feature = "tap", feature = "tun"))]
+pub mod tuntap;
+
+#[cfg(feature = "af-packet")]
+pub use af_packet::{
+    DEFAULT_BATCH, DEFAULT_RX_RING_FRAMES, MAX_RX_RING_FRAMES, PACKET_SOCKET_FEATURES, PacketPortOptions,
+    PacketSocketDriver, RING_FRAME_SIZE,
+};
+#[cfg(feature = "tap")]
+pub use tuntap::TapDriver;
+#[cfg(any(feature = "tap", feature = "tun"))]
+pub use tuntap::{TAP_OFFLOADS, TapPortOptions, tap_features};
+
 use super::features::{FeaturesCheck, NetdevFeatures};
 use super::port::{DriverError, PortDriver};
+use crate::io::frame::{FrameSource, VlanInfo};
+#[cfg(feature = "af-packet")]
 use crate::io::packet_ring::RxLend;
-use crate::io::packet_socket::{FrameSource, VlanInfo};
-use crate::io::tap::{STACK_PARTS, TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
-use crate::io::{IoError, NetNs, PacketSocket, PacketSocketConfig, TapConfig, TapDevice};
+use crate::io::sys::STACK_PARTS;
+use crate::io::{IoError, NetNs};
 use std::any::Any;
 use std::cell::Cell;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
-use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::process::Command;
+use std::os::fd::RawFd;
 use superpacket::offload::gso::{SegmentSink, SgFrame};
 use superpacket::packet::virtio::{ImportOptions, VirtioHdrError, VirtioNetHdr};
 use superpacket::packet::{DEFAULT_HEADROOM, OffloadMeta, Packet, pool};
-
-/// The `TUN_F_*` offloads a TAP port asks for.
-pub const TAP_OFFLOADS: u32 = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_USO4 | TUN_F_USO6;
-
-/// How a TAP port is opened (topology `driver = { kind = "tap", ... }`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TapPortOptions {
-    /// `TUN_F_*` offloads asked for with `TUNSETOFFLOAD` (default
-    /// [`TAP_OFFLOADS`]); the kernel may accept fewer
-    /// ([`TapDevice::negotiate_offload`]).
-    pub offloads: u32,
-    /// `IFF_MULTI_QUEUE`: each engine worker opens its own queue of the TAP
-    /// and the kernel spreads flows over them by flow hash.
-    pub multi_queue: bool,
-}
-
-impl Default for TapPortOptions {
-    fn default() -> Self {
-        TapPortOptions { offloads: TAP_OFFLOADS, multi_queue: false }
-    }
-}
-
-/// How an AF_PACKET port is opened (topology `driver = { kind = "af_packet", ... }`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PacketPortOptions {
-    /// `PACKET_QDISC_BYPASS`: sends skip the interface's qdisc.
-    pub qdisc_bypass: bool,
-    /// `PACKET_FANOUT` group shared by the engine's workers (`None`: one
-    /// socket receives everything).
-    pub fanout_group: Option<u16>,
-    /// Frames per batched receive refill or `sendmmsg` (1: one system call
-    /// per frame, sends written at once; see the module documentation).
-    pub batch: usize,
-    /// Frames of the TPACKET_V2 RX ring used when `batch` > 1 (each
-    /// [`RING_FRAME_SIZE`] bytes: the default 128 frames map 8.5 MiB);
-    /// 0: `recvmmsg` into `batch` slots of 128 KiB instead.
-    pub rx_ring_frames: usize,
-}
-
-impl Default for PacketPortOptions {
-    fn default() -> Self {
-        PacketPortOptions {
-            qdisc_bypass: false,
-            fanout_group: None,
-            batch: DEFAULT_BATCH,
-            rx_ring_frames: DEFAULT_RX_RING_FRAMES,
-        }
-    }
-}
-
-/// Default frames per batched system call on AF_PACKET ports.
-pub const DEFAULT_BATCH: usize = 32;
+use superpacket::wire::Medium;
 
 /// Most frames per batched system call on AF_PACKET ports.
 pub const MAX_BATCH: usize = 1024;
-
-/// Default RX ring frames of an AF_PACKET port ([`PacketPortOptions::rx_ring_frames`]).
-/// In the live vlan-gro topology (MTU frames from a TAP, GRO on the trunk
-/// port, about 3 Gbps of TCP) a ring of 64 frames dropped about 1 % of the
-/// frames when full, 128 almost none (256: none, same throughput).
-pub const DEFAULT_RX_RING_FRAMES: usize = 128;
-
-/// Most RX ring frames a port may ask for (the topology key `ring`):
-/// 4096 frames of 68 KiB are 272 MiB of locked-in ring memory.
-pub const MAX_RX_RING_FRAMES: usize = 4096;
-
-/// Bytes per RX ring frame: a 64 KiB GSO packet with the ring's headers
-/// (larger frames are dropped as `rx-truncated`).
-pub const RING_FRAME_SIZE: usize = 17 * 4096;
-
 /// Bytes of a lent ring frame copied into the packet's linear area (see
 /// `IoPortDriver::import`): more than the longest header stack the device
 /// graph edits in place (Ethernet, two VLAN tags, IPv4 with options, TCP
 /// with options: 142 bytes). Lent frames are larger than [`pool::COPYBREAK`].
+#[cfg(feature = "af-packet")]
 const LENT_HEADER_BYTES: usize = 256;
 
 /// Arena bytes per queued frame of a batched port (the arena holds `batch`
@@ -243,16 +197,20 @@ pub struct Received {
 /// What [`IoEndpoint::read_frames`] hands each frame (or per-frame error)
 /// to, with the right to keep a ring frame without copying it ([`RxLend`];
 /// `None` for frames not read from a ring).
+#[cfg(feature = "af-packet")]
 pub type FrameHandler<'f> = dyn FnMut(Result<(Received, &[u8]), IoError>, Option<&mut RxLend<'_>>) + 'f;
 
-/// A kernel endpoint moving frames with virtio_net_hdr framing: a TAP queue
-/// or an AF_PACKET socket. Implemented for [`TapDevice`] and
-/// [`PacketSocket`] (both used nonblocking). Only the per-frame methods are
-/// required; the batched ones default to "not supported" / one frame at a
-/// time.
+/// A kernel endpoint moving frames with virtio_net_hdr framing: a TAP or
+/// TUN queue or an AF_PACKET socket. Implemented for
+/// [`crate::io::tuntap::TunTapDevice`] and [`crate::io::PacketSocket`]
+/// (used nonblocking). Only the per-frame methods are required; the batched
+/// ones default to "not supported" / one frame at a time.
 pub trait IoEndpoint: fmt::Debug + Send + 'static {
     /// Driver kind reported by [`PortDriver::kind`].
     const KIND: &'static str;
+    /// What follows the virtio_net_hdr: Ethernet frames (default) or raw IP
+    /// packets (a TUN); received headers are imported with it.
+    const MEDIUM: Medium = Medium::Ethernet;
     /// The device or interface name.
     fn ifname(&self) -> &str;
     /// Writes `hdr` then the frame made of `parts`, in one call.
@@ -280,6 +238,7 @@ pub trait IoEndpoint: fmt::Debug + Send + 'static {
     ///
     /// # Errors
     /// The receive failing as a whole (a per-frame error is handed to `f`).
+    #[cfg(feature = "af-packet")]
     fn read_frames(&mut self, max: usize, f: &mut FrameHandler<'_>) -> Option<Result<usize, IoError>> {
         let _ = (max, f);
         None
@@ -319,60 +278,6 @@ pub trait IoEndpoint: fmt::Debug + Send + 'static {
     /// (a full socket queue or ring); default 0.
     fn take_kernel_drops(&self) -> u64 {
         0
-    }
-}
-
-impl IoEndpoint for TapDevice {
-    const KIND: &'static str = "tap";
-    fn ifname(&self) -> &str {
-        self.name()
-    }
-    fn write_frame(&mut self, hdr: &VirtioNetHdr, parts: &[&[u8]]) -> Result<usize, IoError> {
-        self.write_packet_vectored(hdr, parts)
-    }
-    fn read_frame(&mut self, buf: &mut [u8]) -> Result<Option<Received>, IoError> {
-        match self.read_packet(buf) {
-            Ok((hdr, len)) => Ok(Some(Received { hdr, len, vlan: None })),
-            Err(e) if e.is_would_block() => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.as_fd().as_raw_fd())
-    }
-}
-
-impl IoEndpoint for PacketSocket {
-    const KIND: &'static str = "af_packet";
-    fn ifname(&self) -> &str {
-        PacketSocket::ifname(self)
-    }
-    fn write_frame(&mut self, hdr: &VirtioNetHdr, parts: &[&[u8]]) -> Result<usize, IoError> {
-        self.send(hdr, parts)
-    }
-    fn read_frame(&mut self, buf: &mut [u8]) -> Result<Option<Received>, IoError> {
-        Ok(self.try_recv_info(buf)?.map(|i| Received { hdr: i.hdr, len: i.len, vlan: i.vlan }))
-    }
-    fn raw_fd(&self) -> Option<RawFd> {
-        Some(self.as_fd().as_raw_fd())
-    }
-    fn batched(&self) -> bool {
-        true
-    }
-    fn read_frames(&mut self, max: usize, f: &mut FrameHandler<'_>) -> Option<Result<usize, IoError>> {
-        Some(self.recv_many(max, &mut |r, lend| {
-            f(r.map(|(i, frame)| (Received { hdr: i.hdr, len: i.len, vlan: i.vlan }, frame)), lend)
-        }))
-    }
-    fn write_frames<'a>(
-        &mut self,
-        frames: &dyn FrameSource<'a>,
-        report: &mut dyn FnMut(usize, Result<usize, IoError>),
-    ) -> usize {
-        self.send_batch(frames, report)
-    }
-    fn take_kernel_drops(&self) -> u64 {
-        self.take_stats().map(|(_, drops)| u64::from(drops)).unwrap_or(0)
     }
 }
 
@@ -553,11 +458,6 @@ pub struct IoPortDriver<E: IoEndpoint> {
     kernel_drops: Cell<u64>,
 }
 
-/// A port on a TAP device.
-pub type TapDriver = IoPortDriver<TapDevice>;
-/// A port on an interface, through an AF_PACKET socket.
-pub type PacketSocketDriver = IoPortDriver<PacketSocket>;
-
 impl<E: IoEndpoint> fmt::Debug for IoPortDriver<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("IoPortDriver")
@@ -575,27 +475,6 @@ fn io_driver_error(what: &str, e: IoError) -> DriverError {
     DriverError::new("open-failed", format!("{what}: {e}"))
 }
 
-/// `ip [-n NS] link set dev NAME up`.
-fn link_up(name: &str, netns: Option<&NetNs>) -> Result<(), DriverError> {
-    match netns {
-        Some(ns) => ns.link_up(name).map_err(|e| io_driver_error(&format!("bringing {name} up"), e)),
-        None => {
-            let out = Command::new("ip")
-                .args(["link", "set", "dev", name, "up"])
-                .output()
-                .map_err(|e| DriverError::new("open-failed", format!("cannot run `ip`: {e}")))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(DriverError::new(
-                    "open-failed",
-                    format!("`ip link set dev {name} up` failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
-                ))
-            }
-        }
-    }
-}
-
 /// A handle on the namespace a driver was opened in, for reopening: `None`
 /// for the current one; an error text if the named one could not be
 /// attached (reopening then fails with it).
@@ -610,185 +489,6 @@ fn ns_handle(netns: Option<&NetNs>) -> NsHandle {
 
 fn reopen_error(what: &str, e: impl fmt::Display) -> DriverError {
     DriverError::new("reopen-failed", format!("{what}: {e}"))
-}
-
-impl IoPortDriver<TapDevice> {
-    /// Creates (or attaches to) TAP `name` inside `netns` (`None`: the
-    /// current namespace) with a 10-byte virtio_net_hdr, nonblocking,
-    /// negotiates [`TAP_OFFLOADS`] and brings the link up. The TAP exists
-    /// while the driver lives.
-    ///
-    /// # Errors
-    /// Opening, `TUNSETOFFLOAD` or `ip link set up` failing (needs
-    /// CAP_NET_ADMIN); the message names the step.
-    pub fn open(name: &str, netns: Option<&NetNs>) -> Result<TapDriver, DriverError> {
-        TapDriver::open_with(name, netns, &TapPortOptions::default())
-    }
-
-    /// [`TapDriver::open`] with `opts` (offloads asked for, multi-queue).
-    ///
-    /// # Errors
-    /// As [`TapDriver::open`].
-    pub fn open_with(name: &str, netns: Option<&NetNs>, opts: &TapPortOptions) -> Result<TapDriver, DriverError> {
-        let cfg = TapConfig { nonblocking: true, multi_queue: opts.multi_queue, ..TapConfig::named(name) };
-        let what = format!("opening TAP {name}");
-        let tap = match netns {
-            Some(ns) => TapDevice::open_in(ns, &cfg),
-            None => TapDevice::open(&cfg),
-        }
-        .map_err(|e| io_driver_error(&what, e))?;
-        let drv = TapDriver::from_tap(tap, opts.offloads)?;
-        link_up(name, netns)?;
-        Ok(drv.reopenable_tap(name, netns, opts))
-    }
-
-    /// Wraps an open TAP: negotiates `wanted` (`TUN_F_*`), switches it to
-    /// nonblocking; the link state is left as it is.
-    ///
-    /// # Errors
-    /// `TUNSETOFFLOAD` or `fcntl` failing.
-    pub fn from_tap(tap: TapDevice, wanted: u32) -> Result<TapDriver, DriverError> {
-        let what = format!("TAP {}", tap.name());
-        let accepted = tap.negotiate_offload(wanted).map_err(|e| io_driver_error(&what, e))?;
-        tap.set_nonblocking(true).map_err(|e| io_driver_error(&what, e))?;
-        Ok(IoPortDriver::with_features(tap, tap_features(accepted), accepted))
-    }
-}
-
-/// The features a TAP offers with `TUN_F_*` offloads `accepted`.
-pub fn tap_features(accepted: u32) -> NetdevFeatures {
-    let mut f = BASE_FEATURES;
-    if accepted & TUN_F_CSUM != 0 {
-        f = f | NetdevFeatures::HW_CSUM;
-        // Every flag but CSUM is ignored without CSUM (offload-rules 4.4).
-        for (flag, feat) in [
-            (TUN_F_TSO4, NetdevFeatures::TSO),
-            (TUN_F_TSO6, NetdevFeatures::TSO6),
-            (TUN_F_TSO_ECN, NetdevFeatures::TSO_ECN),
-        ] {
-            if accepted & flag != 0 {
-                f = f | feat;
-            }
-        }
-        if accepted & (TUN_F_USO4 | TUN_F_USO6) == TUN_F_USO4 | TUN_F_USO6 {
-            f = f | NetdevFeatures::GSO_UDP_L4;
-        }
-    }
-    f
-}
-
-impl IoPortDriver<TapDevice> {
-    /// Records how [`PortDriver::reopen`] recreates this TAP: `name` in
-    /// `netns` (a handle on it is kept), with `opts`; the offloads
-    /// negotiated again must be the ones accepted now.
-    fn reopenable_tap(mut self, name: &str, netns: Option<&NetNs>, opts: &TapPortOptions) -> TapDriver {
-        let ns = ns_handle(netns);
-        let name = name.to_string();
-        let opts = opts.clone();
-        self.reopen = Some(Box::new(move || {
-            let ns = ns.as_ref().map_err(|e| reopen_error(&format!("TAP {name}"), e))?.as_ref();
-            let cfg = TapConfig { nonblocking: true, multi_queue: opts.multi_queue, ..TapConfig::named(&name) };
-            let what = format!("reopening TAP {name}");
-            let tap = match ns {
-                Some(ns) => TapDevice::open_in(ns, &cfg),
-                None => TapDevice::open(&cfg),
-            }
-            .map_err(|e| reopen_error(&what, e))?;
-            let accepted = tap.negotiate_offload(opts.offloads).map_err(|e| reopen_error(&what, e))?;
-            tap.set_nonblocking(true).map_err(|e| reopen_error(&what, e))?;
-            link_up(&name, ns)?;
-            Ok((tap, accepted))
-        }));
-        self
-    }
-}
-
-/// The features of an AF_PACKET port: HW_CSUM, SG, TSO, TSO6, GSO_UDP_L4
-/// (the kernel segments what the interface cannot take).
-pub const PACKET_SOCKET_FEATURES: NetdevFeatures = BASE_FEATURES
-    .union(NetdevFeatures::HW_CSUM)
-    .union(NetdevFeatures::TSO)
-    .union(NetdevFeatures::TSO6)
-    .union(NetdevFeatures::GSO_UDP_L4);
-
-/// Opens the socket of an AF_PACKET port: `PACKET_VNET_HDR`, nonblocking,
-/// incoming packets only, VLAN tags reported, `opts`' bypass and fanout,
-/// and with `batch` > 1 the RX ring.
-fn open_packet_socket(
-    interface: &str,
-    netns: Option<&NetNs>,
-    opts: &PacketPortOptions,
-) -> Result<PacketSocket, IoError> {
-    let cfg = PacketSocketConfig {
-        incoming_only: true,
-        auxdata: true,
-        nonblocking: true,
-        qdisc_bypass: opts.qdisc_bypass,
-        fanout_group: opts.fanout_group,
-        ..Default::default()
-    };
-    let mut sock = match netns {
-        Some(ns) => PacketSocket::open_in(ns, interface, &cfg),
-        None => PacketSocket::open(interface, &cfg),
-    }?;
-    if opts.batch > 1 && opts.rx_ring_frames > 0 {
-        sock.enable_rx_ring(opts.rx_ring_frames, RING_FRAME_SIZE)?;
-    }
-    Ok(sock)
-}
-
-impl IoPortDriver<PacketSocket> {
-    /// Opens an AF_PACKET socket with `PACKET_VNET_HDR` bound to `interface`
-    /// inside `netns` (`None`: the current namespace): nonblocking, incoming
-    /// packets only, VLAN tags reported (`PACKET_AUXDATA`), **one system
-    /// call per frame** (batch 1: every transmitted frame is written at
-    /// once, for callers without an event loop that would call
-    /// [`PortDriver::flush`]). The interface's link state is left as it is.
-    ///
-    /// # Errors
-    /// No such interface, or the socket calls failing (needs CAP_NET_RAW).
-    pub fn open(interface: &str, netns: Option<&NetNs>) -> Result<PacketSocketDriver, DriverError> {
-        PacketSocketDriver::open_with(interface, netns, &PacketPortOptions { batch: 1, ..PacketPortOptions::default() })
-    }
-
-    /// [`PacketSocketDriver::open`] with `opts` (qdisc bypass, fanout, batch
-    /// size, RX ring; the defaults batch 32 frames per call and receive from
-    /// an RX ring, see the module documentation). The driver keeps a handle
-    /// on `netns` and the options, to [`PortDriver::reopen`].
-    ///
-    /// # Errors
-    /// As [`PacketSocketDriver::open`], plus the RX ring setup failing.
-    pub fn open_with(
-        interface: &str,
-        netns: Option<&NetNs>,
-        opts: &PacketPortOptions,
-    ) -> Result<PacketSocketDriver, DriverError> {
-        let sock = open_packet_socket(interface, netns, opts)
-            .map_err(|e| io_driver_error(&format!("opening AF_PACKET on {interface}"), e))?;
-        let mut drv = PacketSocketDriver::from_socket(sock)?.with_batch(opts.batch);
-        let ns = ns_handle(netns);
-        let iface = interface.to_string();
-        let opts = opts.clone();
-        drv.reopen = Some(Box::new(move || {
-            let what = format!("reopening AF_PACKET on {iface}");
-            let ns = ns.as_ref().map_err(|e| reopen_error(&what, e))?.as_ref();
-            let sock = open_packet_socket(&iface, ns, &opts).map_err(|e| reopen_error(&what, e))?;
-            Ok((sock, 0))
-        }));
-        Ok(drv)
-    }
-
-    /// Wraps an open socket (it should have `auxdata` on, so that stripped
-    /// VLAN tags are put back), switching it to nonblocking; per-frame I/O
-    /// ([`IoPortDriver::with_batch`] changes it).
-    ///
-    /// # Errors
-    /// `fcntl` failing.
-    pub fn from_socket(sock: PacketSocket) -> Result<PacketSocketDriver, DriverError> {
-        let what = format!("AF_PACKET on {}", sock.ifname());
-        sock.set_nonblocking(true).map_err(|e| io_driver_error(&what, e))?;
-        Ok(IoPortDriver::with_features(sock, PACKET_SOCKET_FEATURES, 0))
-    }
 }
 
 impl<E: IoEndpoint> IoPortDriver<E> {
@@ -870,7 +570,7 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     /// Writes `pkt` with metadata `meta` at once: header from the metadata,
     /// then the packet's chunks (gathered into `buf` beyond [`STACK_PARTS`]).
     fn send_packet(&mut self, pkt: &Packet, meta: &OffloadMeta) -> Result<(), DriverError> {
-        let hdr = VirtioNetHdr::from_meta(meta, pkt.linear(), false).map_err(header_error)?;
+        let hdr = Self::export_hdr(meta, pkt.linear()).map_err(header_error)?;
         let mut parts: [&[u8]; STACK_PARTS] = [&[]; STACK_PARTS];
         let written = match pkt.gather_chunks(&mut parts) {
             Some(n) => self.endpoint.write_frame(&hdr, &parts[..n]),
@@ -959,7 +659,7 @@ impl<E: IoEndpoint> IoPortDriver<E> {
         len: usize,
         chunks: impl Iterator<Item = &'c [u8]>,
     ) -> Result<bool, DriverError> {
-        let hdr = VirtioNetHdr::from_meta(meta, hdr_src, false).map_err(header_error)?;
+        let hdr = Self::export_hdr(meta, hdr_src).map_err(header_error)?;
         if !self.arena_room(len) {
             return Ok(false);
         }
@@ -980,8 +680,9 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     /// and the rest becomes a payload segment pointing into the ring; the
     /// frame goes back to the kernel when the packet is dropped after
     /// transmit. Any other frame is copied ([`Packet::from_frame_pooled`]).
+    #[cfg(feature = "af-packet")]
     fn import(r: &Received, frame: &[u8], lend: Option<&mut RxLend<'_>>) -> Result<Packet, &'static str> {
-        let meta = r.hdr.to_meta(frame, &ImportOptions::default()).map_err(|e| e.reason())?;
+        let meta = Self::import_meta(r, frame)?;
         let lent = if meta.is_gso() && frame.len() > pool::COPYBREAK { lend.and_then(RxLend::lend) } else { None };
         let p = match lent {
             Some(bytes) => {
@@ -992,6 +693,19 @@ impl<E: IoEndpoint> IoPortDriver<E> {
             None => Packet::from_frame_pooled(frame),
         };
         Self::finish_import(r, p, meta)
+    }
+
+    /// The virtio_net_hdr for `frame` (its first bytes at least) with
+    /// `meta`, for the endpoint's medium.
+    fn export_hdr(meta: &OffloadMeta, frame: &[u8]) -> Result<VirtioNetHdr, VirtioHdrError> {
+        VirtioNetHdr::from_meta_as(meta, frame, E::MEDIUM, false)
+    }
+
+    /// The metadata of received frame `frame`: its header imported with the
+    /// kernel's rules, for the endpoint's medium.
+    fn import_meta(r: &Received, frame: &[u8]) -> Result<OffloadMeta, &'static str> {
+        let opts = ImportOptions { medium: E::MEDIUM, ..ImportOptions::default() };
+        r.hdr.to_meta(frame, &opts).map_err(|e| e.reason())
     }
 
     /// Sets the imported metadata of a received packet and puts back the
@@ -1021,7 +735,7 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     fn import_rx_buf(&mut self, r: &Received) -> Result<Packet, &'static str> {
         let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + r.len);
         let frame = &self.rx_buf[head..tail];
-        let meta = r.hdr.to_meta(frame, &ImportOptions::default()).map_err(|e| e.reason())?;
+        let meta = Self::import_meta(r, frame)?;
         let p = if r.len <= pool::COPYBREAK {
             Packet::from_frame(frame)
         } else {
@@ -1065,6 +779,7 @@ impl<E: IoEndpoint> IoPortDriver<E> {
 
     /// [`PortDriver::recv`] from the receive queue, refilled up to `batch`
     /// packets at a time.
+    #[cfg(feature = "af-packet")]
     fn recv_batched(&mut self) -> Option<Packet> {
         let mut seen = 0;
         while seen < MAX_DISCARDS_PER_RECV {
@@ -1144,7 +859,7 @@ impl<E: IoEndpoint> PortDriver for IoPortDriver<E> {
             return Err(e);
         }
         if self.batch > 1 {
-            let hdr = match VirtioNetHdr::from_meta(&pkt.meta, pkt.linear(), false) {
+            let hdr = match Self::export_hdr(&pkt.meta, pkt.linear()) {
                 Ok(h) => h,
                 Err(e) => {
                     let e = header_error(e);
@@ -1176,7 +891,11 @@ impl<E: IoEndpoint> PortDriver for IoPortDriver<E> {
         if self.gone {
             return None;
         }
-        if self.batch > 1 { self.recv_batched() } else { self.recv_single() }
+        #[cfg(feature = "af-packet")]
+        if self.batch > 1 {
+            return self.recv_batched();
+        }
+        self.recv_single()
     }
     fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
         for (reason, n) in self.books.pending.drain(..) {
@@ -1287,7 +1006,7 @@ impl<E: IoEndpoint> SegmentSink for IoPortDriver<E> {
             }
         }
         let r = (|| {
-            let hdr = VirtioNetHdr::from_meta(&frame.meta, frame.header, false).map_err(header_error)?;
+            let hdr = Self::export_hdr(&frame.meta, frame.header).map_err(header_error)?;
             let written = if frame.payload.len() < STACK_PARTS {
                 let mut parts: [&[u8]; STACK_PARTS] = [&[]; STACK_PARTS];
                 parts[0] = frame.header;
@@ -1324,7 +1043,7 @@ impl<E: IoEndpoint> SegmentSink for IoPortDriver<E> {
         if let Some(start) = self.tx.lent.take() {
             let len = len.min(self.tx.arena.len() - start);
             self.tx.arena.truncate(start + len);
-            match VirtioNetHdr::from_meta(meta, &self.tx.arena[start..], false) {
+            match Self::export_hdr(meta, &self.tx.arena[start..]) {
                 Ok(hdr) => self.enqueue(TxEntry { hdr, gso: meta.is_gso(), data: TxData::Arena { start, len } }),
                 Err(e) => {
                     self.tx.arena.truncate(start);
@@ -1336,7 +1055,7 @@ impl<E: IoEndpoint> SegmentSink for IoPortDriver<E> {
         }
         let r = (|| {
             let frame = &self.buf[..len.min(self.buf.len())];
-            let hdr = VirtioNetHdr::from_meta(meta, frame, false).map_err(header_error)?;
+            let hdr = Self::export_hdr(meta, frame).map_err(header_error)?;
             let written = self.endpoint.write_frame(&hdr, &[frame]).map_err(tx_error)?;
             self.books.tx(written, meta.is_gso());
             Ok(())

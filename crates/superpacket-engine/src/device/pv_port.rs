@@ -49,6 +49,9 @@ use superpacket::packet::{DEFAULT_HEADROOM, OffloadMeta, Packet};
 
 /// Default packets per transmit batch.
 pub const DEFAULT_PV_BATCH: usize = 64;
+
+/// Most packets per transmit batch a topology may ask for.
+pub const MAX_PV_BATCH: usize = 1024;
 /// Times [`PortDriver::recv`] goes idle and finds frames again before it
 /// returns (and re-arms the descriptor).
 const MAX_IDLE_CHECKS: usize = 8;

@@ -129,6 +129,83 @@ fn frame_with(dst: MacAddr, src: MacAddr, ethertype: u16, payload: &[u8]) -> Pac
     Packet::from_frame(&f)
 }
 
+/// The ARP reply frame that announces `mac` for the address `request` asks
+/// about, sent to the requester (the router's own answers, and a TUN
+/// port's answers for its peer).
+///
+/// # Errors
+/// `arp-emit` (the packet could not be written).
+pub(crate) fn arp_reply(request: &ArpRepr, mac: MacAddr) -> Result<Packet, &'static str> {
+    let reply = ArpRepr::reply_to(request, mac);
+    let mut buf = [0u8; 28];
+    reply.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).map_err(|_| "arp-emit")?;
+    Ok(frame_with(request.source_hardware_addr, mac, 0x0806, &buf))
+}
+
+/// A neighbour discovery message ([`parse_ndp`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ndp {
+    /// A neighbour solicitation from `src` for `target`.
+    Solicit {
+        /// The IPv6 source.
+        src: Ipv6Addr,
+        /// The address asked about.
+        target: Ipv6Addr,
+        /// The solicitor's link-layer address option.
+        source_lladdr: Option<MacAddr>,
+    },
+    /// A neighbour advertisement: `target` is at `lladdr`.
+    Advert {
+        /// The address advertised.
+        target: Ipv6Addr,
+        /// Its link-layer address option.
+        lladdr: Option<MacAddr>,
+    },
+    /// Another ICMPv6 message.
+    Other,
+}
+
+/// The neighbour discovery message of Ethernet frame `b` (IPv6 without
+/// extension headers, next header ICMPv6).
+///
+/// # Errors
+/// `bad-icmpv6` for a frame too short or a message that does not parse.
+pub(crate) fn parse_ndp(b: &[u8]) -> Result<Ndp, &'static str> {
+    let src: [u8; 16] = b.get(22..38).and_then(|s| s.try_into().ok()).ok_or("bad-icmpv6")?;
+    let p = Icmpv6Packet::new_checked(b.get(54..).ok_or("bad-icmpv6")?).map_err(|_| "bad-icmpv6")?;
+    Ok(match Icmpv6Repr::parse(&p).map_err(|_| "bad-icmpv6")? {
+        Icmpv6Repr::NeighborSolicit { target_addr, source_lladdr } => {
+            Ndp::Solicit { src: Ipv6Addr::from(src), target: target_addr, source_lladdr }
+        }
+        Icmpv6Repr::NeighborAdvert { target_addr, target_lladdr, .. } => {
+            Ndp::Advert { target: target_addr, lladdr: target_lladdr }
+        }
+        _ => Ndp::Other,
+    })
+}
+
+/// The neighbour advertisement frame answering a solicitation for
+/// `target_addr` from `src` (whose link-layer address, if it gave one, is
+/// `source_lladdr`): `target_addr` is at `mac`, solicited, override, with
+/// the router flag `router`.
+///
+/// # Errors
+/// `ndp-emit` (the packet could not be written).
+pub(crate) fn neighbour_advert(
+    target_addr: Ipv6Addr,
+    src: Ipv6Addr,
+    source_lladdr: Option<MacAddr>,
+    mac: MacAddr,
+    router: bool,
+) -> Result<Packet, &'static str> {
+    let na =
+        Icmpv6Repr::NeighborAdvert { router, solicited: true, override_: true, target_addr, target_lladdr: Some(mac) };
+    let mut buf = [0u8; 128];
+    let n = na.emit_ipv6_packet(target_addr, src, 255, &mut buf).map_err(|_| "ndp-emit")?;
+    let dst_mac = source_lladdr.unwrap_or(MacAddr::from_ipv6_multicast(src.octets()));
+    Ok(frame_with(dst_mac, mac, 0x86DD, &buf[..n]))
+}
+
 impl Router {
     /// Adds (or extends) interface `dev` with `addr/len` and its connected route.
     pub fn add_address(&mut self, dev: DeviceId, addr: IpAddr, len: u8) {
@@ -527,10 +604,7 @@ impl Router {
         let r = ArpRepr::parse(&p).map_err(|_| "bad-arp")?;
         self.learn(IpAddr::V4(r.source_protocol_addr), r.source_hardware_addr, out);
         if r.operation == ArpOperation::Request && self.iface_v4(iface) == Some(r.target_protocol_addr) {
-            let reply = ArpRepr::reply_to(&r, mac);
-            let mut buf = [0u8; 28];
-            reply.emit(&mut ArpPacket::new_unchecked(&mut buf[..])).map_err(|_| "arp-emit")?;
-            let f = frame_with(r.source_hardware_addr, mac, 0x0806, &buf);
+            let f = arp_reply(&r, mac)?;
             let n = f.len();
             out.push((iface, f, n));
         }
@@ -544,35 +618,19 @@ impl Router {
         pkt: &Packet,
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
-        let b = pkt.linear();
-        let mut s = [0u8; 16];
-        s.copy_from_slice(&b[22..38]);
-        let src = Ipv6Addr::from(s);
-        let icmp = &b[54..];
-        let p = Icmpv6Packet::new_checked(icmp).map_err(|_| "bad-icmpv6")?;
-        match Icmpv6Repr::parse(&p).map_err(|_| "bad-icmpv6")? {
-            Icmpv6Repr::NeighborAdvert { target_addr, target_lladdr: Some(l), .. } => {
-                self.learn(IpAddr::V6(target_addr), l, out);
+        match parse_ndp(pkt.linear())? {
+            Ndp::Advert { target, lladdr: Some(l) } => {
+                self.learn(IpAddr::V6(target), l, out);
                 Ok(())
             }
-            Icmpv6Repr::NeighborSolicit { target_addr, source_lladdr } => {
+            Ndp::Solicit { src, target, source_lladdr } => {
                 if let Some(l) = source_lladdr {
                     self.learn(IpAddr::V6(src), l, out);
                 }
-                if !self.is_local(IpAddr::V6(target_addr)) {
+                if !self.is_local(IpAddr::V6(target)) {
                     return Ok(());
                 }
-                let na = Icmpv6Repr::NeighborAdvert {
-                    router: true,
-                    solicited: true,
-                    override_: true,
-                    target_addr,
-                    target_lladdr: Some(mac),
-                };
-                let mut buf = [0u8; 128];
-                let n = na.emit_ipv6_packet(target_addr, src, 255, &mut buf).map_err(|_| "ndp-emit")?;
-                let dst_mac = source_lladdr.unwrap_or(MacAddr::from_ipv6_multicast(src.octets()));
-                let f = frame_with(dst_mac, mac, 0x86DD, &buf[..n]);
+                let f = neighbour_advert(target, src, source_lladdr, mac, true)?;
                 let n = f.len();
                 out.push((iface, f, n));
                 Ok(())

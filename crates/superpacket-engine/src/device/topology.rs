@@ -21,15 +21,27 @@ use super::features::{FeaturesCheck, NetdevFeatures, StackMode};
 use super::graph::{DeviceId, DeviceKind, Graph};
 use super::nat::{NatRule, NatTimeouts};
 use super::port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
-use super::port_io::{MAX_BATCH, MAX_RX_RING_FRAMES, PacketPortOptions, PacketSocketDriver, TapDriver, TapPortOptions};
-use super::pv_port::{PvPortDriver, PvPortOptions};
+#[cfg(feature = "tap")]
+use super::port_io::TapDriver;
+#[cfg(any(feature = "tap", feature = "tun"))]
+use super::port_io::TapPortOptions;
+#[cfg(feature = "af-packet")]
+use super::port_io::{MAX_BATCH, MAX_RX_RING_FRAMES, PacketPortOptions, PacketSocketDriver};
+#[cfg(feature = "pv")]
+use super::pv_port::{MAX_PV_BATCH, PvPortDriver, PvPortOptions};
 use super::router::Route;
 use super::team::TeamMode;
+#[cfg(feature = "tun")]
+use super::tun_port::TunDriver;
 use super::vlan::VlanProto;
+#[cfg(feature = "pv")]
 use crate::io::pv::TxStrategy;
+#[cfg(feature = "pv")]
 use crate::io::pv::proto as pv_proto;
+#[cfg(feature = "pv")]
 use crate::io::pv::ring::MAX_RING as PV_MAX_RING;
-use crate::io::tap::{TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
+#[cfg(any(feature = "tap", feature = "tun"))]
+use crate::io::tuntap::{TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
 use serde::Deserialize;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use std::collections::{BTreeMap, HashMap};
@@ -110,8 +122,8 @@ pub struct DeviceSpec {
     /// `port`, `vlan`, `bond`, `team` or `bridge`.
     pub kind: Spanned<String>,
     /// Port: `memory` (default), `{ kind = "pcap", path, input }`,
-    /// `{ kind = "tap", name, netns }`, `{ kind = "af_packet", interface, netns }`,
-    /// `{ kind = "pv", socket }`.
+    /// `{ kind = "tap", name, netns }`, `{ kind = "tun", name, netns }`,
+    /// `{ kind = "af_packet", interface, netns }`, `{ kind = "pv", socket }`.
     pub driver: Option<Spanned<DriverSpec>>,
     /// Port: `any` (parses every VLAN depth) or `vlan` (Linux's default hook).
     pub features_check: Option<Spanned<String>>,
@@ -164,7 +176,7 @@ pub enum DriverSpec {
     /// `driver = "memory"`.
     Name(String),
     /// `driver = { kind = "pcap", path = "...", input = "..." }` (or `tap`,
-    /// `af_packet` with their keys).
+    /// `tun`, `af_packet`, `pv` with their keys).
     Table(Box<DriverTable>),
 }
 
@@ -172,21 +184,21 @@ pub enum DriverSpec {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DriverTable {
-    /// `memory`, `pcap`, `tap`, `af_packet` or `pv`.
+    /// `memory`, `pcap`, `tap`, `tun`, `af_packet` or `pv`.
     pub kind: Spanned<String>,
     /// pcap: output file (relative to the topology file).
     pub path: Option<Spanned<String>>,
     /// pcap: capture to receive from.
     pub input: Option<Spanned<String>>,
-    /// tap: the TAP device to create (or attach to).
+    /// tap, tun: the TAP or TUN device to create (or attach to).
     pub name: Option<Spanned<String>>,
     /// af_packet: the interface the socket is bound to.
     pub interface: Option<Spanned<String>>,
-    /// tap, af_packet: the named network namespace (`ip netns`) the device
+    /// tap, tun, af_packet: the named network namespace (`ip netns`) the device
     /// lives in; omitted: the current one.
     pub netns: Option<Spanned<String>>,
-    /// tap: the offloads asked for (`csum`, `tso4`, `tso6`, `tso-ecn`, `uso`;
-    /// default all of them).
+    /// tap, tun: the offloads asked for (`csum`, `tso4`, `tso6`, `tso-ecn`,
+    /// `uso`; default all of them).
     pub offloads: Option<Spanned<Vec<Spanned<String>>>>,
     /// af_packet: `PACKET_QDISC_BYPASS`.
     pub qdisc_bypass: Option<Spanned<bool>>,
@@ -358,13 +370,13 @@ pub struct BuildOptions {
     /// Directory relative pcap paths are resolved against.
     pub base_dir: Option<PathBuf>,
     /// Engine workers sharing each real port (0 or 1: one). With more, TAPs
-    /// are opened multi-queue (one queue per worker) and AF_PACKET sockets
+    /// and TUNs are opened multi-queue (one queue per worker) and AF_PACKET sockets
     /// join the fanout group [`BuildOptions::fanout_group`].
     pub workers: usize,
     /// `PACKET_FANOUT` group id base for AF_PACKET ports (each port adds its index).
     pub fanout_group: u16,
-    /// Overrides the `offloads` of every TAP port (`TUN_F_*`; e.g. 0 for
-    /// per-frame I/O).
+    /// Overrides the `offloads` of every TAP and TUN port (`TUN_F_*`; e.g. 0
+    /// for per-frame I/O).
     pub tap_offloads: Option<u32>,
     /// Overrides the `batch` of every AF_PACKET port (1: one frame per
     /// system call and no receive ring, i.e. per-frame I/O).
@@ -402,6 +414,15 @@ pub fn load_file(path: &Path) -> Result<Graph, TopologyError> {
 }
 
 const KINDS: [&str; 5] = ["port", "vlan", "bond", "team", "bridge"];
+
+/// The real port drivers: (driver kind, the cargo feature of this crate
+/// that builds it, whether it is built).
+pub(crate) const DRIVER_FEATURES: [(&str, &str, bool); 4] = [
+    ("tap", "tap", cfg!(feature = "tap")),
+    ("tun", "tun", cfg!(feature = "tun")),
+    ("af_packet", "af-packet", cfg!(feature = "af-packet")),
+    ("pv", "pv", cfg!(feature = "pv")),
+];
 
 /// Keys of `[[device]]` that apply only to some kinds: (key, kinds).
 const KIND_KEYS: &[(&str, &[&str])] = &[
@@ -944,16 +965,25 @@ impl Topology {
             },
         };
         let memory = || Box::new(MemoryDriver::full().with_check(check).with_mode(opts.memory_mode));
+        // Only AF_PACKET ports use it (their fanout group).
+        #[cfg(not(any(feature = "tap", feature = "tun", feature = "af-packet")))]
+        let _ = port_index;
         let Some(spec) = &d.driver else { return Ok(memory()) };
         let (kind, span, table) = match spec.get_ref() {
             DriverSpec::Name(n) => (n.as_str(), spec.span(), None),
             DriverSpec::Table(t) => (t.kind.get_ref().as_str(), t.kind.span(), Some(&**t)),
         };
+        if let Some((_, feature, false)) = DRIVER_FEATURES.iter().find(|(k, ..)| *k == kind) {
+            return Err(self.err(
+                &span,
+                format!("driver kind \"{kind}\" is not built in: enable the superpacket-engine feature \"{feature}\""),
+            ));
+        }
         if let Some(t) = table {
             // Keys that belong to other driver kinds.
             let allowed: &[&str] = match kind {
                 "pcap" => &["path", "input"],
-                "tap" => &["name", "netns", "offloads"],
+                "tap" | "tun" => &["name", "netns", "offloads"],
                 "af_packet" => &["interface", "netns", "qdisc_bypass", "batch", "ring"],
                 "pv" => &["socket", "offloads", "strategy", "header_info", "ring", "batch"],
                 _ => &[],
@@ -978,7 +1008,7 @@ impl Topology {
             for (key, v) in keys {
                 if let Some(v) = v
                     && !allowed.contains(&key)
-                    && matches!(kind, "memory" | "pcap" | "tap" | "af_packet" | "pv")
+                    && matches!(kind, "memory" | "pcap" | "tap" | "tun" | "af_packet" | "pv")
                 {
                     let at = key_span(&self.src, &spec.span(), key).unwrap_or(v);
                     return Err(self.err(&at, format!("key `{key}` does not apply to a {kind} driver")));
@@ -1008,35 +1038,9 @@ impl Topology {
                 }
                 Ok(Box::new(drv))
             }
-            "tap" | "af_packet" => {
-                let (key, example) =
-                    if kind == "tap" { ("name", "name = \"sp0\"") } else { ("interface", "interface = \"veth0\"") };
-                let t = table.ok_or_else(|| {
-                    self.err(&span, format!("a {kind} driver is a table {{ kind = \"{kind}\", {example} }}"))
-                })?;
-                let dev = if kind == "tap" { &t.name } else { &t.interface };
-                let dev = dev.as_ref().ok_or_else(|| self.err(&span, format!("a {kind} driver needs `{key}`")))?;
-                let ns = match &t.netns {
-                    None => None,
-                    Some(n) => Some(crate::io::NetNs::attach(n.get_ref()).map_err(|e| {
-                        self.err(&n.span(), format!("{kind} driver: network namespace `{}`: {e}", n.get_ref()))
-                    })?),
-                };
-                let opened: Result<Box<dyn PortDriver>, _> = if kind == "tap" {
-                    let tap_opts = self.tap_options(t, opts)?;
-                    TapDriver::open_with(dev.get_ref(), ns.as_ref(), &tap_opts)
-                        .map(|d| Box::new(d) as Box<dyn PortDriver>)
-                } else {
-                    let pkt_opts = self.packet_options(t, opts, port_index)?;
-                    PacketSocketDriver::open_with(dev.get_ref(), ns.as_ref(), &pkt_opts)
-                        .map(|d| Box::new(d) as Box<dyn PortDriver>)
-                };
-                opened.map_err(|e| {
-                    let hint =
-                        if crate::io::privileges_available().is_err() { " (needs root: CAP_NET_ADMIN)" } else { "" };
-                    self.err(&dev.span(), format!("{kind} driver: {e}{hint}"))
-                })
-            }
+            #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
+            "tap" | "tun" | "af_packet" => self.kernel_port(kind, &span, table, opts, port_index),
+            #[cfg(feature = "pv")]
             "pv" => {
                 let t = table.ok_or_else(|| {
                     self.err(&span, "a pv driver is a table { kind = \"pv\", socket = \"/path.sock\" }")
@@ -1056,11 +1060,56 @@ impl Topology {
                     .map(|d| Box::new(d) as Box<dyn PortDriver>)
                     .map_err(|e| self.err(&at, format!("pv driver: {e}")))
             }
-            other => Err(self.err(&span, format!("unknown driver `{other}` (memory, pcap, tap, af_packet, pv)"))),
+            other => Err(self.err(&span, format!("unknown driver `{other}` (memory, pcap, tap, tun, af_packet, pv)"))),
         }
     }
 
-    fn tap_options(&self, t: &DriverTable, opts: &BuildOptions) -> Result<TapPortOptions, TopologyError> {
+    /// A port on a kernel device: `tap` or `tun` (the device `name`,
+    /// created if missing) or `af_packet` (an existing `interface`), in the
+    /// namespace `netns` if given. Only kinds whose feature is built get here.
+    #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
+    fn kernel_port(
+        &self,
+        kind: &str,
+        span: &Range<usize>,
+        table: Option<&DriverTable>,
+        opts: &BuildOptions,
+        port_index: usize,
+    ) -> Result<Box<dyn PortDriver>, TopologyError> {
+        let (key, example) =
+            if kind == "af_packet" { ("interface", "interface = \"veth0\"") } else { ("name", "name = \"sp0\"") };
+        let t = table
+            .ok_or_else(|| self.err(span, format!("a {kind} driver is a table {{ kind = \"{kind}\", {example} }}")))?;
+        let dev = if kind == "af_packet" { &t.interface } else { &t.name };
+        let dev = dev.as_ref().ok_or_else(|| self.err(span, format!("a {kind} driver needs `{key}`")))?;
+        let ns = match &t.netns {
+            None => None,
+            Some(n) => Some(crate::io::NetNs::attach(n.get_ref()).map_err(|e| {
+                self.err(&n.span(), format!("{kind} driver: network namespace `{}`: {e}", n.get_ref()))
+            })?),
+        };
+        let (name, ns) = (dev.get_ref().as_str(), ns.as_ref());
+        #[cfg(not(feature = "af-packet"))]
+        let _ = port_index;
+        let opened: Result<Box<dyn PortDriver>, super::port::DriverError> = match kind {
+            #[cfg(feature = "tap")]
+            "tap" => TapDriver::open_with(name, ns, &self.tap_options(kind, t, opts)?).map(|d| Box::new(d) as _),
+            #[cfg(feature = "tun")]
+            "tun" => TunDriver::open_with(name, ns, &self.tap_options(kind, t, opts)?).map(|d| Box::new(d) as _),
+            #[cfg(feature = "af-packet")]
+            "af_packet" => PacketSocketDriver::open_with(name, ns, &self.packet_options(t, opts, port_index)?)
+                .map(|d| Box::new(d) as _),
+            other => return Err(self.err(span, format!("driver kind \"{other}\" is not built in"))),
+        };
+        opened.map_err(|e| {
+            let hint = if crate::io::privileges_available().is_err() { " (needs root: CAP_NET_ADMIN)" } else { "" };
+            self.err(&dev.span(), format!("{kind} driver: {e}{hint}"))
+        })
+    }
+
+    /// The options of a `tap` or `tun` port.
+    #[cfg(any(feature = "tap", feature = "tun"))]
+    fn tap_options(&self, kind: &str, t: &DriverTable, opts: &BuildOptions) -> Result<TapPortOptions, TopologyError> {
         let mut o = TapPortOptions { multi_queue: opts.workers > 1, ..TapPortOptions::default() };
         if let Some(list) = &t.offloads {
             o.offloads = 0;
@@ -1074,7 +1123,10 @@ impl Topology {
                     other => {
                         return Err(self.err(
                             &name.span(),
-                            format!("unknown TAP offload `{other}` (csum, tso4, tso6, tso-ecn, uso)"),
+                            format!(
+                                "unknown {} offload `{other}` (csum, tso4, tso6, tso-ecn, uso)",
+                                kind.to_ascii_uppercase()
+                            ),
                         ));
                     }
                 };
@@ -1086,6 +1138,7 @@ impl Topology {
         Ok(o)
     }
 
+    #[cfg(feature = "pv")]
     fn pv_options(
         &self,
         t: &DriverTable,
@@ -1138,15 +1191,22 @@ impl Topology {
             o.ring = n as u16;
         }
         if let Some(b) = &t.batch {
-            let n = *b.get_ref() as usize;
-            if !(1..=MAX_BATCH).contains(&n) {
-                return Err(self.err(&b.span(), format!("batch {n} is outside 1..={MAX_BATCH}")));
-            }
-            o.batch = n;
+            o.batch = self.batch(b, MAX_PV_BATCH)?;
         }
         Ok(o)
     }
 
+    /// A `batch` key: 1..=`max`.
+    #[cfg(any(feature = "pv", feature = "af-packet"))]
+    fn batch(&self, b: &Spanned<u32>, max: usize) -> Result<usize, TopologyError> {
+        let n = *b.get_ref() as usize;
+        if !(1..=max).contains(&n) {
+            return Err(self.err(&b.span(), format!("batch {n} is outside 1..={max}")));
+        }
+        Ok(n)
+    }
+
+    #[cfg(feature = "af-packet")]
     fn packet_options(
         &self,
         t: &DriverTable,
@@ -1159,11 +1219,7 @@ impl Topology {
             ..PacketPortOptions::default()
         };
         if let Some(b) = &t.batch {
-            let n = *b.get_ref() as usize;
-            if !(1..=MAX_BATCH).contains(&n) {
-                return Err(self.err(&b.span(), format!("batch {n} is outside 1..={MAX_BATCH}")));
-            }
-            o.batch = n;
+            o.batch = self.batch(b, MAX_BATCH)?;
         }
         if let Some(r) = &t.ring {
             let n = *r.get_ref() as usize;

@@ -9,8 +9,10 @@
 //! 2. take up to `budget` packets from each ready port (64, like a NAPI
 //!    weight); a port that used its whole budget is polled again at once,
 //!    without waiting, so no port starves the others;
-//! 3. ports with `gro = true` run them through GRO ([`superpacket::offload::gro`])
-//!    and flush it at the end of the batch (the end of a NAPI poll);
+//! 3. ports with `gro = true` run them through GRO ([`superpacket::offload::gro`],
+//!    with the medium of the port's driver: raw IP on a TUN port, whose
+//!    driver frames the aggregates for the graph afterwards) and flush it at
+//!    the end of the batch (the end of a NAPI poll);
 //! 4. the graph carries every packet up and down the device stack,
 //!    superpackets whole; segmentation happens only at the final port
 //!    (offload-rules 3.1, 9.2);
@@ -24,7 +26,7 @@
 //! (a bond fails over), and it comes back by itself when the device does.
 //!
 //! **Workers and sharding.** With `workers = N > 1` every worker builds its
-//! own graph from the same topology: TAPs are opened multi-queue (one queue
+//! own graph from the same topology: TAPs and TUNs are opened multi-queue (one queue
 //! per worker; the kernel picks a TX queue by flow hash, the RSS of a TAP)
 //! and AF_PACKET sockets join a `PACKET_FANOUT_HASH` group, so each flow
 //! stays on one worker. State is per worker, so topologies with NAT (a
@@ -83,7 +85,7 @@ pub struct EngineOptions {
     pub mode: Option<StackMode>,
     /// Directory relative paths of the topology are resolved against.
     pub base_dir: Option<PathBuf>,
-    /// Overrides every TAP port's offloads ([`BuildOptions::tap_offloads`]).
+    /// Overrides every TAP and TUN port's offloads ([`BuildOptions::tap_offloads`]).
     pub tap_offloads: Option<u32>,
     /// Overrides every AF_PACKET port's batch ([`BuildOptions::packet_batch`]).
     pub packet_batch: Option<usize>,

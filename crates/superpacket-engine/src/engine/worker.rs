@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use superpacket::offload::gro::{Gro, GroConfig};
+use superpacket::wire::Medium;
 
 /// Epoll token of the stop eventfd (port tokens are their slot index).
 const STOP_TOKEN: u64 = u64::MAX;
@@ -20,7 +21,8 @@ pub struct EngineConfig {
     /// Linux): a busy port cannot starve the others, and a GRO batch ends
     /// (and is flushed) at least this often.
     pub budget: usize,
-    /// GRO settings for ports with `gro = true`.
+    /// GRO settings for ports with `gro = true` (each port's runs with the
+    /// medium of its driver, [`crate::device::PortDriver::medium`]).
     pub gro: GroConfig,
     /// How often counters are published for `superpacket stats` (and gone
     /// ports are retried).
@@ -118,7 +120,9 @@ impl Worker {
             if let Some(fd) = fd {
                 epoll.add(fd, ports.len() as u64)?;
             }
-            let gro = gro_ports.contains(&name).then(|| Gro::new(cfg.gro));
+            // GRO sees what the driver reads: raw IP packets on a TUN port.
+            let medium = graph.port_driver_mut(id).map_or(Medium::Ethernet, |d| d.medium());
+            let gro = gro_ports.contains(&name).then(|| Gro::new(cfg.gro.with_medium(medium)));
             ports.push(PortSlot { id, name, fd, gro, pending: true, gone: false, next_reopen: Instant::now() });
         }
         let now = Instant::now();

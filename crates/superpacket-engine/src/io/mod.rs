@@ -39,6 +39,10 @@
 //! TapDevice::set_nonblocking(bool) / poll_readable(Duration) -> Result<bool>
 //! tap::{TUN_F_CSUM, TUN_F_TSO4, TUN_F_TSO6, TUN_F_TSO_ECN, TUN_F_USO4, TUN_F_USO6}
 //!
+//! // TUN (tun.rs): the same queue (tuntap.rs) with IFF_TUN; raw IP packets after the header
+//! TunConfig = TapConfig                                            // same fields (napi_frags: TAP only)
+//! TunDevice::open / open_in / set_offload / negotiate_offload / read_packet / write_packet_vectored / ...
+//!
 //! // AF_PACKET (packet_socket.rs)
 //! PacketSocketConfig { incoming_only, qdisc_bypass, recv_timeout, auxdata, rcvbuf }
 //! PacketSocket::open(ifname, &PacketSocketConfig) -> Result<PacketSocket>
@@ -51,6 +55,10 @@
 //!
 //! ```
 //!
+//! Each port driver's I/O is built with its cargo feature of this crate:
+//! `tap` (tap.rs), `tun` (tun.rs), `af-packet` (packet_socket.rs,
+//! packet_ring.rs) and `pv` (pv/); tuntap.rs comes with `tap` or `tun`.
+//!
 //! All errors are [`IoError`], naming the failing syscall/command and the
 //! errno text. Everything created (namespaces, veths, taps) is deleted on
 //! drop, including during a panic unwind; [`netns::cleanup_stale`] removes
@@ -59,17 +67,33 @@
 pub mod cputime;
 pub mod error;
 pub mod event;
+pub mod frame;
 pub mod netns;
+#[cfg(feature = "af-packet")]
 pub mod packet_ring;
+#[cfg(feature = "af-packet")]
 pub mod packet_socket;
+#[cfg(feature = "pv")]
 pub mod pv;
 pub mod sys;
+#[cfg(feature = "tap")]
 pub mod tap;
+#[cfg(feature = "tun")]
+pub mod tun;
+#[cfg(any(feature = "tap", feature = "tun"))]
+pub mod tuntap;
 
-#[cfg(test)]
+#[cfg(all(test, feature = "tap", feature = "af-packet"))]
 mod tests;
+#[cfg(all(test, feature = "tun"))]
+mod tests_tun;
 
 pub use error::{IoError, Result};
+pub use frame::VlanInfo;
 pub use netns::{NetNs, VethPair, privileges_available, require_privileges};
-pub use packet_socket::{PacketSocket, PacketSocketConfig, PktType, RecvInfo, VlanInfo};
+#[cfg(feature = "af-packet")]
+pub use packet_socket::{PacketSocket, PacketSocketConfig, PktType, RecvInfo};
+#[cfg(feature = "tap")]
 pub use tap::{TapConfig, TapDevice};
+#[cfg(feature = "tun")]
+pub use tun::{TunConfig, TunDevice};

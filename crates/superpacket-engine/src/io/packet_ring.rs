@@ -1,5 +1,5 @@
 //! TPACKET_V2 memory-mapped rings on an AF_PACKET socket with
-//! `PACKET_VNET_HDR` (this-machine.md section 6: V2 rings accept the
+//! `PACKET_VNET_HDR` (docs/kernel-oracle.md section 6: V2 rings accept the
 //! virtio_net_hdr in both directions, V3 refuses it on TX), and the
 //! measurement that compares the three ways of moving frames through
 //! AF_PACKET on this machine: one `sendmsg`/`recvmsg` per frame,

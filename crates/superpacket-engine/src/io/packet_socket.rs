@@ -1,5 +1,5 @@
 //! AF_PACKET raw sockets with `PACKET_VNET_HDR` (offload-rules 4.5,
-//! this-machine.md section 6).
+//! docs/kernel-oracle.md section 6).
 //!
 //! A [`PacketSocket`] is bound to one interface (by index, looked up in the
 //! namespace it is opened in) and sees whole skbs: GRO aggregates and GSO
@@ -56,10 +56,10 @@
 //! `qinq_superpacket_crosses_veth_whole`).
 
 use super::error::{IoError, Result};
+pub use super::frame::{FrameSource, VlanInfo};
 use super::netns::NetNs;
 use super::packet_ring::{RingConfig, RingMap, RxLend};
-use super::sys;
-use super::tap::with_iovecs;
+use super::sys::{self, with_iovecs};
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::time::Duration;
 use superpacket::packet::virtio::{HdrByteOrder, HdrLayout, VirtioNetHdr};
@@ -123,15 +123,6 @@ impl PktType {
             v => PktType::Other(v),
         }
     }
-}
-
-/// A VLAN tag the kernel stripped into skb metadata (from `PACKET_AUXDATA`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct VlanInfo {
-    /// Tag control information (PCP, DEI, VID).
-    pub tci: u16,
-    /// TPID (0x8100 or 0x88A8); 0 if the kernel did not report it.
-    pub tpid: u16,
 }
 
 /// One received packet's metadata.
@@ -802,37 +793,6 @@ impl PacketSocket {
 impl AsFd for PacketSocket {
     fn as_fd(&self) -> BorrowedFd<'_> {
         self.fd.as_fd()
-    }
-}
-
-/// Frames for [`PacketSocket::send_batch`], borrowed for `'a`: frame `i` is
-/// [`FrameSource::header`] followed by the slices [`FrameSource::parts`]
-/// gives, in order.
-pub trait FrameSource<'a> {
-    /// Number of frames.
-    fn len(&self) -> usize;
-    /// True if there is no frame.
-    fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-    /// The virtio_net_hdr of frame `i`.
-    fn header(&self, i: usize) -> VirtioNetHdr;
-    /// Calls `part` with each slice of frame `i`, in order.
-    fn parts(&self, i: usize, part: &mut dyn FnMut(&'a [u8]));
-}
-
-/// Frames given as (header, parts) pairs: `&[(hdr, &[&[u8]])]`.
-impl<'a> FrameSource<'a> for [(VirtioNetHdr, &'a [&'a [u8]])] {
-    fn len(&self) -> usize {
-        <[_]>::len(self)
-    }
-    fn header(&self, i: usize) -> VirtioNetHdr {
-        self[i].0
-    }
-    fn parts(&self, i: usize, part: &mut dyn FnMut(&'a [u8])) {
-        for p in self[i].1 {
-            part(p);
-        }
     }
 }
 

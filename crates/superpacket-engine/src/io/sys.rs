@@ -1,4 +1,4 @@
-//! Small libc helpers shared by the TAP and AF_PACKET code.
+//! Small libc helpers shared by the TAP, TUN and AF_PACKET code.
 
 use super::error::{IoError, Result};
 use std::os::fd::{AsRawFd, BorrowedFd};
@@ -95,4 +95,30 @@ pub fn if_index(name: &str) -> Result<u32> {
         return Err(IoError::last_os("if_nametoindex", name));
     }
     Ok(idx)
+}
+
+/// Most frame parts `with_iovecs` lays out on the stack (more are placed
+/// in a heap vector): enough for a frag-list GRO aggregate of 64 KiB.
+pub const STACK_PARTS: usize = 127;
+
+/// Builds `[header, parts...]` as iovecs (on the stack for up to
+/// [`STACK_PARTS`] parts) and calls `f`.
+pub fn with_iovecs(header: &[u8], parts: &[&[u8]], f: impl FnOnce(&[libc::iovec]) -> isize) -> Result<isize> {
+    const STACK: usize = STACK_PARTS + 1;
+    if parts.len() + 1 > 1024 {
+        return Err(IoError::Unsupported(format!("{} frame parts (at most 1023)", parts.len())));
+    }
+    if parts.len() < STACK {
+        let mut iov = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; STACK];
+        iov[0] = iovec_ro(header);
+        for (slot, p) in iov[1..].iter_mut().zip(parts) {
+            *slot = iovec_ro(p);
+        }
+        Ok(f(&iov[..parts.len() + 1]))
+    } else {
+        let mut iov = Vec::with_capacity(parts.len() + 1);
+        iov.push(iovec_ro(header));
+        iov.extend(parts.iter().map(|p| iovec_ro(p)));
+        Ok(f(&iov))
+    }
 }

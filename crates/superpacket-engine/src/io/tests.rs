@@ -57,8 +57,11 @@ fn errors_name_the_syscall_and_errno() {
 #[test]
 fn tap_config_flags() {
     let cfg = TapConfig { napi_frags: true, multi_queue: true, ..TapConfig::default() };
-    assert_eq!(cfg.iff_flags(), IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_NAPI | IFF_NAPI_FRAGS | IFF_MULTI_QUEUE);
-    assert_eq!(TapConfig::default().iff_flags(), 0x5002);
+    assert_eq!(
+        cfg.iff_flags::<Tap>(),
+        IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_NAPI | IFF_NAPI_FRAGS | IFF_MULTI_QUEUE
+    );
+    assert_eq!(TapConfig::default().iff_flags::<Tap>(), 0x5002);
     assert_eq!(format_mac([0x02, 0x5e, 0, 0, 0xab, 0xcd]), "02:5e:00:00:ab:cd");
 }
 
@@ -251,7 +254,7 @@ fn tap_and_packet_socket_round_trip() {
 
 /// What the TAP reader gets for a TCPv4 superpacket transmitted on the TAP:
 /// with TSO accepted the superpacket whole (NEEDS_CSUM); with offloads 0,
-/// MTU frames with complete checksums (this-machine.md section 4).
+/// MTU frames with complete checksums (docs/kernel-oracle.md section 4).
 #[test]
 fn tap_receives_superpackets_only_when_offload_accepted() {
     if !require_privileges() {

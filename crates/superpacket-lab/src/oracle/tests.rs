@@ -1,5 +1,5 @@
 //! Kernel-oracle tests (need root: see `require_privileges`). They pin what
-//! this kernel does in the scenarios of this-machine.md section 5; the
+//! this kernel does in the scenarios of docs/kernel-oracle.md section 5; the
 //! results are recorded in the `oracle` module documentation.
 
 use super::*;
@@ -562,4 +562,191 @@ fn gso_with_sender_offloads_on_passes_the_superpacket_through() {
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].frame.len(), 29014);
     assert_eq!((got[0].hdr.gso_type, got[0].hdr.gso_size), (GSO_TCPV4, MSS as u16));
+}
+
+// ---------------------------------------------------------------- raw IP (TUN)
+
+/// A raw IP packet from an untagged Ethernet frame.
+fn strip_eth(frame: &[u8]) -> Vec<u8> {
+    frame[14..].to_vec()
+}
+
+/// An Ethernet-side header as the raw-IP side should show it: `csum_start`
+/// 14 less; `hdr_len` (the linear length, a hint) left out of comparisons.
+fn shifted(h: &VirtioNetHdr) -> VirtioNetHdr {
+    let mut h = *h;
+    if h.flags & F_NEEDS_CSUM != 0 {
+        h.csum_start -= 14;
+    }
+    h.hdr_len = 0;
+    h
+}
+
+fn without_hdr_len(h: &VirtioNetHdr) -> VirtioNetHdr {
+    VirtioNetHdr { hdr_len: 0, ..*h }
+}
+
+fn validate_ip(hdr: &VirtioNetHdr, packet: &[u8]) {
+    let mut meta = OffloadMeta::default();
+    if hdr.flags & F_NEEDS_CSUM != 0 {
+        meta.csum = ChecksumState::Partial { start: hdr.csum_start, offset: hdr.csum_offset };
+    }
+    let mut problems = Vec::new();
+    validate_frame(packet, Medium::Ip, &meta, false, &mut problems);
+    assert!(problems.is_empty(), "invalid packet ({} bytes, {hdr:?}): {problems:?}", packet.len());
+}
+
+/// The TUN GRO oracle: S1 on raw IP gives the Ethernet result minus 14 bytes
+/// (29000 B, TCPV4, gso_size 1448, csum_start 20).
+#[test]
+fn gro_raw_ip_s1_merges_on_a_tun() {
+    if !require_privileges() {
+        return;
+    }
+    let cfg = GroOracleConfig { medium: Medium::Ip, ..GroOracleConfig::default() };
+    let mut oracle = GroOracle::with_config(cfg).expect("TUN GRO oracle setup");
+    let frames: Vec<Vec<u8>> = segments(&mut tcp_flow(false, 0), 20, &[19]).iter().map(|f| strip_eth(f)).collect();
+    let got = oracle.run_detailed(&frames.iter().map(|f| (VirtioNetHdr::default(), f)).collect::<Vec<_>>()).unwrap();
+    eprintln!(
+        "raw IP S1: {:?}\n{:?}",
+        got.iter().map(|d| (d.frame.len(), d.hdr, d.pkttype)).collect::<Vec<_>>(),
+        oracle.stats()
+    );
+    assert_eq!(got.len(), 1);
+    let d = &got[0];
+    assert_eq!(d.frame.len(), 29000);
+    assert_eq!((d.hdr.gso_type, d.hdr.gso_size, d.hdr.flags), (GSO_TCPV4, MSS as u16, F_NEEDS_CSUM));
+    assert_eq!((d.hdr.csum_start, d.hdr.csum_offset), (20, 16));
+    assert_eq!(d.pkttype, PktType::Host);
+    validate_ip(&d.hdr, &d.frame);
+}
+
+/// Every GRO scenario of the spec, run through the TAP and through the TUN:
+/// the TUN's deliveries are the TAP's minus their Ethernet header, with
+/// `csum_start` 14 less (per flow, in order).
+#[test]
+fn gro_raw_ip_equals_ethernet_minus_14() {
+    if !require_privileges() {
+        return;
+    }
+    let mut scenarios: Vec<(&str, Vec<Vec<u8>>, bool)> = Vec::new();
+    scenarios.push(("S1", segments(&mut tcp_flow(false, 0), 20, &[19]), false));
+    scenarios.push(("S2", segments(&mut tcp_flow(false, 1), 10, &[4]), false));
+    let (mut a, mut b) = (tcp_flow(false, 2), tcp_flow(false, 3));
+    let s3 = (0..8).flat_map(|_| [a.frame(MSS, TcpFlags::empty()).unwrap(), b.frame(MSS, TcpFlags::empty()).unwrap()]);
+    scenarios.push(("S3", s3.collect(), false));
+    let mut s4 = segments(&mut tcp_flow(false, 4), 10, &[]);
+    s4.remove(4);
+    scenarios.push(("S4", s4, false));
+    let mut flow = tcp_flow(false, 5);
+    let mut s5: Vec<Vec<u8>> = (0..7).map(|_| flow.frame(MSS, TcpFlags::empty()).unwrap()).collect();
+    s5.push(flow.frame(500, TcpFlags::empty()).unwrap());
+    s5[3][14 + 20 + 16] ^= 0x5a;
+    scenarios.push(("S5", s5, false));
+    scenarios.push(("TCPv6", segments(&mut tcp_flow(true, 6), 20, &[19]), false));
+    scenarios.push(("single", vec![tcp_flow(false, 7).frame(100, TcpFlags::PSH).unwrap()], false));
+    for v6 in [false, true] {
+        let mut flow = Flow::new(FlowSpec::new(Transport::Udp, v6, 8));
+        let udp = (0..10).map(|_| flow.frame(1400, TcpFlags::empty()).unwrap()).collect();
+        scenarios.push((if v6 { "UDP/IPv6 fwd" } else { "UDP/IPv4 fwd" }, udp, true));
+    }
+    let mut oracles = Vec::new();
+    for udp in [false, true] {
+        for medium in [Medium::Ethernet, Medium::Ip] {
+            let cfg = GroOracleConfig { medium, udp_gro_forwarding: udp, ..GroOracleConfig::default() };
+            oracles.push(GroOracle::with_config(cfg).expect("GRO oracle setup"));
+        }
+    }
+    for (name, frames, udp) in &scenarios {
+        let at = if *udp { 2 } else { 0 };
+        let eth = oracles[at].run(frames).unwrap();
+        let ip_frames: Vec<Vec<u8>> = frames.iter().map(|f| strip_eth(f)).collect();
+        let ip = oracles[at + 1].run(&ip_frames).unwrap();
+        let expected: Vec<(VirtioNetHdr, Vec<u8>)> = eth.iter().map(|(h, f)| (shifted(h), strip_eth(f))).collect();
+        let got: Vec<(VirtioNetHdr, Vec<u8>)> = ip.iter().map(|(h, f)| (without_hdr_len(h), f.clone())).collect();
+        eprintln!(
+            "{name}: ethernet {:?} / ip {:?}; hdr_len eth {:?} ip {:?}",
+            eth.iter().map(|(_, f)| f.len()).collect::<Vec<_>>(),
+            ip.iter().map(|(_, f)| f.len()).collect::<Vec<_>>(),
+            eth.iter().map(|(h, _)| h.hdr_len).collect::<Vec<_>>(),
+            ip.iter().map(|(h, _)| h.hdr_len).collect::<Vec<_>>()
+        );
+        assert_eq!(got.len(), expected.len(), "{name}: skb count");
+        let by_port = |v: &[(VirtioNetHdr, Vec<u8>)]| {
+            let mut m: std::collections::BTreeMap<u16, Vec<(VirtioNetHdr, Vec<u8>)>> = Default::default();
+            for (h, f) in v {
+                let l4 = FrameHeaders::parse_ip(f).unwrap().l4_offset;
+                m.entry(u16::from_be_bytes([f[l4], f[l4 + 1]])).or_default().push((*h, f.clone()));
+            }
+            m
+        };
+        assert!(by_port(&got) == by_port(&expected), "{name}: raw IP differs from Ethernet minus 14");
+        if got != expected {
+            eprintln!("{name}: same per flow, but the order across flows differs");
+        }
+    }
+    for o in &oracles {
+        eprintln!("{:?} {:?}", o.medium(), o.stats());
+    }
+}
+
+/// The TUN GSO oracle: every segment equals the veth oracle's segment minus
+/// its Ethernet header, with the same (all-zero) virtio_net_hdr.
+#[test]
+fn gso_raw_ip_equals_ethernet_minus_14() {
+    if !require_privileges() {
+        return;
+    }
+    let mut eth = GsoOracle::new().expect("GSO oracle setup");
+    let cfg = GsoOracleConfig { medium: Medium::Ip, ..GsoOracleConfig::default() };
+    let mut ip = GsoOracle::with_config(cfg).expect("TUN GSO oracle setup");
+    let cases: Vec<(&str, Flow, usize, u16, TcpFlags)> = vec![
+        ("tcp4", tcp_flow(false, 0), 20 * MSS, MSS as u16, TcpFlags::PSH),
+        ("tcp4 CWR|PSH|FIN", tcp_flow(false, 1), 5 * MSS, MSS as u16, TcpFlags::CWR | TcpFlags::PSH | TcpFlags::FIN),
+        ("tcp6", tcp_flow(true, 2), 10 * 1428 + 100, 1428, TcpFlags::PSH),
+        ("uso4", Flow::new(FlowSpec::new(Transport::Udp, false, 3)), 20 * 1400 + 7, 1400, TcpFlags::empty()),
+        ("uso6", Flow::new(FlowSpec::new(Transport::Udp, true, 4)), 20 * 1400 + 7, 1400, TcpFlags::empty()),
+        ("csum only", tcp_flow(false, 5), 1000, MSS as u16, TcpFlags::PSH),
+    ];
+    for (name, mut flow, payload, gso, flags) in cases {
+        let (hdr, frame) = superpacket(&mut flow, payload, gso, flags);
+        let k_eth = eth.segment_detailed(&hdr, &frame).unwrap();
+        // The same header with offsets from the IP header (NEEDS_CSUM is set on all of these).
+        let ip_hdr = VirtioNetHdr { csum_start: hdr.csum_start - 14, hdr_len: hdr.hdr_len.saturating_sub(14), ..hdr };
+        let k_ip = ip.segment_detailed(&ip_hdr, &frame[14..]).unwrap();
+        eprintln!(
+            "GSO raw IP {name}: {} segments {:?}, hdr[0] {:?}, pkttype {:?}",
+            k_ip.len(),
+            k_ip.iter().map(|d| d.frame.len()).collect::<Vec<_>>(),
+            k_ip[0].hdr,
+            k_ip[0].pkttype
+        );
+        assert_eq!(k_ip.len(), k_eth.len(), "{name}: segment count");
+        for (i, (a, b)) in k_eth.iter().zip(&k_ip).enumerate() {
+            assert_eq!(a.frame[14..], b.frame[..], "{name}: segment {i} bytes");
+            assert_eq!(shifted(&a.hdr), without_hdr_len(&b.hdr), "{name}: segment {i} header");
+            validate_ip(&b.hdr, &b.frame);
+        }
+    }
+    // A header the kernel refuses is refused on the TUN too.
+    let (mut hdr, frame) = superpacket(&mut tcp_flow(false, 9), 4 * MSS, MSS as u16, TcpFlags::empty());
+    hdr.csum_offset = 6;
+    hdr.csum_start -= 14;
+    hdr.hdr_len -= 14;
+    let err = ip.segment(&hdr, &frame[14..]).unwrap_err();
+    eprintln!("raw IP refused: {err}");
+    assert!(err.to_string().contains("sendmsg"), "{err}");
+    eprintln!("stats: eth {:?} ip {:?}", eth.stats(), ip.stats());
+}
+
+/// `IFF_NAPI_FRAGS` is for TAPs only: the TUN oracle cannot be opened so.
+#[test]
+fn gro_raw_ip_napi_frags_is_refused() {
+    if !require_privileges() {
+        return;
+    }
+    let cfg = GroOracleConfig { medium: Medium::Ip, napi_frags: true, ..GroOracleConfig::default() };
+    let err = GroOracle::with_config(cfg).unwrap_err();
+    eprintln!("TUN with IFF_NAPI_FRAGS: {err}");
+    assert!(err.to_string().contains("TUNSETIFF"), "{err}");
 }

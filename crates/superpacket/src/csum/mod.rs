@@ -256,6 +256,22 @@ pub fn update_partial_bytes(partial_sum: u16, old: &[u8], new: &[u8]) -> u16 {
 ///
 /// Returns `None` (and leaves the frame untouched) if the field does not fit
 /// inside the frame.
+///
+/// ```
+/// use superpacket::csum::complete_partial;
+/// use superpacket::packet::ChecksumState;
+/// use superpacket::traffic::{Flow, FlowSpec, Transport};
+/// use superpacket::wire::TcpFlags;
+///
+/// let flow = Flow::new(FlowSpec::new(Transport::Udp, false, 0));
+/// // CHECKSUM_PARTIAL, as a TAP or TUN hands it over: the field holds the pseudo-header sum.
+/// let partial = flow.clone().superpacket(100, 1448, TcpFlags::empty()).unwrap();
+/// let ChecksumState::Partial { start, offset } = partial.meta.csum else { unreachable!() };
+/// let mut frame = partial.to_vec();
+/// let check = complete_partial(&mut frame, start.into(), offset.into(), true).unwrap();
+/// assert_eq!(frame, flow.clone().frame(100, TcpFlags::empty()).unwrap()); // as if sent complete
+/// assert_eq!(frame[40..42], check.to_be_bytes()); // the UDP checksum field (14 + 20 + 6)
+/// ```
 pub fn complete_partial(frame: &mut [u8], start: usize, offset: usize, zero_as_ffff: bool) -> Option<u16> {
     let field = start.checked_add(offset)?;
     if field.checked_add(2)? > frame.len() {

@@ -15,6 +15,26 @@
 //! [`VirtioNetHdr::to_meta`]), it refuses at import what the kernel would
 //! refuse later, at segmentation time, so that a bad superpacket never
 //! travels through the device stack.
+//!
+//! A TSO superpacket through a TUN (`IFF_TUN | IFF_NO_PI | IFF_VNET_HDR`),
+//! whose offsets count from the IP header:
+//!
+//! ```
+//! use superpacket::packet::virtio::{GSO_TCPV4, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
+//! use superpacket::traffic::{Flow, FlowSpec, Transport};
+//! use superpacket::wire::{Medium, TcpFlags};
+//!
+//! let sp = Flow::new(FlowSpec::new(Transport::Tcp, false, 0)).superpacket(4000, 1448, TcpFlags::empty()).unwrap();
+//! let (ip, meta) = (&sp.linear()[14..], sp.meta.shifted(-14).unwrap()); // raw IP, as a TUN has it
+//! let hdr = VirtioNetHdr::from_meta_as(&meta, ip, Medium::Ip, false).unwrap(); // export (TUN write)
+//! assert_eq!((hdr.gso_type, hdr.gso_size, hdr.csum_start, hdr.hdr_len), (GSO_TCPV4, 1448, 20, 52));
+//! let mut bytes = [0u8; 10];
+//! hdr.emit(&mut bytes, HdrLayout::Basic, HdrByteOrder::Native).unwrap();
+//! // Import (TUN read): parsed, then validated against the packet.
+//! let read = VirtioNetHdr::parse(&bytes, HdrLayout::Basic, HdrByteOrder::Native).unwrap();
+//! let imported = read.to_meta(ip, &ImportOptions { medium: Medium::Ip, ..Default::default() }).unwrap();
+//! assert_eq!((imported.gso_size, imported.gso_segs, imported.csum), (1448, 3, meta.csum));
+//! ```
 
 use super::meta::{ChecksumState, GsoProtocol, GsoType, OffloadMeta};
 pub use crate::wire::Medium;

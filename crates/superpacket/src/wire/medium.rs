@@ -14,6 +14,18 @@ use super::ethernet::{ETHERNET_HEADER_LEN, EtherType};
 use super::headers::FrameHeaders;
 
 /// The framing of the packets an offload instance or a port handles.
+///
+/// ```
+/// use superpacket::traffic::{Flow, FlowSpec, Transport};
+/// use superpacket::wire::{L4Kind, Medium, TcpFlags};
+///
+/// let frame = Flow::new(FlowSpec::new(Transport::Udp, false, 0)).frame(100, TcpFlags::empty()).unwrap();
+/// let eth = Medium::Ethernet.parse(&frame).unwrap(); // from a TAP
+/// let ip = Medium::Ip.parse(&frame[14..]).unwrap(); // the same packet from a TUN
+/// assert_eq!((eth.l4_offset, ip.l4_offset), (34, 20)); // offsets count from the first byte
+/// assert_eq!((ip.l4, ip.payload_len), (L4Kind::Udp, 100));
+/// assert_eq!(Medium::Ip.link_header_len() + 14, Medium::Ethernet.link_header_len());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize))]
 #[cfg_attr(feature = "serde", serde(rename_all = "kebab-case"))]

@@ -372,6 +372,26 @@ fn fi(f: Family) -> usize {
 }
 
 /// IPv4/IPv6 reassembler (see the [module documentation](super)).
+///
+/// ```
+/// use superpacket::offload::frag::{Reassembler, ReasmConfig, Scope, Verdict, build_fragment};
+/// use superpacket::packet::Packet;
+/// use superpacket::traffic::{Flow, FlowSpec, Transport};
+/// use superpacket::wire::TcpFlags;
+///
+/// let datagram = Flow::new(FlowSpec::new(Transport::Udp, false, 0)).frame(3000, TcpFlags::empty()).unwrap();
+/// let mut reasm = Reassembler::new(ReasmConfig::default());
+/// let mut done = None;
+/// // Three fragments of the 3008 bytes after the IPv4 header, the last one first.
+/// for (offset, len, more) in [(2960, 48, false), (0, 1480, true), (1480, 1480, true)] {
+///     let frag = build_fragment(&datagram, offset, len, more, 0).unwrap();
+///     if let Verdict::Complete(r) = reasm.push(Packet::from_frame(&frag), Scope::default()).unwrap() {
+///         done = Some(r);
+///     }
+/// }
+/// let r = done.expect("complete after the third fragment");
+/// assert_eq!((r.info.fragments, r.packet.to_vec()), (3, datagram));
+/// ```
 pub struct Reassembler<C: Clock = MonotonicClock> {
     cfg: ReasmConfig,
     clock: C,

@@ -224,6 +224,23 @@ impl GroConfig {
     }
 
     /// This configuration for packets of `medium` (raw IP for a TUN device).
+    ///
+    /// ```
+    /// use superpacket::offload::gro::{Gro, GroConfig};
+    /// use superpacket::traffic::{Flow, FlowSpec, Transport};
+    /// use superpacket::wire::{Medium, TcpFlags};
+    ///
+    /// let mut gro = Gro::new(GroConfig::default().with_medium(Medium::Ip));
+    /// let mut flow = Flow::new(FlowSpec::new(Transport::Tcp, true, 0)); // TCP over IPv6
+    /// for _ in 0..3 {
+    ///     let frame = flow.frame(1000, TcpFlags::empty()).unwrap();
+    ///     gro.receive_frame(&frame[14..]); // a TUN packet: the frame without its Ethernet header
+    /// }
+    /// gro.flush();
+    /// let sp = gro.drain_delivered().next().unwrap();
+    /// assert_eq!((sp.meta.gso_segs, sp.meta.gso_size), (3, 1000));
+    /// assert_eq!(sp.total_len(), 40 + 32 + 3000); // IPv6, TCP with timestamps, payload
+    /// ```
     pub const fn with_medium(mut self, medium: Medium) -> GroConfig {
         self.medium = medium;
         self
