@@ -88,7 +88,7 @@
 //! Features come from what the kernel accepted:
 //!
 //! - TAP: `TUNSETOFFLOAD` of [`TAP_OFFLOADS`] through
-//!   [`TapDevice::negotiate_offload`]; CSUM gives HW_CSUM, TSO4 TSO, TSO6
+//!   [`crate::io::tuntap::TunTapDevice::negotiate_offload`]; CSUM gives HW_CSUM, TSO4 TSO, TSO6
 //!   TSO6, TSO_ECN TSO_ECN, USO4+USO6 GSO_UDP_L4. The flags set which
 //!   superpackets the kernel hands this port undivided on receive (the TAP's
 //!   own netdev features, offload-rules 4.4); the kernel generation that
@@ -100,7 +100,7 @@
 //!   validates the header (`virtio_net_hdr_to_skb`) and segments in software
 //!   when the interface lacks the offload (veth with `tso off`), or passes
 //!   the GSO skb on (offload-rules 4.5; what the kernel did is recorded in
-//!   [`crate::io::oracle`]).
+//!   the `superpacket-lab` crate's `oracle`).
 //!
 //! Both accept frag lists (their chunks are written in order) and any VLAN
 //! depth ([`FeaturesCheck::Any`]): the kernel applies its own
@@ -142,6 +142,7 @@ use superpacket::wire::Medium;
 
 /// Most frames per batched system call on AF_PACKET ports.
 pub const MAX_BATCH: usize = 1024;
+
 /// Bytes of a lent ring frame copied into the packet's linear area (see
 /// `IoPortDriver::import`): more than the longest header stack the device
 /// graph edits in place (Ethernet, two VLAN tags, IPv4 with options, TCP

@@ -23,7 +23,7 @@
 //!   written with a virtio_net_hdr built from its metadata. What the kernel
 //!   accepted with `TUNSETOFFLOAD` (`offloads`, as for a TAP: `csum`,
 //!   `tso4`, `tso6`, `tso-ecn`, `uso`) decides the port's features
-//!   ([`tap_features`]).
+//!   ([`super::port_io::tap_features`]).
 //! - **ARP and neighbour discovery**: every ARP request and IPv6 neighbour
 //!   solicitation the graph sends out of the port is answered by the driver
 //!   itself, from [`PEER_MAC`] (on a point-to-point link every neighbour is

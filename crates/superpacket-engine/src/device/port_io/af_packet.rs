@@ -134,7 +134,7 @@ impl IoPortDriver<PacketSocket> {
     /// packets only, VLAN tags reported (`PACKET_AUXDATA`), **one system
     /// call per frame** (batch 1: every transmitted frame is written at
     /// once, for callers without an event loop that would call
-    /// [`PortDriver::flush`]). The interface's link state is left as it is.
+    /// [`crate::device::PortDriver::flush`]). The interface's link state is left as it is.
     ///
     /// # Errors
     /// No such interface, or the socket calls failing (needs CAP_NET_RAW).
@@ -145,7 +145,7 @@ impl IoPortDriver<PacketSocket> {
     /// [`PacketSocketDriver::open`] with `opts` (qdisc bypass, fanout, batch
     /// size, RX ring; the defaults batch 32 frames per call and receive from
     /// an RX ring, see the module documentation). The driver keeps a handle
-    /// on `netns` and the options, to [`PortDriver::reopen`].
+    /// on `netns` and the options, to [`crate::device::PortDriver::reopen`].
     ///
     /// # Errors
     /// As [`PacketSocketDriver::open`], plus the RX ring setup failing.

@@ -990,9 +990,7 @@ fn table() {
     let untagged = VARIANTS.iter().filter(|v| v.tags.is_empty()).count();
     let expected_raw: usize = all
         .iter()
-        .map(|c| {
-            VARIANTS.iter().filter(|v| v.tags.is_empty() && !(c.v4_only && v.v6) && (!c.v6_only || v.v6)).count()
-        })
+        .map(|c| VARIANTS.iter().filter(|v| v.tags.is_empty() && !(c.v4_only && v.v6) && (!c.v6_only || v.v6)).count())
         .sum();
     assert!(untagged == 2 && ran_raw == expected_raw && ran_raw > 100, "ran {ran_raw} raw IP variants");
 }
