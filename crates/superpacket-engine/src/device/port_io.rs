@@ -87,7 +87,7 @@
 //!
 //! Features come from what the kernel accepted:
 //!
-//! - TAP: `TUNSETOFFLOAD` of [`TAP_OFFLOADS`] through
+//! - TAP and TUN: `TUNSETOFFLOAD` of [`TAP_OFFLOADS`] through
 //!   [`crate::io::tuntap::TunTapDevice::negotiate_offload`]; CSUM gives HW_CSUM, TSO4 TSO, TSO6
 //!   TSO6, TSO_ECN TSO_ECN, USO4+USO6 GSO_UDP_L4. The flags set which
 //!   superpackets the kernel hands this port undivided on receive (the TAP's
