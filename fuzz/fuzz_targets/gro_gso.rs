@@ -142,7 +142,7 @@ fuzz_target!(|input: Input| {
     let mut segs_out = 0u64;
     let mut bytes = Vec::new();
     for p in &out {
-        let meta = capture_bytes(p, &mut bytes);
+        let meta = capture_bytes(p, g.config().medium, &mut bytes);
         segs_out += if meta.is_gso() { u64::from(meta.gso_segs) } else { 1 };
         let valid = is_valid(&bytes, &meta);
         if !valid {

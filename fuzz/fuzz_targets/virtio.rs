@@ -56,6 +56,7 @@ fuzz_target!(|input: Input| {
     let opts = ImportOptions {
         udp_max_segments: if input.legacy_udp_segs { 64 } else { 128 },
         trust_data_valid: input.trust_data_valid,
+        ..ImportOptions::default()
     };
     let Ok(meta) = hdr.to_meta(&frame, &opts) else { return };
     assert_eq!(meta.gso_type.is_empty(), meta.gso_size == 0, "{meta:?}");

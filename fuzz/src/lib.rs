@@ -281,7 +281,7 @@ pub fn segment_checked(
             // A passed-through frag-list packet is one frame made of several
             // (the target sends them as they are): check it as a capture records it.
             let (data, meta) = if f.kind == OutKind::PassThrough {
-                let meta = capture_bytes(pkt, &mut flat);
+                let meta = capture_bytes(pkt, caps.medium, &mut flat);
                 (&flat[..], meta)
             } else {
                 (&f.data[..], f.meta)
