@@ -347,6 +347,17 @@ impl Flow {
     }
 }
 
+/// The raw IP packet an untagged IPv4 or IPv6 Ethernet frame carries (what
+/// a TUN would hand over for it): the frame without its 14-byte header.
+/// `None` for a VLAN-tagged or non-IP frame, or one with nothing after the
+/// header. For deriving raw-IP test cases from Ethernet ones.
+pub fn raw_ip_packet(frame: &[u8]) -> Option<&[u8]> {
+    match frame.get(12..) {
+        Some([0x08, 0x00, _, ..] | [0x86, 0xDD, _, ..]) => Some(&frame[14..]),
+        _ => None,
+    }
+}
+
 /// Inserts an 8-byte Destination Options header (PadN) after the IPv6 header
 /// at `l3` of a frame or superpacket (`l3` = 0 for a raw IP packet), keeping
 /// its metadata valid: the payload length grows by 8 and a partial checksum's

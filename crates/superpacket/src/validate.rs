@@ -99,15 +99,12 @@ fn push(out: &mut Vec<Problem>, kind: ProblemKind, detail: String) {
     out.push(Problem { kind, detail });
 }
 
-/// Parses a frame's headers as the link layer says.
+/// Parses a frame's headers as the link layer says ([`Medium::parse`]).
 ///
 /// # Errors
 /// As [`FrameHeaders::parse`].
 pub fn parse_headers(frame: &[u8], link: Medium) -> Result<FrameHeaders, WireError> {
-    match link {
-        Medium::Ethernet => FrameHeaders::parse(frame),
-        Medium::Ip => FrameHeaders::parse_ip(frame),
-    }
+    link.parse(frame)
 }
 
 /// Recomputes the checksums of an Ethernet frame in place: the IPv4 header

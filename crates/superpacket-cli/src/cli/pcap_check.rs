@@ -49,7 +49,7 @@ struct CheckReport {
 pub fn run(args: &CheckArgs) -> Result<u8, CliError> {
     let mut reader = CaptureReader::open(&args.file).map_err(|e| CliError::context(args.file.display(), e))?;
     if reader.format() != CaptureFormat::PcapNg
-        && let Some(link) = reader.link_type().filter(|l| pcap_media::medium_of(*l).is_none())
+        && let Some(link) = reader.link_type().filter(|l| l.medium().is_none())
     {
         return Err(pcap_media::unsupported("pcap check", &args.file, link, None));
     }
@@ -70,7 +70,7 @@ pub fn run(args: &CheckArgs) -> Result<u8, CliError> {
                 break;
             }
         };
-        let Some(link) = pcap_media::medium_of(frame.link_type) else {
+        let Some(link) = frame.link_type.medium() else {
             let at = Some((frame.index, frame.interface_id));
             report.error = Some(pcap_media::unsupported_message("pcap check", frame.link_type, at));
             break;
@@ -96,7 +96,7 @@ pub fn run(args: &CheckArgs) -> Result<u8, CliError> {
     // A pcapng without frames is refused like the others when its first interface is.
     if report.packets == 0
         && report.error.is_none()
-        && let Some(link) = reader.link_type().filter(|l| pcap_media::medium_of(*l).is_none())
+        && let Some(link) = reader.link_type().filter(|l| l.medium().is_none())
     {
         report.error = Some(pcap_media::unsupported_message("pcap check", link, None));
     }

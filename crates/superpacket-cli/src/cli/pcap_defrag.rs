@@ -19,7 +19,7 @@
 //! incomplete at the end of the capture or frames were of the wrong IP
 //! version, 2 on usage or I/O errors.
 
-use super::pcap_media::{FrameMedium, MediumGate, output_link_type};
+use super::pcap_media::{FrameMedium, MediumGate};
 use super::{CliError, EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::Args;
 use serde::Serialize;
@@ -28,7 +28,7 @@ use superpacket::offload::frag::{
     DropReason, Family, ManualClock, ReasmConfig, ReasmCounters, Reassembler, Scope, Verdict, flatten,
 };
 use superpacket::packet::Packet;
-use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, WriterOptions};
+use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, LinkType, WriterOptions};
 use superpacket::validate::{self, Medium};
 use superpacket::wire::VlanStack;
 
@@ -89,7 +89,7 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
     let mut now = 0u64;
     let open = |medium: Medium| {
         let opts = WriterOptions { strip_annotations: true, ..WriterOptions::default() };
-        CaptureWriter::create_with_options(&args.output, format, output_link_type(medium), opts)
+        CaptureWriter::create_with_options(&args.output, format, LinkType::for_medium(medium), opts)
             .map_err(|e| CliError::context(args.output.display(), e))
     };
     loop {

@@ -21,7 +21,7 @@
 //! type is refused (exit 2); a frame of linktype 228/229 not of that IP
 //! version is dropped and counted (exit 1).
 
-use super::pcap_media::{FrameMedium, MediumGate, output_link_type};
+use super::pcap_media::{FrameMedium, MediumGate};
 use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -30,7 +30,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use superpacket::offload::gro::{self, CwrRule, FixedIdRule, Gro, GroConfig, GroCounters, UdpGroMode};
 use superpacket::packet::Packet;
-use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, PcapError};
+use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError};
 use superpacket::wire::Medium;
 
 /// UDP GRO mode on the command line.
@@ -160,7 +160,7 @@ pub fn run(args: &GroArgs) -> Result<u8, CliError> {
     let mut gate = MediumGate::new("pcap gro", &args.input, &reader)?;
     // The engine and the output, made once the medium is known.
     let start = |medium: Medium| -> Result<(Gro, Output), CliError> {
-        let writer = CaptureWriter::create(&args.output, CaptureFormat::PcapNg, output_link_type(medium))
+        let writer = CaptureWriter::create(&args.output, CaptureFormat::PcapNg, LinkType::for_medium(medium))
             .map_err(|e| CliError::context(args.output.display(), e))?;
         Ok((Gro::new(args.config().with_medium(medium)), Output { writer, buf: Vec::new() }))
     };

@@ -16,7 +16,7 @@
 //! other link type is refused (exit 2); a frame of linktype 228/229 not of
 //! that IP version is dropped and counted (exit 1).
 
-use super::pcap_media::{FrameMedium, MediumGate, output_link_type};
+use super::pcap_media::{FrameMedium, MediumGate};
 use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::Args;
 use serde::Serialize;
@@ -25,7 +25,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use superpacket::offload::gso::{GsoCounters, SegmentSink, Segmenter, SgFrame, TargetCaps};
 use superpacket::packet::{GsoType, OffloadMeta, Packet};
-use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, PcapError};
+use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError};
 use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, Medium};
 
 /// Arguments of `pcap gso`.
@@ -68,7 +68,7 @@ pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
     let mut gate = MediumGate::new("pcap gso", &args.input, &reader)?;
     let format = reader.format();
     let open = |medium: Medium| -> Result<PcapSink, CliError> {
-        let writer = CaptureWriter::create(&args.output, format, output_link_type(medium))
+        let writer = CaptureWriter::create(&args.output, format, LinkType::for_medium(medium))
             .map_err(|e| CliError::context(args.output.display(), e))?;
         Ok(PcapSink { writer, timestamp_ns: 0, buf: Vec::new(), error: None })
     };

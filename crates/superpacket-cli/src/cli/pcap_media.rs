@@ -20,23 +20,6 @@ use superpacket::wire::Medium;
 /// What the message of a refused link type says the commands read.
 pub const SUPPORTED: &str = "Ethernet (1) and raw IP (101, 228, 229) captures";
 
-/// The medium of a link type the pcap commands read.
-pub fn medium_of(link: LinkType) -> Option<Medium> {
-    match link {
-        LinkType::ETHERNET => Some(Medium::Ethernet),
-        LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(Medium::Ip),
-        _ => None,
-    }
-}
-
-/// The link type output of `medium` is written with: 1 or 101.
-pub fn output_link_type(medium: Medium) -> LinkType {
-    match medium {
-        Medium::Ethernet => LinkType::ETHERNET,
-        Medium::Ip => LinkType::RAW,
-    }
-}
-
 /// The `LINKTYPE_*` name of common link types (without the prefix).
 fn registry_name(link: LinkType) -> Option<&'static str> {
     const USER: [&str; 16] = [
@@ -164,7 +147,7 @@ impl MediumGate {
     }
 
     fn link(&mut self, link: LinkType, at: Option<(u64, u32)>) -> Result<Medium, CliError> {
-        let Some(medium) = medium_of(link) else {
+        let Some(medium) = link.medium() else {
             return Err(unsupported(self.command, Path::new(&self.input), link, at));
         };
         match self.first {
@@ -238,9 +221,9 @@ mod tests {
         assert_eq!(describe(LinkType(147)), "147 (USER0)");
         assert_eq!(describe(LinkType(162)), "162 (USER15)");
         assert_eq!(describe(LinkType(4000)), "4000");
-        assert_eq!(medium_of(LinkType(228)), Some(Medium::Ip));
-        assert_eq!(medium_of(LinkType(113)), None);
-        assert_eq!(output_link_type(Medium::Ip), LinkType::RAW);
+        assert_eq!(LinkType(228).medium(), Some(Medium::Ip));
+        assert_eq!(LinkType(113).medium(), None);
+        assert_eq!(LinkType::for_medium(Medium::Ip), LinkType::RAW);
         assert!(wrong_ip_version(LinkType::IPV4, &[0x45]).is_none());
         assert!(wrong_ip_version(LinkType::IPV4, &[0x60]).is_some());
         assert!(wrong_ip_version(LinkType::IPV6, &[]).is_some());

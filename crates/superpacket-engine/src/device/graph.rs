@@ -168,6 +168,9 @@ pub struct Device {
     pub feat: DeviceFeatures,
     /// The per-packet `features_check` hook (6.2 step 5).
     pub check: FeaturesCheck,
+    /// What a port's driver reads and writes ([`PortDriver::medium`], taken
+    /// once when the port is added); Ethernet for every other device.
+    pub medium: Medium,
     /// MAC address.
     pub mac: MacAddr,
     /// L3 MTU.
@@ -380,15 +383,16 @@ impl Graph {
         let id = DeviceId(self.devices.len());
         let mac = MacAddr([0x02, 0x53, 0x50, 0, (id.0 >> 8) as u8, self.next_mac]);
         self.next_mac = self.next_mac.wrapping_add(1);
-        let check = match &kind {
-            DeviceKind::Port(d) => d.features_check(),
-            _ => FeaturesCheck::Any,
+        let (check, medium) = match &kind {
+            DeviceKind::Port(d) => (d.features_check(), d.medium()),
+            _ => (FeaturesCheck::Any, Medium::Ethernet),
         };
         self.devices.push(Device {
             name: name.to_string(),
             kind,
             feat,
             check,
+            medium,
             mac,
             mtu: DEFAULT_MTU,
             carrier: true,
@@ -800,7 +804,7 @@ impl Graph {
             d.counters.drop("exceeds-mtu");
             return;
         }
-        let medium = driver.medium();
+        let medium = d.medium;
         let (pkt, len) = match medium {
             Medium::Ethernet => (pkt, len),
             Medium::Ip => match driver.link_output(pkt) {
@@ -1004,7 +1008,7 @@ impl Graph {
     fn receive_one(&mut self, port: DeviceId, pkt: Packet) {
         let d = &mut self.devices[port.0];
         let pkt = match &mut d.kind {
-            DeviceKind::Port(driver) if driver.medium() == Medium::Ip => match driver.link_input(pkt, d.mac) {
+            DeviceKind::Port(driver) if d.medium == Medium::Ip => match driver.link_input(pkt, d.mac) {
                 Ok(p) => p,
                 Err(reason) => {
                     d.counters.drop(reason);

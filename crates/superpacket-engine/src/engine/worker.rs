@@ -9,7 +9,6 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use superpacket::offload::gro::{Gro, GroConfig};
-use superpacket::wire::Medium;
 
 /// Epoll token of the stop eventfd (port tokens are their slot index).
 const STOP_TOKEN: u64 = u64::MAX;
@@ -121,8 +120,7 @@ impl Worker {
                 epoll.add(fd, ports.len() as u64)?;
             }
             // GRO sees what the driver reads: raw IP packets on a TUN port.
-            let medium = graph.port_driver_mut(id).map_or(Medium::Ethernet, |d| d.medium());
-            let gro = gro_ports.contains(&name).then(|| Gro::new(cfg.gro.with_medium(medium)));
+            let gro = gro_ports.contains(&name).then(|| Gro::new(cfg.gro.with_medium(graph.device(id).medium)));
             ports.push(PortSlot { id, name, fd, gro, pending: true, gone: false, next_reopen: Instant::now() });
         }
         let now = Instant::now();

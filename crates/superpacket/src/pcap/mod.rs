@@ -74,6 +74,7 @@ mod writer;
 #[cfg(test)]
 mod tests;
 
+use crate::wire::Medium;
 use std::fmt;
 
 pub use annotation::{AnnotationError, FrameAnnotation, GsoAnnotation, GsoKind};
@@ -144,6 +145,25 @@ impl LinkType {
     pub const IPV4: LinkType = LinkType(228);
     /// `LINKTYPE_IPV6`: raw IPv6.
     pub const IPV6: LinkType = LinkType(229);
+
+    /// The medium of this link type's packets, if superpacket reads it:
+    /// Ethernet (1), or raw IP (101, and 228/229 for one IP version each).
+    pub fn medium(self) -> Option<Medium> {
+        match self {
+            LinkType::ETHERNET => Some(Medium::Ethernet),
+            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => Some(Medium::Ip),
+            _ => None,
+        }
+    }
+
+    /// The link type packets of `medium` are written with: Ethernet (1) or
+    /// raw IP (101).
+    pub fn for_medium(medium: Medium) -> LinkType {
+        match medium {
+            Medium::Ethernet => LinkType::ETHERNET,
+            Medium::Ip => LinkType::RAW,
+        }
+    }
 
     /// Short lowercase name of well-known link types, if this is one.
     pub fn name(self) -> Option<&'static str> {

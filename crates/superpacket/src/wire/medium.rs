@@ -74,6 +74,7 @@ impl Medium {
     ///
     /// # Errors
     /// An empty packet, or a version that is neither 4 nor 6.
+    #[inline]
     pub fn ip_ethertype(packet: &[u8]) -> Result<EtherType> {
         match packet.first().map(|b| b >> 4) {
             Some(4) => Ok(EtherType::IPV4),

@@ -599,10 +599,9 @@ impl<C: Clock> Reassembler<C> {
                 }
             }
         } else {
-            match frame.first().map(|b| b >> 4) {
-                Some(4) => (0, EtherType::IPV4),
-                Some(6) => (0, EtherType::IPV6),
-                _ => return Ok(false),
+            match Medium::ip_ethertype(frame) {
+                Ok(et) => (0, et),
+                Err(_) => return Ok(false),
             }
         };
         match ethertype {

@@ -8,7 +8,7 @@
 //! every other offset means the same on both media.
 
 use crate::wire::field::be16;
-use crate::wire::{L3Kind, L4Kind, Medium};
+use crate::wire::{EtherType, L3Kind, L4Kind, Medium};
 
 /// Offsets and kinds GRO needs (all offsets from the start of the frame).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,11 +98,7 @@ impl GroHeaders {
         if frame.len() < 20 {
             return None;
         }
-        let et = match frame[0] >> 4 {
-            4 => 0x0800,
-            6 => 0x86DD,
-            _ => return None,
-        };
+        let EtherType(et) = Medium::ip_ethertype(frame).ok()?;
         Self::fast_l3(frame, 0, et, 0)
     }
 

@@ -93,15 +93,11 @@ fn run_once(pkt: &Packet, caps: &TargetCaps) -> (Result<GsoOutcome, GsoError>, V
 /// frag lists decide the output's shape, and a linear copy would change it),
 /// or when a partial checksum starts inside the Ethernet header.
 pub(super) fn raw_ip_twin(pkt: &Packet) -> Option<Packet> {
-    let bytes = pkt.to_vec();
-    if !pkt.frag_list().is_empty()
-        || !pkt.segments().is_empty()
-        || bytes.len() < 15
-        || !matches!(bytes[12..14], [0x08, 0x00] | [0x86, 0xDD])
-    {
+    if !pkt.frag_list().is_empty() || !pkt.segments().is_empty() {
         return None;
     }
-    let mut raw = Packet::from_frame(&bytes[14..]);
+    let bytes = pkt.to_vec();
+    let mut raw = Packet::from_frame(crate::traffic::raw_ip_packet(&bytes)?);
     raw.meta = pkt.meta.shifted(-14)?;
     Some(raw)
 }

@@ -192,8 +192,8 @@ fn bogus_headers_are_refused() {
             }
         };
         // Every case on an IP frame is refused for the same reason as raw IP.
-        if frame.len() > 14 && matches!(frame[12..14], [0x08, 0x00] | [0x86, 0xDD]) {
-            match raw_ip_twin(&hdr).to_meta(&frame[14..], &RAW_IP) {
+        if let Some(raw) = crate::traffic::raw_ip_packet(&frame) {
+            match raw_ip_twin(&hdr).to_meta(raw, &RAW_IP) {
                 Ok(meta) => panic!("{name} raw IP: accepted as {meta:?}"),
                 Err(e) => assert_eq!(e.reason(), reason, "{name} raw IP: {e}"),
             }
