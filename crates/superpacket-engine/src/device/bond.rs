@@ -5,7 +5,12 @@
 //! of usable slaves does not change (per-flow order).
 
 use super::DeviceId;
+use super::features::{DeviceFeatures, NetdevFeatures, StackMode, compute_master_features};
+use super::graph::Device;
+use super::netdev::{Cx, NetDevice, Verdict};
 use serde::{Deserialize, Serialize};
+use std::any::Any;
+use superpacket::packet::Packet;
 
 /// Bonding mode.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -117,4 +122,146 @@ pub fn hash(policy: HashPolicy, frame: &[u8]) -> u32 {
         HashPolicy::Layer2 => hash_layer2(frame),
         HashPolicy::Layer34 => hash_layer34(frame),
     }
+}
+
+/// Lowers of `me` whose carrier is up, in enslavement order.
+pub(crate) fn usable_lowers<'a>(me: DeviceId, devices: &'a [Device]) -> impl Iterator<Item = DeviceId> + 'a {
+    devices[me.0].lowers.iter().copied().filter(|l| devices[l.0].carrier)
+}
+
+/// The `n`th usable lower of `me` modulo their number (`None` if none).
+pub(crate) fn nth_usable(me: DeviceId, devices: &[Device], n: usize) -> Option<DeviceId> {
+    let usable = usable_lowers(me, devices).count();
+    if usable == 0 {
+        return None;
+    }
+    usable_lowers(me, devices).nth(n % usable)
+}
+
+/// Active-backup selection for a bond or team `me` (Linux's
+/// `bond_select_active_slave`): keeps the active slave while its carrier is
+/// up and no usable `primary` differs from it, else takes `primary` or the
+/// first usable slave; a change from one slave to another is a failover.
+pub(crate) fn reselect_active(
+    me: DeviceId,
+    devices: &[Device],
+    active: &mut Option<DeviceId>,
+    failovers: &mut u64,
+    primary: Option<DeviceId>,
+) {
+    let mine = |d: DeviceId| devices[d.0].carrier && devices[d.0].master == Some(me);
+    let primary = primary.filter(|p| mine(*p));
+    let keep = active.is_some_and(mine);
+    if keep && (primary.is_none() || primary == *active) {
+        return;
+    }
+    let next = primary.or_else(|| usable_lowers(me, devices).next());
+    if active.is_some() && next.is_some() && *active != next {
+        *failovers += 1;
+    }
+    *active = next;
+}
+
+/// What a bond or team does with a frame slave `from` received: an
+/// inactive slave's frames are dropped (counted on the slave, as Linux
+/// counts them on the device that received them), others climb to the master.
+pub(crate) fn receive_on_slave(
+    active_backup: Option<Option<DeviceId>>,
+    from: DeviceId,
+    pkt: Packet,
+    len: usize,
+) -> Verdict {
+    match active_backup {
+        Some(active) if active != Some(from) => Verdict::Dropped { on: from, reason: "inactive-slave" },
+        _ => Verdict::Up(pkt, len),
+    }
+}
+
+/// A bond's or team's features (6.5): the common set over its slaves, VLAN
+/// insertion always on for a bond.
+pub(crate) fn master_features(
+    own: &DeviceFeatures,
+    lowers: &[DeviceFeatures],
+    mode: StackMode,
+    always: NetdevFeatures,
+) -> DeviceFeatures {
+    let mut f = compute_master_features(own.wanted, lowers, mode);
+    f.hw_features = own.hw_features;
+    f.wanted = own.wanted;
+    f.features = f.features | always;
+    f
+}
+
+/// Sends `pkt` to `slave`, or drops it as `no-slave`.
+pub(crate) fn to_slave(cx: &mut Cx<'_>, slave: Option<DeviceId>, pkt: Packet, len: usize) -> Verdict {
+    match slave {
+        Some(s) => {
+            cx.transmit(s, pkt, len);
+            Verdict::Forwarded
+        }
+        None => cx.drop("no-slave"),
+    }
+}
+
+impl NetDevice for Bond {
+    fn kind(&self) -> &'static str {
+        "bond"
+    }
+
+    /// Active-backup: the active slave; balance-xor: the slave the hash
+    /// picks among the usable ones (a flow stays on one slave while the set
+    /// does not change).
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+        let slave = match self.mode {
+            BondMode::ActiveBackup => self.active,
+            BondMode::BalanceXor => {
+                let h = hash(self.hash, pkt.linear()) as usize;
+                nth_usable(cx.me(), cx.devices, h)
+            }
+        };
+        to_slave(cx, slave, pkt, len)
+    }
+
+    fn receive(&mut self, _cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+        receive_on_slave((self.mode == BondMode::ActiveBackup).then_some(self.active), from, pkt, len)
+    }
+
+    fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {
+        Some(master_wanted(mode))
+    }
+
+    fn compute_features(&self, own: &DeviceFeatures, lowers: &[DeviceFeatures], mode: StackMode) -> DeviceFeatures {
+        master_features(own, lowers, mode, NetdevFeatures::VLAN_TX)
+    }
+
+    fn is_master(&self) -> bool {
+        true
+    }
+
+    fn lowers_changed(&mut self, me: DeviceId, devices: &[Device]) {
+        reselect_active(me, devices, &mut self.active, &mut self.failovers, self.primary);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Requested features of a new bond or team (6.5: BOND_VLAN_FEATURES +
+/// VLAN insertion + the soft features).
+pub fn master_wanted(mode: StackMode) -> NetdevFeatures {
+    type F = NetdevFeatures;
+    F::HW_CSUM
+        | F::SG
+        | F::FRAGLIST
+        | F::gso_software(mode)
+        | F::GSO_ENCAP_ALL
+        | F::HIGHDMA
+        | F::SOFT_FEATURES
+        | F::VLAN_TX
+        | F::LLTX
 }

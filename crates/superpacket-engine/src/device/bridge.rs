@@ -5,8 +5,14 @@
 //! ([`super::features::compute_master_features`]).
 
 use super::DeviceId;
+use super::features::{DeviceFeatures, NetdevFeatures, StackMode, compute_master_features};
+use super::netdev::{Cx, NetDevice, Verdict};
+use super::vlan::outer_tag;
+use std::any::Any;
 use std::collections::HashMap;
-use superpacket::wire::MacAddr;
+use superpacket::packet::Packet;
+use superpacket::wire::ethernet::VLAN_TAG_LEN;
+use superpacket::wire::{EthernetFrame, MacAddr};
 
 /// VLAN membership of one bridge port (or of the bridge itself).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -109,4 +115,224 @@ impl Bridge {
         self.fdb.retain(|_, e| now.saturating_sub(e.seen_ns) < ageing);
         before - self.fdb.len()
     }
+}
+
+/// How a bridge classified a frame: its VLAN (0 without filtering) and
+/// whether the frame carries that VLAN's tag in its data.
+#[derive(Debug, Clone, Copy)]
+struct BridgeClass {
+    vid: u16,
+    tagged: bool,
+}
+
+impl Bridge {
+    /// Sets the VLAN membership of port `port`. Returns `false` if `port`
+    /// is not a port of this bridge.
+    pub fn set_port_vlans(&mut self, port: DeviceId, vlans: PortVlans) -> bool {
+        match self.ports.iter_mut().find(|(p, _)| *p == port) {
+            Some(e) => {
+                e.1 = vlans;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// VLAN id of `pkt` entering with membership `vlans` (a port's, or the
+    /// bridge's own for host-originated frames), popping nothing: `Some(vid)`
+    /// if admitted.
+    fn ingress_vid(&self, vlans: Option<&PortVlans>, pkt: &Packet) -> Option<u16> {
+        if !self.vlan_filtering {
+            return Some(0);
+        }
+        let vlans = vlans?;
+        match outer_tag(pkt.linear()) {
+            Some((0x8100, vid)) if vid != 0 => vlans.member(vid).map(|_| vid),
+            _ => vlans.pvid.filter(|p| vlans.member(*p).is_some()),
+        }
+    }
+
+    /// Applies the egress tagging of a member whose membership of the
+    /// frame's VLAN is `untag` (`None`: not a member) to `pkt`; returns the
+    /// new total length, or the drop reason.
+    fn egress_tagging(
+        class: BridgeClass,
+        untag: Option<bool>,
+        pkt: &mut Packet,
+        len: usize,
+    ) -> Result<usize, &'static str> {
+        let BridgeClass { vid, tagged } = class;
+        let untag = untag.ok_or("vlan-filtered")?;
+        let res = match (tagged, untag) {
+            (true, true) => pkt.pop_vlan_tag().map(|_| len - VLAN_TAG_LEN),
+            (false, false) => pkt.push_vlan_tag(0x8100, vid).map(|_| len + VLAN_TAG_LEN),
+            _ => Ok(len),
+        };
+        res.map_err(|_| "vlan-tagging")
+    }
+
+    /// Sends `pkt` out of member `port` with that port's egress tagging.
+    fn egress(&self, cx: &mut Cx<'_>, port: DeviceId, mut pkt: Packet, len: usize, class: BridgeClass) -> Verdict {
+        if !self.vlan_filtering {
+            cx.transmit(port, pkt, len);
+            return Verdict::Forwarded;
+        }
+        let untag = self.port_vlans(port).and_then(|v| v.member(class.vid));
+        match Self::egress_tagging(class, untag, &mut pkt, len) {
+            Ok(len) => {
+                cx.transmit(port, pkt, len);
+                Verdict::Forwarded
+            }
+            Err(reason) => cx.drop(reason),
+        }
+    }
+
+    /// Hands a frame to the bridge device's own stack. The bridge device is
+    /// an egress like a port: with VLAN filtering the frame leaves untagged
+    /// if the bridge's own membership of the VLAN is untagged, tagged
+    /// otherwise (so a VLAN device on the bridge, such as `br0.10`, gets it).
+    fn up(&self, cx: &mut Cx<'_>, mut pkt: Packet, len: usize, class: BridgeClass) -> Verdict {
+        if !self.vlan_filtering {
+            return Verdict::Up(pkt, len);
+        }
+        match Self::egress_tagging(class, self.self_vlans.member(class.vid), &mut pkt, len) {
+            Ok(len) => Verdict::Up(pkt, len),
+            Err(reason) => cx.drop(reason),
+        }
+    }
+
+    /// Forwards `pkt` from `ingress` (a port, or the bridge itself for
+    /// host-originated frames): learning, FDB lookup, flooding (Linux's
+    /// `br_handle_frame_finish` / `br_forward` / `br_flood`).
+    fn forward(&mut self, cx: &mut Cx<'_>, ingress: DeviceId, pkt: Packet, len: usize) -> Verdict {
+        let me = cx.me();
+        let now = cx.now_ns;
+        let vlans = if ingress == me { Some(&self.self_vlans) } else { self.port_vlans(ingress) };
+        let Some(vid) = self.ingress_vid(vlans, &pkt) else {
+            return cx.drop("vlan-filtered");
+        };
+        let tagged = self.vlan_filtering && matches!(outer_tag(pkt.linear()), Some((0x8100, v)) if v == vid);
+        let class = BridgeClass { vid, tagged };
+        let Ok(eth) = EthernetFrame::new_checked(pkt.linear()) else {
+            return cx.drop("runt");
+        };
+        let (dst, src) = (eth.dst_addr(), eth.src_addr());
+        self.learn(src, vid, ingress, now);
+        let target = if dst == cx.dev().mac {
+            Some(me)
+        } else if dst.is_unicast() {
+            self.lookup(dst, vid, now)
+        } else {
+            None
+        };
+        match target {
+            Some(t) if t == ingress => cx.drop("same-port"),
+            Some(t) if t == me => self.up(cx, pkt, len, class),
+            Some(t) => self.egress(cx, t, pkt, len, class),
+            None => self.flood(cx, ingress, pkt, len, class, dst),
+        }
+    }
+
+    /// Floods to every other member of the VLAN, and up to the bridge's own
+    /// stack for broadcast and multicast (unknown unicast is not passed up:
+    /// in Linux only a promiscuous bridge receives it).
+    fn flood(
+        &self,
+        cx: &mut Cx<'_>,
+        ingress: DeviceId,
+        pkt: Packet,
+        len: usize,
+        class: BridgeClass,
+        dst: MacAddr,
+    ) -> Verdict {
+        let me = cx.me();
+        let to_self =
+            ingress != me && !dst.is_unicast() && (!self.vlan_filtering || self.self_vlans.member(class.vid).is_some());
+        let mut members =
+            self.ports.iter().filter(|(p, v)| *p != ingress && (!self.vlan_filtering || v.member(class.vid).is_some()));
+        let mut sent = false;
+        for (p, _) in members.by_ref() {
+            match self.egress(cx, *p, pkt.clone(), len, class) {
+                Verdict::Forwarded => sent = true,
+                Verdict::Dropped { on, reason } => cx.count_drops(on, reason, 1),
+                _ => {}
+            }
+        }
+        if to_self {
+            match self.up(cx, pkt, len, class) {
+                Verdict::Up(p, n) => {
+                    cx.receive(me, p, n);
+                    sent = true;
+                }
+                Verdict::Dropped { on, reason } => cx.count_drops(on, reason, 1),
+                _ => {}
+            }
+        }
+        if sent { Verdict::Forwarded } else { cx.drop("no-flood-member") }
+    }
+}
+
+impl NetDevice for Bridge {
+    fn kind(&self) -> &'static str {
+        "bridge"
+    }
+
+    /// A host-originated frame: forwarded as if it entered on the bridge.
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+        let me = cx.me();
+        self.forward(cx, me, pkt, len)
+    }
+
+    /// The bridge's `rx_handler`: a frame its port `from` received.
+    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+        self.forward(cx, from, pkt, len)
+    }
+
+    fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {
+        Some(bridge_wanted(mode))
+    }
+
+    fn compute_features(&self, own: &DeviceFeatures, lowers: &[DeviceFeatures], mode: StackMode) -> DeviceFeatures {
+        let mut f = compute_master_features(own.wanted, lowers, mode);
+        f.hw_features = own.hw_features;
+        f.wanted = own.wanted;
+        f
+    }
+
+    fn is_master(&self) -> bool {
+        true
+    }
+
+    fn enslaved(&mut self, lower: DeviceId) {
+        self.ports.push((lower, PortVlans::default_vlan()));
+    }
+
+    fn released(&mut self, lower: DeviceId) {
+        self.ports.retain(|(p, _)| *p != lower);
+        self.fdb.retain(|_, e| e.port != lower);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Requested features of a new bridge (6.5: SG, FRAGLIST, HIGHDMA, every
+/// GSO type, HW_CSUM, LLTX, VLAN insertion).
+pub fn bridge_wanted(mode: StackMode) -> NetdevFeatures {
+    type F = NetdevFeatures;
+    F::SG
+        | F::FRAGLIST
+        | F::HIGHDMA
+        | F::gso_software(mode)
+        | F::GSO_ROBUST
+        | F::GSO_ENCAP_ALL
+        | F::HW_CSUM
+        | F::LLTX
+        | F::VLAN_TX
+        | F::SOFT_FEATURES
 }

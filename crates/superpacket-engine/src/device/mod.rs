@@ -21,6 +21,7 @@ pub mod bridge;
 pub mod features;
 pub mod graph;
 pub mod nat;
+pub mod netdev;
 pub mod port;
 #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
 pub mod port_io;
@@ -44,8 +45,9 @@ mod tests_l2l3;
 mod tests_topology;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
-pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, DeviceKind, Graph};
-pub use port::{DriverError, LinkOutput, MemoryDriver, MemoryMode, PcapDriver, PortDriver};
+pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, Graph};
+pub use netdev::{Cx, NetDevice, Verdict};
+pub use port::{DriverError, LinkOutput, MemoryDriver, MemoryMode, PcapDriver, PortDevice, PortDriver};
 #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
 pub use port_io::IoPortDriver;
 #[cfg(feature = "tap")]

@@ -20,16 +20,19 @@
 //! validate step then segments the raw IP packet ([`Medium::Ip`] in the
 //! segmenter's target).
 
-use super::features::{FeaturesCheck, NetdevFeatures};
+use super::features::{FeaturesCheck, NetdevFeatures, PacketInfo, effective_features, takes_as_is, target_caps};
+use super::graph::DeviceCounters;
+use super::netdev::{Cx, NetDevice, Verdict};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
 use std::fs::File;
 use std::io::BufWriter;
 use std::path::Path;
-use superpacket::offload::gso::{SegmentSink, SgFrame};
+use superpacket::offload::gso::{GsoOutcome, SegmentSink, SgFrame};
 use superpacket::packet::{OffloadMeta, Packet};
 use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType};
+use superpacket::wire::ethernet::ETHERNET_HEADER_LEN;
 use superpacket::wire::{MacAddr, Medium};
 
 /// A driver failed to open, or to take or produce a packet.
@@ -430,5 +433,146 @@ impl SegmentSink for PcapDriver {
         let data = std::mem::take(&mut self.buf);
         self.write(&data[..len], meta);
         self.buf = data;
+    }
+}
+
+/// The port device: the bottom of a stack, where the validate step (3.1,
+/// 6.2, 6.3) decides what its driver takes whole and what the segmenter
+/// cuts for it.
+#[derive(Debug)]
+pub struct PortDevice {
+    /// The driver.
+    pub driver: Box<dyn PortDriver>,
+}
+
+impl PortDevice {
+    /// A port backed by `driver`.
+    pub fn new(driver: Box<dyn PortDriver>) -> PortDevice {
+        PortDevice { driver }
+    }
+}
+
+/// The sink between the segmenter and a port driver. A pass-through is not
+/// written from the borrowed packet (that would copy a whole superpacket
+/// into the driver's send arena): only its metadata is kept, and
+/// [`PortDevice::transmit`] then hands the packet itself to the driver by
+/// value (valid because the segmenter passes through the very packet it was
+/// given, see [`SegmentSink::pass_through`]). Segments go straight to the
+/// driver.
+struct PortSink<'a> {
+    inner: &'a mut dyn SegmentSink,
+    passed_through: Option<OffloadMeta>,
+}
+
+impl SegmentSink for PortSink<'_> {
+    fn pass_through(&mut self, _packet: &Packet, meta: &OffloadMeta) {
+        self.passed_through = Some(*meta);
+    }
+    fn sg_frame(&mut self, frame: &SgFrame<'_>) {
+        self.inner.sg_frame(frame);
+    }
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
+        self.inner.linear_buffer(len)
+    }
+    fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
+        self.inner.linear_frame(len, meta);
+    }
+}
+
+/// Adds a segmenter outcome to a device's counters.
+pub(crate) fn record_outcome(c: &mut DeviceCounters, o: &GsoOutcome) {
+    match *o {
+        GsoOutcome::PassedThrough => c.tx_passthrough += 1,
+        GsoOutcome::Completed { csum_completed } => c.checksums_completed += u64::from(csum_completed),
+        GsoOutcome::Segmented { segments, csum_completed } => {
+            c.tx_segmented += 1;
+            c.segments_produced += segments as u64;
+            if csum_completed {
+                c.checksums_completed += segments as u64;
+            }
+        }
+    }
+}
+
+impl NetDevice for PortDevice {
+    fn kind(&self) -> &'static str {
+        "port"
+    }
+
+    /// The validate step (3.1, 6.2, 6.3): the packet goes to the driver
+    /// whole if the port's effective features take it as it is, else
+    /// through the segmenter, which produces only what the port lacks. A
+    /// raw-IP driver strips the Ethernet header first (or answers the frame
+    /// itself).
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+        let me = cx.me();
+        let mode = cx.mode;
+        let d = &cx.devices[me.0];
+        if !d.carrier {
+            return cx.drop("no-carrier");
+        }
+        let mut info = PacketInfo::of_len(&pkt, len);
+        if !info.is_gso() && info.len > d.mtu + ETHERNET_HEADER_LEN + 4 * info.vlan_tags as usize {
+            return cx.drop("exceeds-mtu");
+        }
+        let medium = d.medium;
+        let driver = &mut self.driver;
+        let (pkt, len) = match medium {
+            Medium::Ethernet => (pkt, len),
+            Medium::Ip => match driver.link_output(pkt) {
+                LinkOutput::Send(p) => {
+                    info.len = len - ETHERNET_HEADER_LEN;
+                    (p, info.len)
+                }
+                LinkOutput::Reply(reply) => {
+                    cx.link_reply(me, reply);
+                    return Verdict::Consumed;
+                }
+                LinkOutput::Drop(reason) => return cx.drop(reason),
+            },
+        };
+        let d = &cx.devices[me.0];
+        let f = effective_features(&d.feat, &info, &d.check, mode);
+        if takes_as_is(f, &info) {
+            let c = &mut cx.devices[me.0].counters;
+            c.tx_passthrough += 1;
+            return match driver.xmit_len(pkt, len) {
+                Ok(()) => Verdict::Forwarded,
+                Err(e) => cx.drop(e.reason),
+            };
+        }
+        let caps = target_caps(f, &d.feat, d.mtu).with_medium(medium);
+        let mut sink = PortSink { inner: driver.sink(), passed_through: None };
+        let outcome = cx.segmenter.segment(&pkt, &caps, &mut sink);
+        let passed_through = sink.passed_through;
+        let counters = &mut cx.devices[me.0].counters;
+        let mut verdict = match outcome {
+            Ok(o) => {
+                record_outcome(counters, &o);
+                Verdict::Forwarded
+            }
+            Err(e) => Verdict::Dropped { on: me, reason: e.reason() },
+        };
+        if let Some(meta) = passed_through {
+            let mut pkt = pkt;
+            pkt.meta = meta;
+            if let Err(e) = driver.xmit_len(pkt, len) {
+                verdict = Verdict::Dropped { on: me, reason: e.reason };
+            }
+        }
+        driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
+        verdict
+    }
+
+    fn port_driver(&mut self) -> Option<&mut dyn PortDriver> {
+        Some(self.driver.as_mut())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }

@@ -7,7 +7,9 @@
 
 use super::graph::{Device, DeviceId};
 use super::nat::{Nat, Tuple, rewrite, tuple_of};
+use super::netdev::{Cx, NetDevice, Verdict};
 use super::tables::{Defrag, TableUsage};
+use std::any::Any;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use superpacket::csum::update_u16;
@@ -104,6 +106,8 @@ pub struct Router {
     pub defrag_config: Option<superpacket::offload::frag::ReasmConfig>,
     peak_neighbours: usize,
     peak_pending: usize,
+    /// Scratch for the frames one operation sends (kept between calls).
+    out: Vec<(DeviceId, Packet, usize)>,
 }
 
 fn prefix_match(a: IpAddr, p: IpAddr, len: u8) -> bool {
@@ -637,5 +641,75 @@ impl Router {
             }
             _ => Err("icmpv6-to-router"),
         }
+    }
+}
+
+impl Router {
+    /// Runs `op` with the scratch output vector, then queues what it sent
+    /// and counts the drops it recorded on their devices.
+    fn with_output<T>(
+        &mut self,
+        cx: &mut Cx<'_>,
+        op: impl FnOnce(&mut Router, &[Device], &mut Vec<(DeviceId, Packet, usize)>) -> T,
+    ) -> (T, bool) {
+        let mut out = std::mem::take(&mut self.out);
+        let res = op(self, cx.devices, &mut out);
+        let sent = !out.is_empty();
+        for (dev, p, n) in out.drain(..) {
+            cx.transmit(dev, p, n);
+        }
+        self.out = out;
+        self.take_drops(|dev, reason, n| cx.count_drops(dev, reason, n));
+        (res, sent)
+    }
+}
+
+impl NetDevice for Router {
+    fn kind(&self) -> &'static str {
+        "router"
+    }
+
+    /// A locally generated packet ([`super::Graph::route_local`]).
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, _len: usize) -> Verdict {
+        let now = cx.now_ns;
+        let pending = self.pending.len();
+        let (res, _) = self.with_output(cx, |r, devs, out| r.output_local(pkt, now, devs, out));
+        match res {
+            Err(reason) => cx.drop(reason),
+            Ok(()) if self.pending.len() > pending => Verdict::Held,
+            Ok(()) => Verdict::Forwarded,
+        }
+    }
+
+    /// The protocol handler of interface `from`: ARP, neighbour discovery,
+    /// forwarding with NAT. Refusals are counted on the interface the
+    /// packet came in on (as Linux's per-interface IPv6 statistics), so an
+    /// operator sees where bad traffic enters.
+    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+        let now = cx.now_ns;
+        let pending = self.pending.len();
+        let (res, sent) = self.with_output(cx, |r, devs, out| r.input(from, pkt, len, now, devs, out));
+        match res {
+            Err(reason) => Verdict::Dropped { on: from, reason },
+            Ok(()) if self.pending.len() > pending || !sent => Verdict::Held,
+            Ok(()) => Verdict::Forwarded,
+        }
+    }
+
+    fn housekeeping(&mut self, cx: &mut Cx<'_>) {
+        let now = cx.now_ns;
+        self.with_output(cx, |r, _, out| r.housekeeping(now, out));
+    }
+
+    fn table_usage(&self, out: &mut Vec<TableUsage>) {
+        Router::table_usage(self, out);
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
     }
 }

@@ -426,7 +426,7 @@ fn bond_active_backup_failover_keeps_flows_intact_and_in_order() {
         _ => {}
     });
     assert_streams(&got, 60000);
-    let DeviceKind::Bond(st) = &g.device(bond).kind else { panic!() };
+    let st = g.kind_as::<super::bond::Bond>(bond).expect("a bond");
     assert_eq!(st.failovers, 2);
     assert!(g.counters(a).segments_produced > 0, "port a has no TSO: segmented there");
     assert!(g.counters(b).tx_passthrough > 0);

@@ -3,7 +3,6 @@
 //! (ARP and NDP resolution, IPv6 forwarding, TTL / hop-limit expiry).
 
 use super::features::PacketInfo;
-use super::graph::DeviceKind;
 use super::port::MemoryDriver;
 use super::topology::load;
 use super::vlan::outer_tag;
@@ -82,7 +81,7 @@ fn bridge_learns_floods_to_all_but_ingress_and_ages_with_the_graph_clock() {
     g.set_time(600 * S);
     g.receive(b, frame(y, x, &[]));
     assert_eq!(counts(&mut g, &ports), [1, 0, 1], "aged out: flooded");
-    let DeviceKind::Bridge(st) = &mut g.device_mut(br).kind else { panic!() };
+    let st = g.kind_as_mut::<super::bridge::Bridge>(br).expect("a bridge");
     st.ageing_ns = 10 * S;
     assert!(st.lookup(y, 0, 600 * S).is_some(), "y was just re-learnt");
     let aged = st.age(700 * S);
@@ -213,7 +212,7 @@ fn superpackets_cross_the_bridge_whole_or_are_segmented_at_a_port_that_cannot_ta
 /// The seed router with no static neighbour; returns (graph, lan, wan, LAN flow spec).
 fn router_without_neighbours() -> (Graph, DeviceId, DeviceId, FlowSpec) {
     let (mut g, spec) = crate::device::seed::seed_router(StackMode::Passthrough, MemoryMode::Capture);
-    g.router.neighbours.clear();
+    g.router_mut().neighbours.clear();
     let (lan, wan) = (g.id("lan").unwrap(), g.id("wan").unwrap());
     (g, lan, wan, spec)
 }
@@ -232,7 +231,7 @@ fn arp_resolution_holds_packets_until_the_reply_releases_them_in_order() {
     let mut tcp = spec;
     tcp.transport = Transport::Tcp;
     g.receive(lan, Flow::new(tcp).superpacket(14480, 1448, TcpFlags::empty()).unwrap());
-    assert_eq!(g.router.pending(), 4);
+    assert_eq!(g.router_mut().pending(), 4);
     // One ARP request, broadcast in VLAN 20, asking for the gateway.
     let out = tx_of(&mut g, wan);
     assert_eq!(out.len(), 1, "one request for four waiting packets");
@@ -253,8 +252,8 @@ fn arp_resolution_holds_packets_until_the_reply_releases_them_in_order() {
     f.extend_from_slice(&[0x81, 0x00, 0x00, 20, 0x08, 0x06]);
     f.extend_from_slice(&arp);
     g.receive(wan, Packet::from_frame(&f));
-    assert_eq!(g.router.pending(), 0);
-    assert_eq!(g.router.neighbours.get(&IpAddr::V4(gw)), Some(&gw_mac));
+    assert_eq!(g.router_mut().pending(), 0);
+    assert_eq!(g.router_mut().neighbours.get(&IpAddr::V4(gw)), Some(&gw_mac));
     let out = tx_of(&mut g, wan);
     assert_eq!(out.len(), 4);
     let mut problems = Vec::new();
@@ -295,7 +294,7 @@ fn a_silent_neighbour_is_solicited_three_times_then_its_packets_are_dropped_and_
         g.receive(lan, Packet::from_frame(&flow.frame(len, TcpFlags::empty()).unwrap()));
     }
     assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "first request");
-    assert_eq!((g.router.pending(), g.router.resolving()), (3, 1));
+    assert_eq!((g.router_mut().pending(), g.router_mut().resolving()), (3, 1));
     // Retransmitted once per interval, not more often.
     g.housekeeping(10 * sec + sec / 2);
     assert!(tx_of(&mut g, wan).is_empty(), "no retransmission before the interval");
@@ -303,11 +302,11 @@ fn a_silent_neighbour_is_solicited_three_times_then_its_packets_are_dropped_and_
     assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "second request");
     g.housekeeping(12 * sec);
     assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "third request");
-    assert_eq!(g.router.pending(), 3, "still waiting after three requests");
+    assert_eq!(g.router_mut().pending(), 3, "still waiting after three requests");
     // No answer to the third: the neighbour is given up, its packets dropped and counted.
     g.housekeeping(13 * sec);
     assert!(tx_of(&mut g, wan).is_empty(), "no fourth request");
-    assert_eq!((g.router.pending(), g.router.resolving(), g.router.neighbours_failed), (0, 0, 1));
+    assert_eq!((g.router_mut().pending(), g.router_mut().resolving(), g.router_mut().neighbours_failed), (0, 0, 1));
     assert_eq!(g.device(wan20).counters.drops.get("neighbour-unresolved"), Some(&3));
 
     // The queue does not stay full of packets for silent hosts: 64 of them
@@ -319,7 +318,7 @@ fn a_silent_neighbour_is_solicited_three_times_then_its_packets_are_dropped_and_
         g.set_time(20 * sec);
         g.receive(lan, Packet::from_frame(&Flow::new(silent).frame(64, TcpFlags::empty()).unwrap()));
     }
-    assert_eq!((g.router.pending(), g.router.resolving()), (MAX_PENDING, MAX_PENDING));
+    assert_eq!((g.router_mut().pending(), g.router_mut().resolving()), (MAX_PENDING, MAX_PENDING));
     assert_eq!(arp_targets(&tx_of(&mut g, wan)).len(), MAX_PENDING);
     g.receive(lan, Packet::from_frame(&flow.frame(64, TcpFlags::empty()).unwrap()));
     let lan10 = g.id("lan.10").unwrap();
@@ -327,11 +326,11 @@ fn a_silent_neighbour_is_solicited_three_times_then_its_packets_are_dropped_and_
     for t in 21..=23 {
         g.housekeeping(t * sec);
     }
-    assert_eq!(g.router.pending(), 0);
+    assert_eq!(g.router_mut().pending(), 0);
     assert_eq!(g.device(wan20).counters.drops.get("neighbour-unresolved"), Some(&(3 + MAX_PENDING as u64)));
     tx_of(&mut g, wan);
     g.receive(lan, Packet::from_frame(&flow.frame(64, TcpFlags::empty()).unwrap()));
-    assert_eq!(g.router.pending(), 1, "the queue takes packets again");
+    assert_eq!(g.router_mut().pending(), 1, "the queue takes packets again");
     assert_eq!(arp_targets(&tx_of(&mut g, wan)), [gw], "a fresh resolution starts");
 }
 
@@ -361,7 +360,7 @@ fn every_refused_fragment_of_a_refragmented_datagram_is_counted() {
     for f in frags {
         g.receive(lan, f);
     }
-    assert_eq!(g.router.pending(), MAX_PENDING, "one fragment took the last place");
+    assert_eq!(g.router_mut().pending(), MAX_PENDING, "one fragment took the last place");
     assert_eq!(g.counters(lan10).drops.get("neighbour-queue-full"), Some(&2), "both refused fragments counted");
 }
 
@@ -389,8 +388,8 @@ fn arp_flood_from_spoofed_sources_cannot_grow_the_neighbour_table() {
             tx_of(&mut g, lan);
         }
     }
-    assert_eq!(g.router.neighbours.len(), MAX_NEIGHBOURS);
-    assert_eq!(g.router.neighbours_refused, 500);
+    assert_eq!(g.router_mut().neighbours.len(), MAX_NEIGHBOURS);
+    assert_eq!(g.router_mut().neighbours_refused, 500);
     // Every request was still answered.
     let answered = g.counters(lan).tx_packets;
     assert_eq!(answered as usize, flood, "{:?}", g.counters(lan));
@@ -406,7 +405,7 @@ fn router_answers_arp_for_its_address() {
     assert_eq!(out.len(), 1);
     let r = ArpRepr::parse(&ArpPacket::new_checked(&out[0].linear()[18..]).unwrap()).unwrap();
     assert_eq!((r.operation, r.source_hardware_addr), (ArpOperation::Reply, g.device(lan10).mac));
-    assert_eq!(g.router.neighbours.get(&IpAddr::V4(Ipv4Addr::new(192, 168, 10, 2))), Some(&host));
+    assert_eq!(g.router_mut().neighbours.get(&IpAddr::V4(Ipv4Addr::new(192, 168, 10, 2))), Some(&host));
 }
 
 const V6_TOPOLOGY: &str = r#"
@@ -446,7 +445,7 @@ fn ipv6_forwarding_resolves_the_next_hop_with_ndp() {
     assert_eq!(&ns[0..6], &[0x33, 0x33, 0xff, 0x00, 0x00, 0xfe]);
     assert_eq!((&ns[12..14], ns[20], ns[54]), (&[0x86, 0xdd][..], 58, 135));
     assert_eq!(&ns[62..78], &gw.octets());
-    assert_eq!(g.router.pending(), 1);
+    assert_eq!(g.router_mut().pending(), 1);
 
     // The advertisement releases the superpacket: whole, hop limit - 1.
     let na = Icmpv6Repr::NeighborAdvert {
@@ -497,7 +496,7 @@ fn ttl_and_hop_limit_expiry_are_counted_drops() {
 
     let mut g = load(V6_TOPOLOGY).unwrap();
     let (a, b) = (g.id("a").unwrap(), g.id("b").unwrap());
-    g.router.add_neighbour("2001:db8:2::fe".parse().unwrap(), mac(0xfe));
+    g.router_mut().add_neighbour("2001:db8:2::fe".parse().unwrap(), mac(0xfe));
     let mut spec = FlowSpec::new(Transport::Udp, true, 0);
     spec.addrs = Addrs::V6 { src: "2001:db8:1::2".parse().unwrap(), dst: "2001:db8:99::7".parse().unwrap() };
     spec.dst_mac = g.device(a).mac;
@@ -518,7 +517,7 @@ fn ttl_and_hop_limit_expiry_are_counted_drops() {
 fn connection_flood_through_nat_stays_within_the_table_and_spares_established_flows() {
     let (mut g, spec) = crate::device::seed::seed_router(StackMode::Passthrough, MemoryMode::Capture);
     let (lan, wan) = (g.id("lan").unwrap(), g.id("wan").unwrap());
-    g.router.nat.max_conns = 512;
+    g.router_mut().nat.max_conns = 512;
     let mut established = Flow::new(spec);
     g.receive(lan, Packet::from_frame(&established.frame(100, TcpFlags::empty()).unwrap()));
     assert_eq!(tx_of(&mut g, wan).len(), 1, "the established flow goes out");
@@ -536,7 +535,7 @@ fn connection_flood_through_nat_stays_within_the_table_and_spares_established_fl
         g.receive(lan, Packet::from_frame(&Flow::new(s).frame(0, TcpFlags::SYN).unwrap()));
     }
     let out = tx_of(&mut g, wan).len() as u64;
-    assert!(g.router.nat.len() <= 512, "table bound: {}", g.router.nat.len());
+    assert!(g.router_mut().nat.len() <= 512, "table bound: {}", g.router_mut().nat.len());
     let full: u64 = g.devices().iter().map(|d| d.counters.drops.get("conntrack-full").copied().unwrap_or(0)).sum();
     assert!(full > 0, "drops counted");
     assert_eq!(out + full, u64::from(flood), "every flood packet was forwarded or counted as dropped");
@@ -558,14 +557,14 @@ fn reassembly_limits_come_from_the_topology_and_bound_the_queues() {
     let src =
         "[[device]]\nname = \"v\"\nkind = \"port\"\n\n[reassembly]\nmax_bytes = 1048576\nmax_queues = 2\ntimeout = 5\n";
     let g = load(src).unwrap();
-    let cfg = g.router.defrag_config.expect("configured");
+    let cfg = g.router().unwrap().defrag_config.expect("configured");
     assert_eq!((cfg.v4.high_thresh, cfg.v4.low_thresh, cfg.max_queues), (1 << 20, 3 << 18, 2));
     assert_eq!(cfg.v4.timeout_ns, 5 * S);
     assert_eq!(cfg.delivery, superpacket::offload::frag::Delivery::Forward);
 
     let (mut g, spec) = crate::device::seed::seed_router(StackMode::Passthrough, MemoryMode::Capture);
     let (lan, wan, lan10) = (g.id("lan").unwrap(), g.id("wan").unwrap(), g.id("lan.10").unwrap());
-    g.router.defrag_config = Some(cfg);
+    g.router_mut().defrag_config = Some(cfg);
     // First fragments (MF set) of five datagrams: two queues, three refused.
     for id in 0..5u16 {
         let mut f = Flow::new(spec).frame(1000, TcpFlags::empty()).unwrap();
@@ -578,7 +577,7 @@ fn reassembly_limits_come_from_the_topology_and_bound_the_queues() {
     assert!(tx_of(&mut g, wan).is_empty(), "incomplete datagrams are held");
     assert_eq!(g.counters(lan10).drops.get("reasm-queue-limit"), Some(&3));
     let mut usage = Vec::new();
-    g.router.table_usage(&mut usage);
+    g.router_mut().table_usage(&mut usage);
     let queues = usage.iter().find(|t| t.name == "reasm-queues").expect("reasm-queues in the table usage");
     assert_eq!((queues.size, queues.limit), (2, 2));
 }

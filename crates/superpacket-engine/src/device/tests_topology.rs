@@ -1,7 +1,6 @@
 //! Topology files: every example builds; bad files name the right line.
 
 use super::features::{FeaturesCheck, NetdevFeatures};
-use super::graph::DeviceKind;
 use super::topology::{BuildOptions, Topology, line_col, load};
 use super::{MemoryMode, StackMode};
 use crate::device::bond::BondMode;
@@ -49,13 +48,13 @@ fn seed_vlan_nat_example_is_the_seed_router() {
     let g = load(include_str!("../../../../examples/seed-vlan-nat.toml")).unwrap();
     let lan10 = g.id("lan.10").unwrap();
     let wan20 = g.id("wan.20").unwrap();
-    assert!(matches!(g.device(lan10).kind, DeviceKind::Vlan(v) if v.vid == 10));
+    assert!(matches!(g.kind_as::<super::vlan::Vlan>(lan10), Some(v) if v.vid == 10));
     assert_eq!(g.device(lan10).lowers, vec![g.id("lan").unwrap()]);
-    assert!(g.router.has_interface(lan10) && g.router.has_interface(wan20));
-    assert_eq!(g.router.nat.rules, vec![NatRule::Masquerade { out_dev: wan20.0 }]);
+    assert!(g.router().unwrap().has_interface(lan10) && g.router().unwrap().has_interface(wan20));
+    assert_eq!(g.router().unwrap().nat.rules, vec![NatRule::Masquerade { out_dev: wan20.0 }]);
     let gw = IpAddr::V4(Ipv4Addr::new(203, 0, 113, 254));
-    assert_eq!(g.router.route(IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8))), Some((wan20, gw)));
-    assert!(g.router.neighbours.contains_key(&gw));
+    assert_eq!(g.router().unwrap().route(IpAddr::V4(Ipv4Addr::new(8, 8, 8, 8))), Some((wan20, gw)));
+    assert!(g.router().unwrap().neighbours.contains_key(&gw));
     assert!(g.device(wan20).feat.features.contains(F::GSO_UDP_L4 | F::GSO_FRAGLIST));
 }
 
@@ -64,7 +63,7 @@ fn bridge_and_qinq_examples_configure_what_they_say() {
     let g = load(include_str!("../../../../examples/bridge-vlan-filtering.toml")).unwrap();
     let br = g.id("br0").unwrap();
     let uplink = g.id("uplink").unwrap();
-    let DeviceKind::Bridge(b) = &g.device(br).kind else { panic!("br0 is a bridge") };
+    let b = g.kind_as::<super::bridge::Bridge>(br).expect("br0 is a bridge");
     assert!(b.vlan_filtering);
     assert_eq!(b.ageing_ns, 300_000_000_000);
     let trunk = b.port_vlans(g.id("trunk").unwrap()).unwrap();
@@ -78,7 +77,7 @@ fn bridge_and_qinq_examples_configure_what_they_say() {
 
     let g = load(include_str!("../../../../examples/seed-qinq-tso.toml")).unwrap();
     let bond = g.id("bond0").unwrap();
-    assert!(matches!(&g.device(bond).kind, DeviceKind::Bond(b) if b.mode == BondMode::BalanceXor));
+    assert!(matches!(g.kind_as::<super::bond::Bond>(bond), Some(b) if b.mode == BondMode::BalanceXor));
     assert!(matches!(g.device(g.id("eth0").unwrap()).check, FeaturesCheck::Any));
     let c = g.id("team0.100.200").unwrap();
     assert_eq!(g.device(c).lowers, vec![g.id("team0.100").unwrap()]);
@@ -110,10 +109,7 @@ kind = "port"
 "#;
     let mut g = load(src).unwrap();
     let (b, p1, p2) = (g.id("b").unwrap(), g.id("p1").unwrap(), g.id("p2").unwrap());
-    let active = |g: &super::Graph| match &g.device(b).kind {
-        DeviceKind::Bond(s) => s.active,
-        _ => None,
-    };
+    let active = |g: &super::Graph| g.kind_as::<super::bond::Bond>(b).and_then(|s| s.active);
     assert_eq!(active(&g), Some(p2));
     g.set_carrier(p2, false);
     assert_eq!(active(&g), Some(p1));
@@ -391,7 +387,7 @@ fn the_complete_example_in_the_documentation_builds() {
     assert!(dir.path().join("wan.pcapng").exists(), "the pcap port created its file");
     let wan = g.id("wan").unwrap();
     assert!(!g.device(wan).feat.features.contains(F::GSO_UDP_L4));
-    assert_eq!(g.router.nat.rules.len(), 2);
+    assert_eq!(g.router().unwrap().nat.rules.len(), 2);
 }
 
 #[test]

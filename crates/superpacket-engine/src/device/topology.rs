@@ -16,9 +16,10 @@
 //! ([`toml::Spanned`], [`toml::de::Error::span`]).
 
 use super::bond::{BondMode, HashPolicy};
+use super::bridge::Bridge;
 use super::bridge::PortVlans;
 use super::features::{FeaturesCheck, NetdevFeatures, StackMode};
-use super::graph::{DeviceId, DeviceKind, Graph};
+use super::graph::{DeviceId, Graph};
 use super::nat::{NatRule, NatTimeouts};
 use super::port::{MemoryDriver, MemoryMode, PcapDriver, PortDriver};
 #[cfg(feature = "tap")]
@@ -636,7 +637,7 @@ impl Topology {
             for a in d.addresses.iter().flatten() {
                 let (addr, len) = parse_prefix(a.get_ref(), true)
                     .map_err(|m| self.err(&a.span(), format!("bad address `{}`: {m}", a.get_ref())))?;
-                g.router.add_address(id, addr, len);
+                g.add_address(id, addr, len);
             }
         }
 
@@ -660,7 +661,7 @@ impl Topology {
                     Some(a)
                 }
             };
-            g.router.add_route(Route { prefix, len, via, dev });
+            g.router_mut().add_route(Route { prefix, len, via, dev });
         }
 
         for n in &self.spec.neighbours {
@@ -671,12 +672,12 @@ impl Topology {
                 .map_err(|_| self.err(&n.address.span(), format!("bad IP address `{}`", n.address.get_ref())))?;
             let mac = parse_mac(n.mac.get_ref())
                 .ok_or_else(|| self.err(&n.mac.span(), format!("bad MAC address `{}`", n.mac.get_ref())))?;
-            g.router.add_neighbour(a, mac);
+            g.router_mut().add_neighbour(a, mac);
         }
 
         for r in &self.spec.nat {
             let rule = self.nat_rule(r, &by_name, &g)?;
-            g.router.nat.rules.push(rule);
+            g.router_mut().nat.rules.push(rule);
         }
 
         if let Some(c) = &self.spec.conntrack {
@@ -684,11 +685,11 @@ impl Topology {
                 if *m.get_ref() == 0 {
                     return Err(self.err(&m.span(), "max_connections must be at least 1"));
                 }
-                let rules = std::mem::take(&mut g.router.nat.rules);
-                g.router.nat = super::nat::Nat::new(*m.get_ref() as usize);
-                g.router.nat.rules = rules;
+                let rules = std::mem::take(&mut g.router_mut().nat.rules);
+                g.router_mut().nat = super::nat::Nat::new(*m.get_ref() as usize);
+                g.router_mut().nat.rules = rules;
             }
-            let t = &mut g.router.nat.timeouts;
+            let t = &mut g.router_mut().nat.timeouts;
             let d = NatTimeouts::default();
             for (field, dst, def) in [
                 (&c.udp_unreplied, &mut t.udp_unreplied, d.udp_unreplied),
@@ -705,7 +706,7 @@ impl Topology {
             }
         }
         if let Some(r) = &self.spec.reassembly {
-            g.router.defrag_config = Some(self.reassembly_config(r)?);
+            g.router_mut().defrag_config = Some(self.reassembly_config(r)?);
         }
         Ok(g)
     }
@@ -756,7 +757,7 @@ impl Topology {
         };
         let router_dev = |s: &Spanned<String>| -> Result<DeviceId, TopologyError> {
             let id = by_name(s)?;
-            if !g.router.has_interface(id) {
+            if !g.router().is_some_and(|r| r.has_interface(id)) {
                 return Err(self.err(&s.span(), format!("`{}` has no address: not a router interface", s.get_ref())));
             }
             Ok(id)
@@ -835,9 +836,7 @@ impl Topology {
                     return Err(self.err(&vid.span(), format!("VLAN id {v} is outside 1..=4094")));
                 }
                 let lower_id = id_of(lower.get_ref());
-                if matches!(g.device(lower_id).kind, DeviceKind::Port(_))
-                    && g.device(lower_id).feat.features.contains(NetdevFeatures::VLAN_CHALLENGED)
-                {
+                if g.is_port(lower_id) && g.device(lower_id).feat.features.contains(NetdevFeatures::VLAN_CHALLENGED) {
                     return Err(self.err(&lower.span(), format!("`{}` cannot carry VLANs", lower.get_ref())));
                 }
                 g.add_vlan(name, lower_id, proto, v as u16).map_err(|e| match e {
@@ -933,7 +932,7 @@ impl Topology {
                     };
                     g.set_bridge_port_vlans(id, vlans).map_err(|e| map_dev(&s.span(), e))?;
                 }
-                if let DeviceKind::Bridge(b) = &mut g.device_mut(id).kind {
+                if let Some(b) = g.kind_as_mut::<Bridge>(id) {
                     if let Some(a) = &d.ageing {
                         b.ageing_ns = seconds_ns(*a.get_ref())
                             .ok_or_else(|| self.err(&a.span(), "ageing is a positive number of seconds"))?;

@@ -3,7 +3,13 @@
 //! transmit (in the data; the lower's validate step sees it, 6.2 steps 4-5)
 //! and popped on receive.
 
+use super::DeviceId;
+use super::features::{DeviceFeatures, NetdevFeatures, StackMode, fix_features, vlan_fix_features, vlan_hw_features};
+use super::netdev::{Cx, NetDevice, Verdict};
 use serde::{Deserialize, Serialize};
+use std::any::Any;
+use superpacket::packet::Packet;
+use superpacket::wire::ethernet::VLAN_TAG_LEN;
 
 /// The tag kind of a VLAN device.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,4 +48,58 @@ pub fn outer_tag(frame: &[u8]) -> Option<(u16, u16)> {
     }
     let tpid = u16::from_be_bytes([frame[12], frame[13]]);
     matches!(tpid, 0x8100 | 0x88A8 | 0x9100).then(|| (tpid, u16::from_be_bytes([frame[14], frame[15]]) & 0x0FFF))
+}
+
+impl NetDevice for Vlan {
+    fn kind(&self) -> &'static str {
+        "vlan"
+    }
+
+    /// Pushes the tag (in the data: the lower's validate step sees it, 6.2
+    /// steps 4-5) and hands the packet to the real device.
+    fn transmit(&mut self, cx: &mut Cx<'_>, mut pkt: Packet, len: usize) -> Verdict {
+        if pkt.push_vlan_tag(self.proto.tpid(), self.vid).is_err() {
+            return cx.drop("vlan-push");
+        }
+        let lower = cx.dev().lowers[0];
+        cx.transmit(lower, pkt, len + VLAN_TAG_LEN);
+        Verdict::Forwarded
+    }
+
+    /// The lower received a frame carrying this device's tag outermost
+    /// (the graph matched it with [`NetDevice::vlan_tag`]): the tag is
+    /// popped and this device receives the frame.
+    fn receive(&mut self, cx: &mut Cx<'_>, _from: DeviceId, mut pkt: Packet, len: usize) -> Verdict {
+        if pkt.pop_vlan_tag().is_err() {
+            return cx.drop("vlan-pop");
+        }
+        Verdict::Up(pkt, len - VLAN_TAG_LEN)
+    }
+
+    fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {
+        Some(vlan_hw_features(mode) | NetdevFeatures::LLTX)
+    }
+
+    /// 6.4: what the real device offers for tagged packets, its GSO limits.
+    fn compute_features(&self, own: &DeviceFeatures, lowers: &[DeviceFeatures], mode: StackMode) -> DeviceFeatures {
+        let mut f = *own;
+        let Some(lower) = lowers.first() else { return f };
+        f.features = fix_features(vlan_fix_features(f.wanted, lower, mode));
+        f.vlan_features = lower.vlan_features.without(NetdevFeatures::ALL_FCOE);
+        f.gso_max_size = lower.gso_max_size;
+        f.gso_max_segs = lower.gso_max_segs;
+        f
+    }
+
+    fn vlan_tag(&self) -> Option<(u16, u16)> {
+        Some((self.proto.tpid(), self.vid))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
 }

@@ -2,7 +2,7 @@
 //! packets between them (see the module documentation of [`super`]).
 
 use super::stats::{DeviceSnapshot, WorkerSnapshot};
-use crate::device::{DeviceId, DeviceKind, Graph, TableUsage};
+use crate::device::{DeviceId, Graph, TableUsage};
 use crate::io::event::{Epoll, EventFd};
 use crate::io::{IoError, cputime};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -109,10 +109,7 @@ impl Worker {
         let epoll = Epoll::new(64)?;
         epoll.add(stop.as_fd().as_raw_fd(), STOP_TOKEN)?;
         let mut ports = Vec::new();
-        let ids: Vec<DeviceId> = (0..graph.devices().len())
-            .map(DeviceId)
-            .filter(|id| matches!(graph.device(*id).kind, DeviceKind::Port(_)))
-            .collect();
+        let ids: Vec<DeviceId> = (0..graph.devices().len()).map(DeviceId).filter(|id| graph.is_port(*id)).collect();
         for id in ids {
             let name = graph.device(id).name.clone();
             let fd = graph.port_driver_mut(id).and_then(|d| d.poll_fd());
@@ -305,7 +302,7 @@ impl Worker {
     pub fn snapshot(&mut self) -> WorkerSnapshot {
         let mut devices = Vec::with_capacity(self.graph.devices().len());
         let mut tables = Vec::new();
-        self.graph.router.table_usage(&mut tables);
+        self.graph.table_usage(&mut tables);
         for i in 0..self.graph.devices().len() {
             let id = DeviceId(i);
             let mut driver = Vec::new();
@@ -322,7 +319,7 @@ impl Worker {
             }
             devices.push(DeviceSnapshot {
                 name: d.name.clone(),
-                kind: d.kind.name().to_string(),
+                kind: d.kind.to_string(),
                 carrier: d.carrier,
                 counters: d.counters.clone(),
                 driver,

@@ -132,10 +132,10 @@ fn router(hw: NetdevFeatures) -> (Graph, DeviceId, DeviceId) {
     let t = g.add_port("t", Box::new(TunDriver::new(MemoryDriver::new(hw)))).unwrap();
     let e = g.add_port("e", Box::new(MemoryDriver::full())).unwrap();
     for (dev, addr, len) in [(t, "10.94.0.254", 24), (t, "fd94::fe", 64), (e, "10.95.0.254", 24), (e, "fd95::fe", 64)] {
-        g.router.add_address(dev, addr.parse().unwrap(), len);
+        g.add_address(dev, addr.parse().unwrap(), len);
     }
     for host in ["10.95.0.2", "fd95::2"] {
-        g.router.add_neighbour(host.parse().unwrap(), MacAddr([0x02, 0xee, 0, 0, 0, 2]));
+        g.router_mut().add_neighbour(host.parse().unwrap(), MacAddr([0x02, 0xee, 0, 0, 0, 2]));
     }
     (g, t, e)
 }
@@ -171,8 +171,8 @@ fn a_tun_port_is_a_router_interface_whose_neighbours_the_driver_resolves() {
         f[..6].copy_from_slice(&e_mac.0);
         let len = f.len();
         g.receive(e, Packet::from_frame(&f));
-        assert_eq!(g.router.pending(), 0, "{host}: resolved at once");
-        assert_eq!(g.router.neighbours.get(&host), Some(&PEER_MAC), "{host}");
+        assert_eq!(g.router_mut().pending(), 0, "{host}: resolved at once");
+        assert_eq!(g.router_mut().neighbours.get(&host), Some(&PEER_MAC), "{host}");
         let written: Vec<Packet> = queue(&mut g, t).tx.drain(..).collect();
         assert_eq!(written.len(), 1, "{host}: only the packet reached the TUN");
         let w = written[0].to_vec();

@@ -1,0 +1,220 @@
+//! The one interface every device kind implements, after Linux's split
+//! between `net_device_ops` (a device's own transmit) and `rx_handler`
+//! (what a master does with a frame its lower received), plus the protocol
+//! handler an L3 device (the router) registers on its interfaces.
+//!
+//! A device kind owns its receive and transmit in its own module and sees
+//! the rest of the graph only through a [`Cx`]: the common attributes of
+//! every device ([`Device`]: MAC, MTU, carrier, links, counters) and a queue
+//! of next steps. The graph ([`super::Graph`]) keeps the wiring and runs the
+//! walk: it takes one step (a packet received by, or given for transmission
+//! to, one device), calls the one handler the wiring names, counts the
+//! [`Verdict`] and queues the steps the handler asked for. No handler calls
+//! another device; every packet a handler takes ends in exactly one verdict,
+//! so none disappears uncounted (`docs/topology.md`, "Counters").
+//!
+//! Adding a device kind: one module implementing [`NetDevice`], plus its
+//! registration in the topology schema (`topology/schema.rs` and the
+//! build's `kind` match).
+
+use super::features::{DeviceFeatures, NetdevFeatures, StackMode};
+use super::graph::{Device, DeviceId};
+use super::port::PortDriver;
+use super::tables::TableUsage;
+use std::any::Any;
+use std::collections::VecDeque;
+use std::fmt;
+use superpacket::offload::gso::Segmenter;
+use superpacket::packet::Packet;
+
+/// How a handler ended with the packet it was given (Linux's
+/// `rx_handler_result` and `netdev_tx_t`, with the drop reason kept).
+/// The graph counts one verdict per step on the step's device
+/// ([`super::DeviceCounters::forwarded`] and its neighbours).
+#[derive(Debug)]
+pub enum Verdict {
+    /// Handed on: to other devices through [`Cx::transmit`] /
+    /// [`Cx::receive`] (one or more), or to a port's driver.
+    Forwarded,
+    /// Received by the handler's own device: the packet climbs on from
+    /// there (a bond's or team's slave frame, a VLAN device's untagged
+    /// frame). Equivalent to [`Cx::receive`] on the handler's device.
+    Up(Packet, usize),
+    /// No device above took it: delivered to the receiving device's host
+    /// side ([`Device::local`]).
+    Pass(Packet),
+    /// Consumed by the handler's device itself (ARP and neighbour
+    /// discovery at the router).
+    Consumed,
+    /// Kept in a bounded table (the router's neighbour queue or reassembly
+    /// queues); it leaves later as a transmit or a counted drop.
+    Held,
+    /// Dropped, counted under `reason` on device `on`.
+    Dropped {
+        /// The device whose counters get the reason.
+        on: DeviceId,
+        /// Stable reason name (kebab-case).
+        reason: &'static str,
+    },
+}
+
+/// One unit of the graph's walk.
+#[derive(Debug)]
+pub(crate) enum Step {
+    /// `dev` receives the packet from below.
+    Receive(DeviceId, Packet, usize, usize),
+    /// `dev` is given the packet to transmit.
+    Transmit(DeviceId, Packet, usize, usize),
+}
+
+/// What a handler sees of the graph: see the module documentation.
+pub struct Cx<'a> {
+    pub(crate) me: DeviceId,
+    pub(crate) depth: usize,
+    /// Every device's common attributes, indexed by [`DeviceId`].
+    pub devices: &'a mut [Device],
+    /// The engine clock (ns).
+    pub now_ns: u64,
+    /// How the stack segments (offload-rules 6.3).
+    pub mode: StackMode,
+    /// The graph's segmenter (scratch state shared by every port).
+    pub segmenter: &'a mut Segmenter,
+    pub(crate) steps: &'a mut VecDeque<Step>,
+    pub(crate) link_replies: &'a mut VecDeque<(DeviceId, Packet)>,
+}
+
+impl<'a> Cx<'a> {
+    /// The device whose handler runs.
+    pub fn me(&self) -> DeviceId {
+        self.me
+    }
+
+    /// Its common attributes.
+    pub fn dev(&self) -> &Device {
+        &self.devices[self.me.0]
+    }
+
+    /// Its common attributes, writable (counters).
+    pub fn dev_mut(&mut self) -> &mut Device {
+        &mut self.devices[self.me.0]
+    }
+
+    /// Another device's common attributes.
+    pub fn device(&self, id: DeviceId) -> &Device {
+        &self.devices[id.0]
+    }
+
+    /// Queues the transmission of `pkt` (total length `len`) through `dev`.
+    pub fn transmit(&mut self, dev: DeviceId, pkt: Packet, len: usize) {
+        self.steps.push_back(Step::Transmit(dev, pkt, len, self.depth + 1));
+    }
+
+    /// Queues the reception of `pkt` (total length `len`) by `dev`.
+    pub fn receive(&mut self, dev: DeviceId, pkt: Packet, len: usize) {
+        self.steps.push_back(Step::Receive(dev, pkt, len, self.depth + 1));
+    }
+
+    /// A drop of the handler's own device.
+    pub fn drop(&self, reason: &'static str) -> Verdict {
+        Verdict::Dropped { on: self.me, reason }
+    }
+
+    /// Counts `n` drops of `reason` on `dev` for packets that are not the
+    /// step's own (held packets given up, refused fragments).
+    pub fn count_drops(&mut self, dev: DeviceId, reason: &'static str, n: u64) {
+        self.devices[dev.0].counters.drop_n(reason, n);
+    }
+
+    /// A frame a raw-IP port's driver answered itself: received on the
+    /// port once the current operation is done ([`super::LinkOutput::Reply`]).
+    pub fn link_reply(&mut self, port: DeviceId, pkt: Packet) {
+        self.link_replies.push_back((port, pkt));
+    }
+}
+
+/// A device kind: its transmit, its receive handling and its features. See
+/// the module documentation.
+pub trait NetDevice: fmt::Debug + Send + Any {
+    /// The kind's name, as in a topology's `kind` (`port`, `vlan`, ...).
+    fn kind(&self) -> &'static str;
+
+    /// Transmit (`ndo_start_xmit`): `pkt`, of total length `len` (frag list
+    /// included, kept up to date by every device that changes it), was given
+    /// to this device.
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict;
+
+    /// Receive handling for a packet that device `from` received and this
+    /// device is registered to handle: as `from`'s master (a bridge, bond or
+    /// team: Linux's `rx_handler`), as the VLAN upper matching its outer tag,
+    /// or as its L3 upper (the router). The default: not a handler.
+    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+        let _ = (from, pkt, len);
+        cx.drop("no-handler")
+    }
+
+    /// Requested features a device of this kind starts with in `mode`
+    /// (and gets back on a mode switch); `None` keeps the device's own (a
+    /// port's come from its driver).
+    fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {
+        let _ = mode;
+        None
+    }
+
+    /// The device's features from its own (`own`: wanted, hardware) and its
+    /// lowers' (offload-rules 6.4, 6.5). The default, for a device without
+    /// lowers: what it wants of what it has (6.1).
+    fn compute_features(&self, own: &DeviceFeatures, lowers: &[DeviceFeatures], mode: StackMode) -> DeviceFeatures {
+        let _ = (lowers, mode);
+        let mut f = *own;
+        f.features = super::features::fix_features(f.wanted & f.hw_features);
+        f
+    }
+
+    /// Whether other devices can be enslaved to it (bond, team, bridge).
+    fn is_master(&self) -> bool {
+        false
+    }
+
+    /// `lower` was enslaved to this device (it is already in `lowers`).
+    fn enslaved(&mut self, lower: DeviceId) {
+        let _ = lower;
+    }
+
+    /// `lower` left this device.
+    fn released(&mut self, lower: DeviceId) {
+        let _ = lower;
+    }
+
+    /// The set of lowers or one's carrier changed: a bond or team picks its
+    /// active slave again (`devices`: every device, `me` this one).
+    fn lowers_changed(&mut self, me: DeviceId, devices: &[Device]) {
+        let _ = (me, devices);
+    }
+
+    /// The 802.1Q/802.1ad tag (TPID, VLAN id) a VLAN device takes from its
+    /// lower's received frames.
+    fn vlan_tag(&self) -> Option<(u16, u16)> {
+        None
+    }
+
+    /// Periodic work at the engine clock (timers, ageing).
+    fn housekeeping(&mut self, cx: &mut Cx<'_>) {
+        let _ = cx;
+    }
+
+    /// How full the device's bounded tables are.
+    fn table_usage(&self, out: &mut Vec<TableUsage>) {
+        let _ = out;
+    }
+
+    /// A port's driver.
+    fn port_driver(&mut self) -> Option<&mut dyn PortDriver> {
+        None
+    }
+
+    /// For downcasting to the concrete kind.
+    fn as_any(&self) -> &dyn Any;
+
+    /// For downcasting to the concrete kind.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
