@@ -20,6 +20,7 @@ pub mod bond;
 pub mod bridge;
 pub mod features;
 pub mod graph;
+pub mod ingress;
 pub mod nat;
 pub mod netdev;
 pub mod port;
@@ -39,6 +40,8 @@ pub mod vlan;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ingress;
 #[cfg(test)]
 mod tests_l2l3;
 #[cfg(test)]
