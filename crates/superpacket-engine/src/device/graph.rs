@@ -16,8 +16,9 @@
 //!   the wiring names takes it, as Linux's `__netif_receive_skb_core` does:
 //!   D's master's receive (Linux's `rx_handler`: bridge forwarding, a bond's
 //!   or team's slave check); else the receive of the VLAN device on D whose
-//!   tag the frame carries; else the receive of D's L3 upper (the router,
-//!   when D has addresses); else D's host side ([`Device::local`]).
+//!   tag the frame carries; else D hands the packet to its L3 upper (the
+//!   router, when D has addresses), which receives it as a step of its own;
+//!   else D's host side ([`Device::local`]).
 //!
 //! Every step ends in one [`Verdict`], counted on its device
 //! ([`DeviceCounters::forwarded`], `delivered`, `held`, `refused`).
@@ -516,7 +517,12 @@ impl Graph {
                 id
             }
         };
-        self.kinds[id.0].as_any_mut().downcast_mut::<Router>().unwrap_or_else(|| unreachable!("the router is a Router"))
+        let router = self.kinds[id.0]
+            .as_any_mut()
+            .downcast_mut::<Router>()
+            .unwrap_or_else(|| unreachable!("the router is a Router"));
+        router.device = Some(id);
+        router
     }
 
     /// Gives device `dev` the address `addr/len`: it becomes a router
@@ -711,6 +717,7 @@ impl Graph {
             match step {
                 Step::Transmit(id, pkt, len, depth) => self.transmit_step(id, pkt, len, depth),
                 Step::Receive(id, pkt, len, depth) => self.receive_step(id, pkt, len, depth),
+                Step::L3(id, from, pkt, len, depth) => self.l3_step(id, from, pkt, len, depth),
             }
         }
     }
@@ -827,12 +834,26 @@ impl Graph {
             return;
         }
         let d = &self.devices[id.0];
-        let Some(h) = d.master.or_else(|| self.vlan_upper(id, &pkt)).or(d.l3_upper) else {
+        let Some(h) = d.master.or_else(|| self.vlan_upper(id, &pkt)) else {
+            if let Some(l3) = d.l3_upper {
+                self.steps.push_back(Step::L3(l3, id, pkt, len, depth + 1));
+                return self.settle(id, id, Verdict::Forwarded, depth);
+            }
             return self.settle(id, id, Verdict::Pass(pkt), depth);
         };
         let (kind, mut cx) = self.cx(h, depth);
         let verdict = kind.receive(&mut cx, id, pkt, len);
         self.settle(id, h, verdict, depth);
+    }
+
+    /// L3 device `id` takes what its interface `from` received.
+    fn l3_step(&mut self, id: DeviceId, from: DeviceId, pkt: Packet, len: usize, depth: usize) {
+        if !self.count_step(id, &pkt, len, depth, true) {
+            return;
+        }
+        let (kind, mut cx) = self.cx(id, depth);
+        let verdict = kind.receive(&mut cx, from, pkt, len);
+        self.settle(id, id, verdict, depth);
     }
 
     /// The VLAN device on `id` whose tag `pkt` carries outermost (Linux's

@@ -45,6 +45,8 @@ mod tests_ingress;
 #[cfg(test)]
 mod tests_l2l3;
 #[cfg(test)]
+mod tests_netdev;
+#[cfg(test)]
 mod tests_topology;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};

@@ -65,6 +65,9 @@ pub(crate) enum Step {
     Receive(DeviceId, Packet, usize, usize),
     /// `dev` is given the packet to transmit.
     Transmit(DeviceId, Packet, usize, usize),
+    /// L3 device `dev` (the router) takes the packet its interface `from`
+    /// received: counted as received by `dev`.
+    L3(DeviceId, DeviceId, Packet, usize, usize),
 }
 
 /// What a handler sees of the graph: see the module documentation.
@@ -145,8 +148,10 @@ pub trait NetDevice: fmt::Debug + Send + Any {
 
     /// Receive handling for a packet that device `from` received and this
     /// device is registered to handle: as `from`'s master (a bridge, bond or
-    /// team: Linux's `rx_handler`), as the VLAN upper matching its outer tag,
-    /// or as its L3 upper (the router). The default: not a handler.
+    /// team: Linux's `rx_handler`, within `from`'s receive), as the VLAN
+    /// upper matching its outer tag (likewise), or as its L3 upper (the
+    /// router: a receive step of its own, counted on it). The default: not
+    /// a handler.
     fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
         let _ = (from, pkt, len);
         cx.drop("no-handler")

@@ -138,6 +138,9 @@ pub struct Router {
     peak_pending: usize,
     /// Scratch for the frames one operation sends (kept between calls).
     out: Vec<(DeviceId, Packet, usize)>,
+    /// The router's own device in its graph (set by the graph when it
+    /// creates the router), where its refusals are counted.
+    pub(crate) device: Option<DeviceId>,
 }
 
 fn prefix_match(a: IpAddr, p: IpAddr, len: u8) -> bool {
@@ -488,7 +491,7 @@ impl Router {
             for f in frags {
                 let n = f.total_len();
                 if let Err(reason) = self.send(egress, hop, f, n, now, devs, out) {
-                    self.count_drops(iface, reason, 1);
+                    self.count_drops(self.device.unwrap_or(iface), reason, 1);
                 }
             }
             return Ok(Routed::Forwarded);
@@ -829,13 +832,12 @@ impl NetDevice for Router {
     }
 
     /// The protocol handler of interface `from`: ARP, neighbour discovery,
-    /// forwarding with NAT. Refusals are counted on the interface the
-    /// packet came in on (as Linux's per-interface IPv6 statistics), so an
-    /// operator sees where bad traffic enters.
+    /// forwarding with NAT. Refusals are counted on the router (as Linux
+    /// counts IP input errors for the whole stack, not per device).
     fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
         let now = cx.now_ns;
         match self.with_output(cx, |r, devs, out| r.input(from, pkt, len, now, devs, out)) {
-            Err(reason) => Verdict::Dropped { on: from, reason },
+            Err(reason) => cx.drop(reason),
             Ok(routed) => routed.verdict(),
         }
     }

@@ -461,7 +461,12 @@ fn assert_refused_through_the_graph(cases: Vec<Case>) {
         let want = c.want.expect("a refused case");
         let (wan, lan) = net.send(&c.frame);
         assert!(wan.is_empty() && lan.is_empty(), "{}: {} frames left", c.name, wan.len() + lan.len());
-        assert_eq!((net.g.router_mut().nat.len(), net.g.router_mut().nat.counters.created), (0, 0), "{}: conntrack", c.name);
+        assert_eq!(
+            (net.g.router_mut().nat.len(), net.g.router_mut().nat.counters.created),
+            (0, 0),
+            "{}: conntrack",
+            c.name
+        );
         assert_eq!(net.drops(), BTreeMap::from([(want, 1)]), "{}", c.name);
     }
 }

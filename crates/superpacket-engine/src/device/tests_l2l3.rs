@@ -321,8 +321,8 @@ fn a_silent_neighbour_is_solicited_three_times_then_its_packets_are_dropped_and_
     assert_eq!((g.router_mut().pending(), g.router_mut().resolving()), (MAX_PENDING, MAX_PENDING));
     assert_eq!(arp_targets(&tx_of(&mut g, wan)).len(), MAX_PENDING);
     g.receive(lan, Packet::from_frame(&flow.frame(64, TcpFlags::empty()).unwrap()));
-    let lan10 = g.id("lan.10").unwrap();
-    assert_eq!(g.device(lan10).counters.drops.get("neighbour-queue-full"), Some(&1), "counted where it came in");
+    let router = g.router_id().unwrap();
+    assert_eq!(g.counters(router).drops.get("neighbour-queue-full"), Some(&1), "counted on the router");
     for t in 21..=23 {
         g.housekeeping(t * sec);
     }
@@ -342,7 +342,6 @@ fn every_refused_fragment_of_a_refragmented_datagram_is_counted() {
     use crate::device::router::MAX_PENDING;
     use superpacket::offload::frag::{FragmentRequest, Fragmenter};
     let (mut g, lan, wan, spec) = router_without_neighbours();
-    let lan10 = g.id("lan.10").unwrap();
     // Fill the neighbour queue but one place with packets for silent hosts.
     let mut silent = spec;
     for i in 0..MAX_PENDING as u32 - 1 {
@@ -361,7 +360,11 @@ fn every_refused_fragment_of_a_refragmented_datagram_is_counted() {
         g.receive(lan, f);
     }
     assert_eq!(g.router_mut().pending(), MAX_PENDING, "one fragment took the last place");
-    assert_eq!(g.counters(lan10).drops.get("neighbour-queue-full"), Some(&2), "both refused fragments counted");
+    assert_eq!(
+        g.counters(g.router_id().unwrap()).drops.get("neighbour-queue-full"),
+        Some(&2),
+        "both refused fragments counted"
+    );
 }
 
 /// An ARP request from `host` at `addr` for the router's 192.168.10.1, in VLAN 10.
@@ -481,7 +484,7 @@ fn ttl_and_hop_limit_expiry_are_counted_drops() {
     // ICMP time exceeded is not generated: the packet is dropped and counted
     // on the ingress interface.
     let (mut g, spec) = crate::device::seed::seed_router(StackMode::Passthrough, MemoryMode::Capture);
-    let (lan, wan, lan10) = (g.id("lan").unwrap(), g.id("wan").unwrap(), g.id("lan.10").unwrap());
+    let (lan, wan) = (g.id("lan").unwrap(), g.id("wan").unwrap());
     for (ttl, forwarded) in [(1u8, false), (0, false), (2, true)] {
         let mut s = spec;
         s.ttl = ttl;
@@ -492,7 +495,7 @@ fn ttl_and_hop_limit_expiry_are_counted_drops() {
             assert_eq!(out[0].linear()[18 + 8], 1, "ttl decremented");
         }
     }
-    assert_eq!(g.counters(lan10).drops.get("ttl-exceeded"), Some(&2));
+    assert_eq!(g.counters(g.router_id().unwrap()).drops.get("ttl-exceeded"), Some(&2));
 
     let mut g = load(V6_TOPOLOGY).unwrap();
     let (a, b) = (g.id("a").unwrap(), g.id("b").unwrap());
@@ -506,7 +509,7 @@ fn ttl_and_hop_limit_expiry_are_counted_drops() {
         g.receive(a, Packet::from_frame(&Flow::new(s).frame(100, TcpFlags::empty()).unwrap()));
         assert_eq!(tx_of(&mut g, b).len(), usize::from(forwarded), "hop limit {hl}");
     }
-    assert_eq!(g.counters(a).drops.get("hop-limit-exceeded"), Some(&1));
+    assert_eq!(g.counters(g.router_id().unwrap()).drops.get("hop-limit-exceeded"), Some(&1));
 }
 
 /// A flood of new connections through the NAT (random source ports, as a
@@ -563,7 +566,7 @@ fn reassembly_limits_come_from_the_topology_and_bound_the_queues() {
     assert_eq!(cfg.delivery, superpacket::offload::frag::Delivery::Forward);
 
     let (mut g, spec) = crate::device::seed::seed_router(StackMode::Passthrough, MemoryMode::Capture);
-    let (lan, wan, lan10) = (g.id("lan").unwrap(), g.id("wan").unwrap(), g.id("lan.10").unwrap());
+    let (lan, wan) = (g.id("lan").unwrap(), g.id("wan").unwrap());
     g.router_mut().defrag_config = Some(cfg);
     // First fragments (MF set) of five datagrams: two queues, three refused.
     for id in 0..5u16 {
@@ -575,7 +578,7 @@ fn reassembly_limits_come_from_the_topology_and_bound_the_queues() {
         g.receive(lan, Packet::from_frame(&f));
     }
     assert!(tx_of(&mut g, wan).is_empty(), "incomplete datagrams are held");
-    assert_eq!(g.counters(lan10).drops.get("reasm-queue-limit"), Some(&3));
+    assert_eq!(g.counters(g.router_id().unwrap()).drops.get("reasm-queue-limit"), Some(&3));
     let mut usage = Vec::new();
     g.router_mut().table_usage(&mut usage);
     let queues = usage.iter().find(|t| t.name == "reasm-queues").expect("reasm-queues in the table usage");
