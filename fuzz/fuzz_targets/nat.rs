@@ -14,6 +14,7 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::net::Ipv4Addr;
+use superpacket_engine::device::ingress::ipv4_header;
 use superpacket_engine::device::nat::{Nat, Tuple, rewrite, tuple_of};
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::validate;
@@ -92,7 +93,10 @@ fuzz_target!(|input: Input| {
             Op::Rewrite { frame, to, partial } => {
                 let mut f = flows.build(frame);
                 let Ok(h) = FrameHeaders::parse(&f) else {
-                    let _ = tuple_of(&f, 14);
+                    // Damaged frames: validation refuses or accepts, never panics.
+                    if let Ok(ip) = ipv4_header(&f, 14, f.len()) {
+                        let _ = tuple_of(&f, &ip, false);
+                    }
                     continue;
                 };
                 let mut meta = superpacket::packet::OffloadMeta::default();
@@ -104,17 +108,20 @@ fuzz_target!(|input: Input| {
                     f[h.l4_offset + usize::from(field)..][..2].copy_from_slice(&pseudo.to_be_bytes());
                     meta.csum = ChecksumState::Partial { start: h.l4_offset as u16, offset: field };
                 }
-                let Some((from, l4, _)) = tuple_of(&f, h.l3_offset) else { continue };
                 if h.l3 != L3Kind::Ipv4 {
                     continue;
                 }
+                let Ok(ip) = ipv4_header(&f, h.l3_offset, f.len()) else { continue };
+                let Ok(Some(conn)) = tuple_of(&f, &ip, false) else { continue };
+                let (from, l4) = (conn.tuple, conn.l4);
                 let was_valid = is_valid(&f, &meta);
                 let to = Tuple { proto: from.proto, ..to.tuple() };
                 let mut pkt = Packet::from_frame(&f);
                 pkt.meta = meta;
-                rewrite(&mut pkt, h.l3_offset, l4, &from, &to);
+                rewrite(&mut pkt, h.l3_offset, l4, &from, &to).expect("a validated L4 header is rewritten");
                 let after = superpacket_fuzz::bytes_of(&pkt);
-                let (t2, _, _) = tuple_of(&after, h.l3_offset).expect("still a TCP/UDP packet");
+                let ip = ipv4_header(&after, h.l3_offset, after.len()).expect("still a valid IPv4 header");
+                let t2 = tuple_of(&after, &ip, false).expect("still valid").expect("still a TCP/UDP packet").tuple;
                 assert_eq!(t2, to);
                 if was_valid {
                     let p = problems(&after, &pkt.meta);

@@ -20,6 +20,7 @@ pub mod bond;
 pub mod bridge;
 pub mod features;
 pub mod graph;
+pub mod ingress;
 pub mod nat;
 pub mod port;
 #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
@@ -38,6 +39,8 @@ pub mod vlan;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_ingress;
 #[cfg(test)]
 mod tests_l2l3;
 #[cfg(test)]

@@ -15,6 +15,10 @@ use std::collections::HashMap;
 use std::net::Ipv4Addr;
 use superpacket::csum::{update_bytes, update_partial_bytes};
 use superpacket::packet::{ChecksumState, Packet};
+use superpacket::wire::ipv4::IPV4_HEADER_LEN;
+use superpacket::wire::tcp::TCP_HEADER_LEN;
+use superpacket::wire::udp::UDP_HEADER_LEN;
+use superpacket::wire::{IpProtocol, Ipv4Packet, TcpPacket, UdpPacket};
 
 /// A connection tuple: protocol, source, source port, destination, destination port.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -321,61 +325,123 @@ impl Nat {
     }
 }
 
-/// Reads the TCP/UDP tuple of an IPv4 packet whose header starts at `l3`
-/// (not for fragments). Also returns the L4 offset and whether TCP FIN/RST is set.
-pub fn tuple_of(frame: &[u8], l3: usize) -> Option<(Tuple, usize, bool)> {
-    let ip = frame.get(l3..l3 + 20)?;
-    let ihl = usize::from(ip[0] & 0x0F) * 4;
-    if u16::from_be_bytes([ip[6], ip[7]]) & 0x3FFF != 0 {
-        return None;
-    }
-    let proto = ip[9];
-    let l4 = l3 + ihl;
-    if !matches!(proto, 6 | 17) || frame.len() < l4 + if proto == 6 { 20 } else { 8 } {
-        return None;
-    }
-    let t = Tuple {
-        proto,
-        src: Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]),
-        dst: Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]),
-        sport: u16::from_be_bytes([frame[l4], frame[l4 + 1]]),
-        dport: u16::from_be_bytes([frame[l4 + 2], frame[l4 + 3]]),
-    };
-    let fin_rst = proto == 6 && frame[l4 + 13] & 0x05 != 0;
-    Some((t, l4, fin_rst))
+/// The drop reason of a TCP/UDP packet whose L4 header conntrack would
+/// call invalid: it is never translated (`docs/topology.md`, "Drop reasons
+/// of the router").
+pub const NAT_INVALID_L4: &str = "nat-invalid-l4";
+
+/// The connection of a TCP/UDP packet ([`tuple_of`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct L4Conn {
+    /// Its tuple as received.
+    pub tuple: Tuple,
+    /// Offset of the TCP/UDP header from the start of the frame.
+    pub l4: usize,
+    /// TCP with FIN or RST set (the connection is closing).
+    pub fin_rst: bool,
 }
 
-/// Rewrites an IPv4 TCP/UDP packet (header at `l3`, L4 at `l4`) from `from`
-/// to `to` with incremental checksum updates (see the module documentation).
-pub fn rewrite(pkt: &mut Packet, l3: usize, l4: usize, from: &Tuple, to: &Tuple) {
+/// The TCP/UDP connection of the IPv4 packet `ip` (validated by
+/// [`super::ingress::ipv4_header`]) in `frame`, the packet's linear area;
+/// `gso` for a superpacket. `Ok(None)` for other protocols and for
+/// fragments (no ports to read: with NAT rules they are reassembled first).
+///
+/// The L4 header is checked as conntrack's `tcp_error` / `udp_error` do,
+/// against the IP payload length (the aggregate's, for a superpacket):
+/// TCP: 20 bytes present, data offset >= 5, the header within the payload;
+/// UDP: 8 bytes present and, for a non-GSO packet, a length field of 8 up
+/// to the IP payload (a superpacket's UDP length is its aggregate's or its
+/// segment's, depending on the source). The fixed header (the ports and
+/// the checksum field NAT rewrites) must be in the linear area.
+///
+/// # Errors
+/// [`NAT_INVALID_L4`] for a TCP/UDP packet whose header fails these checks.
+pub fn tuple_of(frame: &[u8], ip: &super::ingress::Ipv4Input, gso: bool) -> Result<Option<L4Conn>, &'static str> {
+    let proto = ip.protocol;
+    if ip.is_fragment || !matches!(proto, IpProtocol::TCP | IpProtocol::UDP) {
+        return Ok(None);
+    }
+    let l4 = ip.l4();
+    let l4_len = ip.total_len - ip.header_len;
+    let seg = frame.get(l4..).ok_or(NAT_INVALID_L4)?;
+    let (sport, dport, fin_rst) = if proto == IpProtocol::TCP {
+        if l4_len < TCP_HEADER_LEN || seg.len() < TCP_HEADER_LEN {
+            return Err(NAT_INVALID_L4);
+        }
+        let t = TcpPacket::new_unchecked(seg);
+        if t.data_offset() < 5 || t.header_len() > l4_len {
+            return Err(NAT_INVALID_L4);
+        }
+        (t.src_port(), t.dst_port(), t.fin() || t.rst())
+    } else {
+        if l4_len < UDP_HEADER_LEN || seg.len() < UDP_HEADER_LEN {
+            return Err(NAT_INVALID_L4);
+        }
+        let u = UdpPacket::new_unchecked(seg);
+        let ulen = usize::from(u.len());
+        if !gso && !(UDP_HEADER_LEN..=l4_len).contains(&ulen) {
+            return Err(NAT_INVALID_L4);
+        }
+        (u.src_port(), u.dst_port(), false)
+    };
+    let tuple = Tuple { proto: proto.0, src: ip.src, sport, dst: ip.dst, dport };
+    Ok(Some(L4Conn { tuple, l4, fin_rst }))
+}
+
+/// Rewrites an IPv4 TCP/UDP packet (header at `l3`, L4 at `l4`, as
+/// [`tuple_of`] found them) from `from` to `to` with incremental checksum
+/// updates (see the module documentation), through the wire views.
+///
+/// # Errors
+/// [`NAT_INVALID_L4`] if the headers are not in the linear area (nothing
+/// is changed then; [`tuple_of`] rules it out).
+pub fn rewrite(pkt: &mut Packet, l3: usize, l4: usize, from: &Tuple, to: &Tuple) -> Result<(), &'static str> {
+    let l4_fixed = if from.proto == IpProtocol::TCP.0 { TCP_HEADER_LEN } else { UDP_HEADER_LEN };
+    let b = pkt.linear_mut();
+    if l4 < l3 + IPV4_HEADER_LEN || b.len() < l4 + l4_fixed {
+        return Err(NAT_INVALID_L4);
+    }
     let partial = matches!(pkt.meta.csum, ChecksumState::Partial { .. });
     if let ChecksumState::Complete { .. } = pkt.meta.csum {
         pkt.meta.csum = ChecksumState::None;
     }
     let b = pkt.linear_mut();
+    let (head, seg) = b.split_at_mut(l4);
+    let mut ip = Ipv4Packet::new_unchecked(&mut head[l3..]);
     let (os, od, ns, nd) = (from.src.octets(), from.dst.octets(), to.src.octets(), to.dst.octets());
-    let mut ipc = u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]);
+    let mut ipc = ip.checksum();
     ipc = update_bytes(ipc, &os, &ns);
     ipc = update_bytes(ipc, &od, &nd);
-    b[l3 + 10..l3 + 12].copy_from_slice(&ipc.to_be_bytes());
-    b[l3 + 12..l3 + 16].copy_from_slice(&ns);
-    b[l3 + 16..l3 + 20].copy_from_slice(&nd);
-    let field = l4 + if from.proto == 6 { 16 } else { 6 };
-    let mut c = u16::from_be_bytes([b[field], b[field + 1]]);
-    let udp_none = from.proto == 17 && c == 0 && !partial;
-    if partial {
-        c = update_partial_bytes(c, &os, &ns);
-        c = update_partial_bytes(c, &od, &nd);
-    } else if !udp_none {
-        c = update_bytes(c, &os, &ns);
-        c = update_bytes(c, &od, &nd);
-        c = update_bytes(c, &from.sport.to_be_bytes(), &to.sport.to_be_bytes());
-        c = update_bytes(c, &from.dport.to_be_bytes(), &to.dport.to_be_bytes());
-        if from.proto == 17 && c == 0 {
-            c = 0xFFFF;
+    ip.set_checksum(ipc);
+    ip.set_src_addr(to.src);
+    ip.set_dst_addr(to.dst);
+    // The L4 checksum: a checksum (addresses and ports) or, for
+    // CHECKSUM_PARTIAL, the pseudo-header sum (addresses only).
+    let l4_csum = |c: u16, udp: bool| {
+        if partial {
+            let c = update_partial_bytes(c, &os, &ns);
+            update_partial_bytes(c, &od, &nd)
+        } else if udp && c == 0 {
+            // UDP over IPv4 without a checksum stays without one.
+            0
+        } else {
+            let mut c = update_bytes(c, &os, &ns);
+            c = update_bytes(c, &od, &nd);
+            c = update_bytes(c, &from.sport.to_be_bytes(), &to.sport.to_be_bytes());
+            c = update_bytes(c, &from.dport.to_be_bytes(), &to.dport.to_be_bytes());
+            if udp && c == 0 { 0xFFFF } else { c }
         }
+    };
+    if from.proto == IpProtocol::TCP.0 {
+        let mut t = TcpPacket::new_unchecked(seg);
+        t.set_checksum(l4_csum(t.checksum(), false));
+        t.set_src_port(to.sport);
+        t.set_dst_port(to.dport);
+    } else {
+        let mut u = UdpPacket::new_unchecked(seg);
+        u.set_checksum(l4_csum(u.checksum(), true));
+        u.set_src_port(to.sport);
+        u.set_dst_port(to.dport);
     }
-    b[field..field + 2].copy_from_slice(&c.to_be_bytes());
-    b[l4..l4 + 2].copy_from_slice(&to.sport.to_be_bytes());
-    b[l4 + 2..l4 + 4].copy_from_slice(&to.dport.to_be_bytes());
+    Ok(())
 }

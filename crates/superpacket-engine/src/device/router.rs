@@ -4,15 +4,24 @@
 //! ([`super::nat`]). A forwarded superpacket stays one packet: its headers
 //! are rewritten once and its GSO metadata kept (offload-rules 3.6: the MTU
 //! check uses the per-segment length).
+//!
+//! Every received IPv4/IPv6 packet first passes Linux's IP input checks
+//! ([`super::ingress`]; `docs/topology.md`, "Drop reasons of the router"):
+//! nothing Linux would refuse is routed or reaches NAT.
 
 use super::graph::{Device, DeviceId};
-use super::nat::{Nat, Tuple, rewrite, tuple_of};
+use super::ingress::{self, IngressDrop, Ipv6Input};
+use super::nat::{L4Conn, Nat, Tuple, rewrite, tuple_of};
 use super::tables::{Defrag, TableUsage};
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use superpacket::csum::update_u16;
 use superpacket::packet::Packet;
-use superpacket::wire::{ArpOperation, ArpPacket, ArpRepr, Icmpv6Packet, Icmpv6Repr, MacAddr};
+use superpacket::wire::ethernet::ETHERNET_HEADER_LEN;
+use superpacket::wire::{
+    ArpOperation, ArpPacket, ArpRepr, EtherType, EthernetFrame, Icmpv6Packet, Icmpv6Repr, IpProtocol, Ipv4Packet,
+    Ipv6Packet, MacAddr,
+};
 
 /// A route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,23 +174,68 @@ pub(crate) enum Ndp {
     Other,
 }
 
-/// The neighbour discovery message of Ethernet frame `b` (IPv6 without
-/// extension headers, next header ICMPv6).
+/// The neighbour discovery message of Ethernet frame `b` (an untagged
+/// IPv6 frame; extension headers are walked, see
+/// [`ingress::ipv6_header`]).
 ///
 /// # Errors
-/// `bad-icmpv6` for a frame too short or a message that does not parse.
+/// `bad-icmpv6` for a frame whose IPv6 header does not validate, that is
+/// not an unfragmented ICMPv6 message, or whose message does not parse.
 pub(crate) fn parse_ndp(b: &[u8]) -> Result<Ndp, &'static str> {
-    let src: [u8; 16] = b.get(22..38).and_then(|s| s.try_into().ok()).ok_or("bad-icmpv6")?;
-    let p = Icmpv6Packet::new_checked(b.get(54..).ok_or("bad-icmpv6")?).map_err(|_| "bad-icmpv6")?;
+    let ip = ingress::ipv6_header(b, ETHERNET_HEADER_LEN, b.len()).map_err(|_| "bad-icmpv6")?;
+    ndp_message(b, &ip)
+}
+
+/// The neighbour discovery message of frame `b` whose IPv6 header `ip` was
+/// validated: the ICMPv6 message at the upper-layer offset the walk found,
+/// bounded by the payload length (never the Ethernet padding).
+fn ndp_message(b: &[u8], ip: &Ipv6Input) -> Result<Ndp, &'static str> {
+    if ip.upper_protocol != IpProtocol::ICMPV6 || ip.is_fragment {
+        return Err("bad-icmpv6");
+    }
+    let msg = b.get(ip.upper_offset..ip.end()).ok_or("bad-icmpv6")?;
+    let p = Icmpv6Packet::new_checked(msg).map_err(|_| "bad-icmpv6")?;
     Ok(match Icmpv6Repr::parse(&p).map_err(|_| "bad-icmpv6")? {
         Icmpv6Repr::NeighborSolicit { target_addr, source_lladdr } => {
-            Ndp::Solicit { src: Ipv6Addr::from(src), target: target_addr, source_lladdr }
+            Ndp::Solicit { src: ip.src, target: target_addr, source_lladdr }
         }
         Icmpv6Repr::NeighborAdvert { target_addr, target_lladdr, .. } => {
             Ndp::Advert { target: target_addr, lladdr: target_lladdr }
         }
         _ => Ndp::Other,
     })
+}
+
+/// The drop reason of a packet the router would forward although it came
+/// in a link-layer broadcast or multicast frame: `ip_forward` and
+/// `ip6_forward` forward only frames addressed to the router
+/// (`skb->pkt_type != PACKET_HOST`).
+pub const LINK_LAYER_MULTICAST: &str = "link-layer-multicast";
+
+/// Sets the Ethernet source (`src`) and, if given, destination of frame
+/// `pkt` (the router's output rewrite). Frames shorter than an Ethernet
+/// header never reach here (input checks them); they are left alone.
+fn set_macs(pkt: &mut Packet, src: MacAddr, dst: Option<MacAddr>) {
+    if let Ok(mut eth) = EthernetFrame::new_checked(pkt.linear_mut()) {
+        eth.set_src_addr(src);
+        if let Some(d) = dst {
+            eth.set_dst_addr(d);
+        }
+    }
+}
+
+/// TTL - 1 of the validated IPv4 header at `l3`, with the header checksum
+/// updated incrementally (RFC 1624) over the TTL/protocol word.
+fn decrement_ttl(pkt: &mut Packet, l3: usize) -> Result<(), &'static str> {
+    let b = pkt.linear_mut().get_mut(l3..).filter(|b| b.len() >= 20).ok_or(IngressDrop::Ipv4Truncated.reason())?;
+    let mut ip = Ipv4Packet::new_unchecked(b);
+    let (ttl, proto) = (ip.ttl(), ip.protocol().0);
+    let new_ttl = ttl.checked_sub(1).ok_or("ttl-exceeded")?;
+    let old = u16::from_be_bytes([ttl, proto]);
+    let new = u16::from_be_bytes([new_ttl, proto]);
+    ip.set_ttl(new_ttl);
+    ip.set_checksum(update_u16(ip.checksum(), old, new));
+    Ok(())
 }
 
 /// The neighbour advertisement frame answering a solicitation for
@@ -261,162 +315,232 @@ impl Router {
             .map(|r| (r.dev, r.via.unwrap_or(dst)))
     }
 
+    /// Whether `dst` is the subnet-directed broadcast address of one of the
+    /// router's IPv4 prefixes shorter than /31: Linux's local table holds a
+    /// broadcast route for it (`fib_add_ifaddr`), so `ip_route_input_slow`
+    /// delivers it locally (`brd_input`) and never forwards it (directed
+    /// broadcast forwarding, `bc_forwarding`, is off by default).
+    fn is_directed_broadcast(&self, dst: Ipv4Addr) -> bool {
+        self.interfaces.iter().flat_map(|i| i.addrs.iter()).any(|&(a, len)| match a {
+            IpAddr::V4(a) if len < 31 => {
+                let host = u32::MAX >> len;
+                u32::from(dst) == u32::from(a) | host
+            }
+            _ => false,
+        })
+    }
+
     /// A packet received on interface `iface` (frame with a plain Ethernet
     /// header: VLAN devices below have popped their tags) whose total length
     /// is `len`. Outputs are `(egress, frame, total length)`.
+    ///
+    /// Every IPv4/IPv6 packet is validated first as Linux's IP input does
+    /// ([`super::ingress`]; `docs/topology.md`, "Drop reasons of the
+    /// router"), before NAT sees it, and its Ethernet padding is trimmed.
     ///
     /// # Errors
     /// A drop reason (counted on the interface by the graph).
     pub fn input(
         &mut self,
         iface: DeviceId,
+        pkt: Packet,
+        len: usize,
+        now: u64,
+        devs: &[Device],
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+    ) -> Result<(), &'static str> {
+        let mac = devs.get(iface.0).ok_or("no-device")?.mac;
+        let eth = EthernetFrame::new_checked(pkt.linear()).map_err(|_| "runt")?;
+        let dst_mac = eth.dst_addr();
+        if dst_mac != mac && !dst_mac.is_multicast() {
+            return Err("not-for-us");
+        }
+        match eth.ethertype() {
+            EtherType::ARP => self.arp_input(iface, mac, &pkt, out),
+            EtherType::IPV4 => self.ipv4_input(iface, dst_mac.is_multicast(), pkt, len, now, devs, out),
+            EtherType::IPV6 => self.ipv6_input(iface, mac, dst_mac.is_multicast(), pkt, len, now, devs, out),
+            _ => Err("unknown-ethertype"),
+        }
+    }
+
+    /// IPv4 input and forwarding; `l2_multicast`: the frame came to a
+    /// link-layer broadcast or multicast address.
+    #[allow(clippy::too_many_arguments)]
+    fn ipv4_input(
+        &mut self,
+        iface: DeviceId,
+        l2_multicast: bool,
         mut pkt: Packet,
         len: usize,
         now: u64,
         devs: &[Device],
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
-        let mac = devs[iface.0].mac;
-        let b = pkt.linear();
-        if b.len() < 14 {
-            return Err("runt");
+        let l3 = ETHERNET_HEADER_LEN;
+        let mut ip = ingress::ipv4_input(pkt.linear(), l3, len)?;
+        if self.is_directed_broadcast(ip.dst) {
+            return Err(IngressDrop::BroadcastDestination.reason());
         }
-        let dst_mac = MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]]);
-        if dst_mac != mac && !dst_mac.is_multicast() {
-            return Err("not-for-us");
-        }
-        match u16::from_be_bytes([b[12], b[13]]) {
-            0x0806 => self.arp_input(iface, mac, &pkt, out),
-            0x0800 => {
-                let l3 = 14;
-                if b.len() < l3 + 20 || b[l3] >> 4 != 4 {
-                    return Err("bad-ipv4");
+        let mut len = ingress::trim_padding(&mut pkt, len, l3, ip.end());
+        // Conntrack defragmentation: NAT needs the whole datagram. Every
+        // fragment was validated above, as `ip_rcv_core` does before
+        // PREROUTING.
+        let mut geometry = None;
+        if !self.nat.rules.is_empty() && ip.is_fragment {
+            let cfg = self.defrag_config;
+            let d =
+                self.defrag.get_or_insert_with(|| Box::new(Defrag::new(cfg.unwrap_or_else(Defrag::default_config))));
+            match d.push(pkt, iface, now)? {
+                None => return Ok(()),
+                Some((whole, info)) => {
+                    pkt = whole;
+                    len = pkt.total_len();
+                    // The reassembler wrote a fresh header (length and
+                    // checksum); read it again.
+                    ip = ingress::ipv4_header(pkt.linear(), l3, len)?;
+                    geometry = Some(info);
                 }
-                // Conntrack defragmentation: NAT needs the whole datagram.
-                let mut len = len;
-                let mut geometry = None;
-                if !self.nat.rules.is_empty() && u16::from_be_bytes([b[l3 + 6], b[l3 + 7]]) & 0x3FFF != 0 {
-                    let cfg = self.defrag_config;
-                    let d = self
-                        .defrag
-                        .get_or_insert_with(|| Box::new(Defrag::new(cfg.unwrap_or_else(Defrag::default_config))));
-                    match d.push(pkt, iface, now)? {
-                        None => return Ok(()),
-                        Some((whole, info)) => {
-                            pkt = whole;
-                            len = pkt.total_len();
-                            geometry = Some(info);
-                        }
-                    }
-                }
-                let b = pkt.linear();
-                let dst = Ipv4Addr::new(b[l3 + 16], b[l3 + 17], b[l3 + 18], b[l3 + 19]);
-                let ttl = b[l3 + 8];
-                // NAT: a known connection, or DNAT for a new one (prerouting).
-                let tuple = tuple_of(b, l3);
-                let mut new_dst = dst;
-                let mut xlate: Option<(Tuple, Tuple, usize)> = None;
-                if let Some((t, l4, fin)) = tuple {
-                    if let Some(r) = self.nat.lookup(&t, now, fin) {
-                        new_dst = r.to.dst;
-                        xlate = Some((t, r.to, l4));
-                    } else if let Some((to, to_port)) = self.nat.dnat(&t, iface.0) {
-                        new_dst = to;
-                        xlate = Some((t, Tuple { dst: to, dport: to_port, ..t }, l4));
-                    }
-                }
-                if xlate.is_none() && self.is_local(IpAddr::V4(dst)) {
-                    return Err("local-delivery-unsupported");
-                }
-                if ttl <= 1 {
-                    return Err("ttl-exceeded");
-                }
-                let (egress, hop) = self.route(IpAddr::V4(new_dst)).ok_or("no-route")?;
-                // New connection: SNAT/masquerade (postrouting) and create it.
-                if let Some((t, l4)) = tuple.map(|(t, l4, _)| (t, l4))
-                    && self.nat.lookup_only(&t).is_none()
-                {
-                    let after_dnat = xlate.map_or(t, |x| x.1);
-                    let src = self.nat.snat(egress.0, self.iface_v4(egress));
-                    if xlate.is_some() || src.is_some() {
-                        let to = Tuple { src: src.unwrap_or(after_dnat.src), ..after_dnat };
-                        let to = self.nat.create(t, to, now).ok_or("conntrack-full")?;
-                        xlate = Some((t, to, l4));
-                    }
-                }
-                if let Some((from, to, l4)) = xlate {
-                    rewrite(&mut pkt, l3, l4, &from, &to);
-                }
-                // TTL - 1 with the header checksum updated (RFC 1624).
-                let b = pkt.linear_mut();
-                let old = u16::from_be_bytes([b[l3 + 8], b[l3 + 9]]);
-                b[l3 + 8] -= 1;
-                let new = u16::from_be_bytes([b[l3 + 8], b[l3 + 9]]);
-                let c = update_u16(u16::from_be_bytes([b[l3 + 10], b[l3 + 11]]), old, new);
-                b[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
-                if let (Some(info), Some(d)) = (geometry, self.defrag.as_mut()) {
-                    let mut frags = Vec::new();
-                    d.refragment(pkt, devs[egress.0].mtu, &info, &mut frags)?;
-                    // Every fragment is sent; each refused one is a drop.
-                    for f in frags {
-                        let n = f.total_len();
-                        if let Err(reason) = self.send(egress, hop, f, n, now, devs, out) {
-                            self.count_drops(iface, reason, 1);
-                        }
-                    }
-                    return Ok(());
-                }
-                self.send(egress, hop, pkt, len, now, devs, out)
             }
-            0x86DD => {
-                let l3 = 14;
-                if b.len() < l3 + 40 {
-                    return Err("bad-ipv6");
-                }
-                let mut d = [0u8; 16];
-                d.copy_from_slice(&b[l3 + 24..l3 + 40]);
-                let dst = Ipv6Addr::from(d);
-                if b[l3 + 6] == 58 && (self.is_local(IpAddr::V6(dst)) || dst.is_multicast()) {
-                    return self.ndp_input(iface, mac, &pkt, out);
-                }
-                if self.is_local(IpAddr::V6(dst)) {
-                    return Err("local-delivery-unsupported");
-                }
-                if b[l3 + 7] <= 1 {
-                    return Err("hop-limit-exceeded");
-                }
-                let (egress, hop) = self.route(IpAddr::V6(dst)).ok_or("no-route")?;
-                pkt.linear_mut()[l3 + 7] -= 1;
-                self.send(egress, hop, pkt, len, now, devs, out)
-            }
-            _ => Err("unknown-ethertype"),
         }
+        // The connection; a TCP/UDP header conntrack calls invalid is never
+        // translated: with NAT rules such a packet is dropped.
+        let conn = match tuple_of(pkt.linear(), &ip, pkt.meta.is_gso()) {
+            Ok(c) => c,
+            Err(reason) if !self.nat.rules.is_empty() => return Err(reason),
+            Err(_) => None,
+        };
+        let dst = ip.dst;
+        if l2_multicast {
+            // ip_forward: only frames sent to us are forwarded.
+            return Err(if self.is_local(IpAddr::V4(dst)) {
+                "local-delivery-unsupported"
+            } else {
+                LINK_LAYER_MULTICAST
+            });
+        }
+        // NAT: a known connection, or DNAT for a new one (prerouting).
+        let mut new_dst = dst;
+        let mut xlate: Option<(Tuple, Tuple, usize)> = None;
+        if let Some(L4Conn { tuple: t, l4, fin_rst }) = conn {
+            if let Some(r) = self.nat.lookup(&t, now, fin_rst) {
+                new_dst = r.to.dst;
+                xlate = Some((t, r.to, l4));
+            } else if let Some((to, to_port)) = self.nat.dnat(&t, iface.0) {
+                new_dst = to;
+                xlate = Some((t, Tuple { dst: to, dport: to_port, ..t }, l4));
+            }
+        }
+        if xlate.is_none() && self.is_local(IpAddr::V4(dst)) {
+            return Err("local-delivery-unsupported");
+        }
+        if ip.ttl <= 1 {
+            return Err("ttl-exceeded");
+        }
+        let (egress, hop) = self.route(IpAddr::V4(new_dst)).ok_or("no-route")?;
+        // New connection: SNAT/masquerade (postrouting) and create it.
+        if let Some(L4Conn { tuple: t, l4, .. }) = conn
+            && self.nat.lookup_only(&t).is_none()
+        {
+            let after_dnat = xlate.map_or(t, |x| x.1);
+            let src = self.nat.snat(egress.0, self.iface_v4(egress));
+            if xlate.is_some() || src.is_some() {
+                let to = Tuple { src: src.unwrap_or(after_dnat.src), ..after_dnat };
+                let to = self.nat.create(t, to, now).ok_or("conntrack-full")?;
+                xlate = Some((t, to, l4));
+            }
+        }
+        if let Some((from, to, l4)) = xlate {
+            rewrite(&mut pkt, l3, l4, &from, &to)?;
+        }
+        decrement_ttl(&mut pkt, l3)?;
+        if let (Some(info), Some(d)) = (geometry, self.defrag.as_mut()) {
+            let mut frags = Vec::new();
+            let mtu = devs.get(egress.0).ok_or("no-device")?.mtu;
+            d.refragment(pkt, mtu, &info, &mut frags)?;
+            // Every fragment is sent; each refused one is a drop.
+            for f in frags {
+                let n = f.total_len();
+                if let Err(reason) = self.send(egress, hop, f, n, now, devs, out) {
+                    self.count_drops(iface, reason, 1);
+                }
+            }
+            return Ok(());
+        }
+        self.send(egress, hop, pkt, len, now, devs, out)
+    }
+
+    /// IPv6 input and forwarding (see [`Router::ipv4_input`]); neighbour
+    /// discovery to the router (its addresses or a multicast group) is
+    /// consumed here.
+    #[allow(clippy::too_many_arguments)]
+    fn ipv6_input(
+        &mut self,
+        iface: DeviceId,
+        mac: MacAddr,
+        l2_multicast: bool,
+        mut pkt: Packet,
+        len: usize,
+        now: u64,
+        devs: &[Device],
+        out: &mut Vec<(DeviceId, Packet, usize)>,
+    ) -> Result<(), &'static str> {
+        let l3 = ETHERNET_HEADER_LEN;
+        let ip = ingress::ipv6_input(pkt.linear(), l3, len)?;
+        let len = ingress::trim_padding(&mut pkt, len, l3, ip.end());
+        let dst = ip.dst;
+        let local = self.is_local(IpAddr::V6(dst));
+        if ip.upper_protocol == IpProtocol::ICMPV6 && !ip.is_fragment && (local || dst.is_multicast()) {
+            return self.ndp_input(iface, mac, &pkt, &ip, out);
+        }
+        if local {
+            return Err("local-delivery-unsupported");
+        }
+        if l2_multicast {
+            // ip6_forward: only frames sent to us are forwarded.
+            return Err(LINK_LAYER_MULTICAST);
+        }
+        if ip.hop_limit <= 1 {
+            return Err("hop-limit-exceeded");
+        }
+        let (egress, hop) = self.route(IpAddr::V6(dst)).ok_or("no-route")?;
+        let b = pkt.linear_mut().get_mut(l3..).ok_or(IngressDrop::Ipv6Truncated.reason())?;
+        let mut v = Ipv6Packet::new_unchecked(b);
+        v.set_hop_limit(ip.hop_limit - 1);
+        self.send(egress, hop, pkt, len, now, devs, out)
     }
 
     /// A locally generated frame (Ethernet header present, addresses
     /// rewritten on output): routed like a forwarded one without TTL change.
+    /// Its IP header is checked for structure ([`ingress::ipv4_header`],
+    /// [`ingress::ipv6_header`]: lengths, version, IPv4 header checksum)
+    /// and bytes beyond the IP length are trimmed; the address rules of
+    /// input do not apply to the host's own packets.
     ///
     /// # Errors
     /// A drop reason.
     pub fn output_local(
         &mut self,
-        pkt: Packet,
+        mut pkt: Packet,
         now: u64,
         devs: &[Device],
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
-        let b = pkt.linear();
-        let dst = match (b.len(), b.get(12..14)) {
-            (n, Some([0x08, 0x00])) if n >= 34 => IpAddr::V4(Ipv4Addr::new(b[30], b[31], b[32], b[33])),
-            (n, Some([0x86, 0xDD])) if n >= 54 => {
-                let mut d = [0u8; 16];
-                d.copy_from_slice(&b[38..54]);
-                IpAddr::V6(Ipv6Addr::from(d))
+        let l3 = ETHERNET_HEADER_LEN;
+        let len = pkt.total_len();
+        let ethertype = EthernetFrame::new_checked(pkt.linear()).map_err(|_| "not-ip")?.ethertype();
+        let (dst, end) = match ethertype {
+            EtherType::IPV4 => {
+                let ip = ingress::ipv4_header(pkt.linear(), l3, len)?;
+                (IpAddr::V4(ip.dst), ip.end())
+            }
+            EtherType::IPV6 => {
+                let ip = ingress::ipv6_header(pkt.linear(), l3, len)?;
+                (IpAddr::V6(ip.dst), ip.end())
             }
             _ => return Err("not-ip"),
         };
         let (egress, hop) = self.route(dst).ok_or("no-route")?;
-        let len = pkt.total_len();
+        let len = ingress::trim_padding(&mut pkt, len, l3, end);
         self.send(egress, hop, pkt, len, now, devs, out)
     }
 
@@ -434,7 +558,7 @@ impl Router {
         devs: &[Device],
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
-        let dev = &devs[egress.0];
+        let dev = devs.get(egress.0).ok_or("no-device")?;
         // MTU: per segment for superpackets (offload-rules 3.6).
         if !pkt.meta.is_gso() && len.saturating_sub(14) > dev.mtu {
             return Err("exceeds-mtu");
@@ -442,12 +566,12 @@ impl Router {
         let src_mac = dev.mac;
         // The source address is ours whether the frame leaves now or after
         // neighbour resolution.
-        pkt.linear_mut()[6..12].copy_from_slice(&src_mac.0);
         if let Some(&mac) = self.neighbours.get(&hop) {
-            pkt.linear_mut()[0..6].copy_from_slice(&mac.0);
+            set_macs(&mut pkt, src_mac, Some(mac));
             out.push((egress, pkt, len));
             return Ok(());
         }
+        set_macs(&mut pkt, src_mac, None);
         if self.pending.len() >= MAX_PENDING {
             return Err("neighbour-queue-full");
         }
@@ -588,7 +712,9 @@ impl Router {
         self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
         self.resolving.retain(|r| r.hop != addr);
         for (_, dev, mut p, len) in self.pending.extract_if(.., |e| e.0 == addr) {
-            p.linear_mut()[0..6].copy_from_slice(&mac.0);
+            if let Ok(mut eth) = EthernetFrame::new_checked(p.linear_mut()) {
+                eth.set_dst_addr(mac);
+            }
             out.push((dev, p, len));
         }
     }
@@ -600,7 +726,8 @@ impl Router {
         pkt: &Packet,
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
-        let p = ArpPacket::new_checked(&pkt.linear()[14..]).map_err(|_| "bad-arp")?;
+        let p =
+            ArpPacket::new_checked(pkt.linear().get(ETHERNET_HEADER_LEN..).unwrap_or(&[])).map_err(|_| "bad-arp")?;
         let r = ArpRepr::parse(&p).map_err(|_| "bad-arp")?;
         self.learn(IpAddr::V4(r.source_protocol_addr), r.source_hardware_addr, out);
         if r.operation == ArpOperation::Request && self.iface_v4(iface) == Some(r.target_protocol_addr) {
@@ -616,9 +743,10 @@ impl Router {
         iface: DeviceId,
         mac: MacAddr,
         pkt: &Packet,
+        ip: &Ipv6Input,
         out: &mut Vec<(DeviceId, Packet, usize)>,
     ) -> Result<(), &'static str> {
-        match parse_ndp(pkt.linear())? {
+        match ndp_message(pkt.linear(), ip)? {
             Ndp::Advert { target, lladdr: Some(l) } => {
                 self.learn(IpAddr::V6(target), l, out);
                 Ok(())
