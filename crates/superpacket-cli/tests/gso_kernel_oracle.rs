@@ -30,7 +30,7 @@ use common::raw_ip::{self, MEDIA};
 use superpacket::offload::gso::{Segmenter, TargetCaps, VecSink};
 use superpacket::packet::virtio::VirtioNetHdr;
 use superpacket::packet::{GsoType, Packet};
-use superpacket::traffic::{Flow, FlowSpec, Transport};
+use superpacket::traffic::{Addrs, Flow, FlowSpec, Transport};
 use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
 use superpacket_lab::oracle::{Delivered, GsoOracle, GsoOracleConfig};
@@ -66,6 +66,9 @@ struct Scenario {
     ecn: bool,
     /// Insert an 8-byte IPv6 Destination Options header.
     ext: bool,
+    /// Mark the packet GSO even though its payload is not larger than `gso`
+    /// (Linux sends it as one ordinary frame: `virtio_net_hdr_to_skb`).
+    small: bool,
 }
 
 /// Inserts an 8-byte Destination Options header (PadN) after the IPv6 header
@@ -83,6 +86,16 @@ impl Scenario {
         }
         if self.ext {
             pkt = with_ipv6_ext(&pkt);
+        }
+        if self.small {
+            assert!(!pkt.meta.is_gso() && self.payload <= usize::from(self.gso), "{}: not small", self.name);
+            pkt.meta.gso_type = match (self.spec.transport, self.spec.addrs) {
+                (Transport::Tcp, Addrs::V4 { .. }) => GsoType::TCPV4,
+                (Transport::Tcp, Addrs::V6 { .. }) => GsoType::TCPV6,
+                (Transport::Udp, _) => GsoType::UDP_L4,
+            };
+            pkt.meta.gso_size = self.gso;
+            pkt.meta.gso_segs = 1;
         }
         pkt
     }
@@ -120,8 +133,27 @@ fn scenarios() -> Vec<Scenario> {
     tcp4_nodf.dont_frag = false;
     let tagged = tcp4.with_vlans(&[(0x8100, 100)]).unwrap();
     let qinq6 = udp6.with_vlans(&[(0x88A8, 10), (0x8100, 20)]).unwrap();
-    let s = |name, spec, payload, gso, flags, ecn| Scenario { name, spec, payload, gso, flags, ecn, ext: false };
-    let x = |name, spec, payload, gso, flags| Scenario { name, spec, payload, gso, flags, ecn: false, ext: true };
+    let s = |name, spec, payload, gso, flags, ecn| Scenario {
+        name,
+        spec,
+        payload,
+        gso,
+        flags,
+        ecn,
+        ext: false,
+        small: false,
+    };
+    let x = |name, spec, payload, gso, flags| Scenario {
+        name,
+        spec,
+        payload,
+        gso,
+        flags,
+        ecn: false,
+        ext: true,
+        small: false,
+    };
+    let small = |name, spec, payload, gso, flags| Scenario { small: true, ..s(name, spec, payload, gso, flags, false) };
     vec![
         s("tcp4 20x1448 PSH", tcp4_nots, 20 * 1448, 1448, TcpFlags::PSH, false),
         s("tcp4 ts 10x1448+777", tcp4, 10 * 1448 + 777, 1448, TcpFlags::PSH, false),
@@ -141,6 +173,13 @@ fn scenarios() -> Vec<Scenario> {
         // No GSO: NEEDS_CSUM only (checksum help).
         s("tcp4 csum only", tcp4, 1000, 1448, TcpFlags::PSH, false),
         s("udp6 csum only", udp6, 1001, 1400, TcpFlags::empty(), false),
+        // Marked GSO but no larger than gso_size: one ordinary frame, checksum
+        // completed (issue 22 item 4). TCP without options at the boundary, as
+        // Linux counts TCP options as payload there (`thlen` = 20).
+        small("tcp4 gso = payload", tcp4_nots, 1448, 1448, TcpFlags::PSH | TcpFlags::FIN),
+        small("tcp6 gso > payload", tcp6, 1000, 1428, TcpFlags::PSH),
+        small("uso4 gso = payload", udp4, 1400, 1400, TcpFlags::empty()),
+        small("uso6 gso > payload", udp6, 333, 1400, TcpFlags::empty()),
     ]
 }
 

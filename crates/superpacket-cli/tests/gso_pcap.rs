@@ -2,7 +2,8 @@
 //!
 //! - A capture with annotated superpackets (TCPv4/TCPv6/USO, VLAN tags),
 //!   partial-checksum single frames, plain frames, an un-annotated large
-//!   frame (for `--gso-size`) and one bad superpacket goes through the CLI;
+//!   frame (for `--gso-size`), a GSO frame no larger than its gso_size (one
+//!   frame out) and one bad superpacket goes through the CLI;
 //!   `--json` counts are checked and `superpacket pcap check` passes on the
 //!   output.
 //! - Segments produced by the library are written to a pcapng and tshark
@@ -112,20 +113,32 @@ fn pcap_gso_cli_segments_and_output_checks_clean() {
     assert_eq!(j["packets_out"], expect_segments + 2 + 5);
     assert_eq!(run(&["pcap", "check", o]).0, Some(0));
 
-    // A bad superpacket (gso_size larger than the payload) is dropped: exit 1.
-    let mut bad = superpackets().remove(0);
-    bad.meta.gso_size = 30000;
-    bad.meta.gso_segs = 1;
+    // A GSO frame whose payload is not larger than its gso_size is no
+    // superpacket: it leaves as one frame, checksum completed (issue 22 item 4).
+    let mut small = superpackets().remove(0);
+    small.meta.gso_size = 30000;
+    small.meta.gso_segs = 1;
+    let mut with_small = frames.clone();
+    with_small.push((small.to_vec(), FrameAnnotation::from_meta(&small.meta)));
+    write_capture(&input, &with_small);
+    let (code, stdout, _) = run(&["pcap", "gso", i, o, "--json"]);
+    assert_eq!(code, Some(0), "{stdout}");
+    let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(j["packets_out"], expect_segments + 3 + 1);
+    assert_eq!(j["counters"]["completed"], 2, "the partial single frame and the small GSO frame");
+    assert_eq!(run(&["pcap", "check", o]).0, Some(0));
+
+    // A bad superpacket (gso_segs disagreeing with its payload) is dropped: exit 1.
+    let bad = superpackets().remove(0);
     let mut with_bad = frames.clone();
-    let mut a = FrameAnnotation::from_meta(&superpackets()[0].meta);
-    a.gso.as_mut().unwrap().size = 30000;
-    a.gso.as_mut().unwrap().segs = 1;
+    let mut a = FrameAnnotation::from_meta(&bad.meta);
+    a.gso.as_mut().unwrap().segs = 3;
     with_bad.push((bad.to_vec(), a));
     write_capture(&input, &with_bad);
     let (code, stdout, _) = run(&["pcap", "gso", i, o, "--json"]);
     assert_eq!(code, Some(1), "{stdout}");
     let j: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(j["counters"]["drops"]["gso-size-too-large"], 1);
+    assert_eq!(j["counters"]["drops"]["gso-segs-mismatch"], 1);
     assert_eq!(run(&["pcap", "check", o]).0, Some(0));
     // A small MTU: every TCPv4 superpacket's segments exceed it.
     let (code, stdout, _) = run(&["pcap", "gso", i, o, "--mtu", "1400"]);

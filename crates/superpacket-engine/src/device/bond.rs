@@ -56,60 +56,64 @@ impl Bond {
     }
 }
 
-/// Skips VLAN tags: the offset of the EtherType field and its value.
+/// Skips VLAN tags: the offset of the EtherType field and its value (the
+/// last TPID if the frame ends inside its tag stack, 0 without a type field).
 fn ethertype(frame: &[u8]) -> (usize, u16) {
-    let mut off = 12;
-    let mut et = 0;
-    while off + 2 <= frame.len() {
-        et = u16::from_be_bytes([frame[off], frame[off + 1]]);
-        if !matches!(et, 0x8100 | 0x88A8 | 0x9100) {
-            break;
-        }
-        off += 4;
-    }
-    (off, et)
+    let walk = superpacket::wire::ethernet::walk_tags(frame, 12);
+    (walk.type_offset, walk.ethertype.0)
 }
 
 /// Linux `bond_xmit_hash` layer2: last MAC bytes XOR EtherType.
 pub fn hash_layer2(frame: &[u8]) -> u32 {
-    if frame.len() < 14 {
+    use superpacket::wire::ethernet::{ETHERNET_HEADER_LEN, EthernetFrame, MacAddr};
+    if frame.len() < ETHERNET_HEADER_LEN {
         return 0;
     }
     let (_, et) = ethertype(frame);
-    let h = u32::from_be_bytes([frame[2], frame[3], frame[4], frame[5]])
-        ^ u32::from_be_bytes([frame[8], frame[9], frame[10], frame[11]])
-        ^ u32::from(et);
+    // 14 bytes are there: the addresses are in range.
+    let eth = EthernetFrame::new_unchecked(frame);
+    let low4 = |mac: MacAddr| {
+        let [_, _, rest @ ..] = mac.octets();
+        u32::from_be_bytes(rest)
+    };
+    let h = low4(eth.dst_addr()) ^ low4(eth.src_addr()) ^ u32::from(et);
     h ^ (h >> 16) ^ (h >> 8)
 }
 
 /// Linux `bond_xmit_hash` layer3+4: addresses XOR ports, folded; falls back
 /// to layer2 for non-IP frames. Fragments hash without ports.
+///
+/// Only the fixed IP header must be there: version, IHL and lengths are not
+/// validated (a frame that lies about them hashes as it always did), and the
+/// ports count when their 4 bytes are present.
 pub fn hash_layer34(frame: &[u8]) -> u32 {
+    use superpacket::wire::ip::transport_ports;
+    use superpacket::wire::ipv4::IPV4_HEADER_LEN;
+    use superpacket::wire::ipv6::IPV6_HEADER_LEN;
+    use superpacket::wire::{EtherType, IpProtocol, Ipv4Packet, Ipv6Packet};
     let (off, et) = ethertype(frame);
-    let l3 = off + 2;
-    let (mut h, l4, proto) = match et {
-        0x0800 if frame.len() >= l3 + 20 => {
-            let ihl = usize::from(frame[l3] & 0x0F) * 4;
-            let frag = u16::from_be_bytes([frame[l3 + 6], frame[l3 + 7]]) & 0x3FFF != 0;
-            let a = u32::from_be_bytes([frame[l3 + 12], frame[l3 + 13], frame[l3 + 14], frame[l3 + 15]]);
-            let b = u32::from_be_bytes([frame[l3 + 16], frame[l3 + 17], frame[l3 + 18], frame[l3 + 19]]);
-            (a ^ b, (!frag).then_some(l3 + ihl), frame[l3 + 9])
+    let ip = frame.get(off + 2..).unwrap_or_default();
+    let (mut h, l4, proto) = match EtherType(et) {
+        EtherType::IPV4 if ip.len() >= IPV4_HEADER_LEN => {
+            // The fixed header is there: the view's accessors are in range.
+            let v4 = Ipv4Packet::new_unchecked(ip);
+            let addrs = u32::from_be_bytes(v4.src_bytes()) ^ u32::from_be_bytes(v4.dst_bytes());
+            (addrs, (!v4.is_fragment()).then_some(v4.header_len()), v4.protocol())
         }
-        0x86DD if frame.len() >= l3 + 40 => {
-            let mut h = 0u32;
-            for i in 0..8 {
-                let o = l3 + 8 + 4 * i;
-                h ^= u32::from_be_bytes([frame[o], frame[o + 1], frame[o + 2], frame[o + 3]]);
-            }
-            (h, Some(l3 + 40), frame[l3 + 6])
+        EtherType::IPV6 if ip.len() >= IPV6_HEADER_LEN => {
+            let v6 = Ipv6Packet::new_unchecked(ip);
+            // The XOR of the eight address words: fold the XOR of the two addresses.
+            let x = u128::from_be_bytes(v6.src_bytes()) ^ u128::from_be_bytes(v6.dst_bytes());
+            let h = (x >> 96) as u32 ^ (x >> 64) as u32 ^ (x >> 32) as u32 ^ x as u32;
+            (h, Some(IPV6_HEADER_LEN), v6.next_header())
         }
         _ => return hash_layer2(frame),
     };
     if let Some(l4) = l4
-        && matches!(proto, 6 | 17)
-        && frame.len() >= l4 + 4
+        && matches!(proto, IpProtocol::TCP | IpProtocol::UDP)
+        && let Some((src, dst)) = ip.get(l4..).and_then(transport_ports)
     {
-        h ^= u32::from_be_bytes([frame[l4], frame[l4 + 1], frame[l4 + 2], frame[l4 + 3]]);
+        h ^= u32::from(src) << 16 | u32::from(dst);
     }
     h ^= h >> 16;
     h ^= h >> 8;

@@ -566,31 +566,38 @@ impl PacketInfo {
 
     /// As [`PacketInfo::of`] with the total length already known (the
     /// graph carries it with the packet instead of walking the frag list).
+    ///
+    /// The DF bit and the IPv6 next header are read through the IP header
+    /// views, so only when the linear area holds the fixed IP header (20 or
+    /// 40 bytes; otherwise DF reads clear and no extension header is seen).
     pub fn of_len(pkt: &Packet, len: usize) -> PacketInfo {
+        use superpacket::wire::ethernet::walk_tags;
+        use superpacket::wire::ipv4::IPV4_HEADER_LEN;
+        use superpacket::wire::ipv6::IPV6_HEADER_LEN;
+        use superpacket::wire::{EtherType, IpProtocol, Ipv4Packet, Ipv6Packet};
         let b = pkt.linear();
-        let mut off = 12;
-        let mut tags = 0u8;
-        let mut et = 0u16;
-        while off + 2 <= b.len() {
-            et = u16::from_be_bytes([b[off], b[off + 1]]);
-            if matches!(et, 0x8100 | 0x88A8 | 0x9100) {
-                tags = tags.saturating_add(1);
-                off += 4;
-            } else {
-                break;
+        let walk = walk_tags(b, 12);
+        // The IP header, when the linear area holds at least its fixed part.
+        let ip = |fixed: usize| b.get(walk.l3_offset()..).filter(|ip| ip.len() >= fixed);
+        let (l3, dont_frag, ipv6_ext) = match walk.ethertype {
+            EtherType::IPV4 => {
+                let df = ip(IPV4_HEADER_LEN).is_some_and(|ip| Ipv4Packet::new_unchecked(ip).dont_frag());
+                (L3Proto::Ipv4, df, false)
             }
-        }
-        let l3_at = off + 2;
-        let (l3, dont_frag, ipv6_ext) = match et {
-            0x0800 => (L3Proto::Ipv4, b.get(l3_at + 6).is_some_and(|x| x & 0x40 != 0), false),
-            0x86DD => (L3Proto::Ipv6, true, b.get(l3_at + 6).is_some_and(|nh| !matches!(nh, 6 | 17))),
+            EtherType::IPV6 => {
+                let ext = ip(IPV6_HEADER_LEN).is_some_and(|ip| {
+                    !matches!(Ipv6Packet::new_unchecked(ip).next_header(), IpProtocol::TCP | IpProtocol::UDP)
+                });
+                (L3Proto::Ipv6, true, ext)
+            }
             _ => (L3Proto::Other, false, false),
         };
         PacketInfo {
             gso_type: pkt.meta.gso_type,
             gso_segs: pkt.meta.gso_segs,
             len,
-            vlan_tags: tags,
+            // Saturating: a deeper stack than 255 tags is as unoffloadable as 255.
+            vlan_tags: walk.tags.min(usize::from(u8::MAX)) as u8,
             l3,
             dont_frag,
             ipv6_ext,

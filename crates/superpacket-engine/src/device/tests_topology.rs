@@ -1,7 +1,10 @@
 //! Topology files: every example builds; bad files name the right line.
 
 use super::features::{FeaturesCheck, NetdevFeatures};
-use super::topology::{BuildOptions, Topology, line_col, load};
+use super::port::{DriverError, MemoryDriver, PortDriver};
+use super::topology::{
+    BuildOptions, DriverContext, DriverRegistry, DriverSpec, FactoryError, Topology, line_col, load,
+};
 use super::{MemoryMode, StackMode};
 use crate::device::bond::BondMode;
 use crate::device::nat::NatRule;
@@ -412,4 +415,168 @@ fn load_file_resolves_pcap_paths_next_to_the_file_and_reports_io_errors_without_
     .unwrap();
     let e = super::topology::load_file(&path).unwrap_err();
     assert_eq!(e.line, 5, "{e}");
+}
+
+/// A third-party driver, as another crate would write it: keeps the first
+/// `limit` frames it is given and refuses the rest.
+#[derive(Debug)]
+struct Counting {
+    limit: usize,
+    kept: Vec<superpacket::packet::Packet>,
+    refused: u64,
+    /// Where segmented frames would go (the port offers every offload, so
+    /// whole packets reach `xmit`).
+    segments: MemoryDriver,
+}
+
+impl PortDriver for Counting {
+    fn kind(&self) -> &'static str {
+        "counting"
+    }
+    fn hw_features(&self) -> NetdevFeatures {
+        NetdevFeatures::FULL_NIC
+    }
+    fn xmit(&mut self, pkt: superpacket::packet::Packet) -> Result<(), DriverError> {
+        if self.kept.len() == self.limit {
+            self.refused += 1;
+            return Err(DriverError::new("counting-limit", "limit reached"));
+        }
+        self.kept.push(pkt);
+        Ok(())
+    }
+    fn sink(&mut self) -> &mut dyn superpacket::offload::gso::SegmentSink {
+        &mut self.segments
+    }
+    fn recv(&mut self) -> Option<superpacket::packet::Packet> {
+        None
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+}
+
+/// The factory of `counting`: `limit` (a positive integer, default 1) is its only key.
+fn counting(cx: &DriverContext<'_>, _: &BuildOptions) -> Result<Box<dyn PortDriver>, FactoryError> {
+    cx.deny_unknown_keys(&["limit"])?;
+    let limit = match cx.keys().get("limit") {
+        None => 1,
+        Some(v) => v.as_integer().ok_or_else(|| cx.key_error("limit", "`limit` is an integer"))?,
+    };
+    if limit < 1 {
+        // A plain message: placed at the driver's `kind`.
+        return Err(format!("a counting port keeps at least one frame (limit = {limit})").into());
+    }
+    Ok(Box::new(Counting { limit: limit as usize, kept: Vec::new(), refused: 0, segments: MemoryDriver::full() }))
+}
+
+fn with_counting() -> BuildOptions {
+    let mut drivers = DriverRegistry::builtin();
+    drivers.register("counting", counting);
+    BuildOptions { drivers, ..BuildOptions::default() }
+}
+
+const COUNTING: &str = r#"[[device]]
+name = "out"
+kind = "port"
+driver = { kind = "counting", limit = 3 }
+
+[[device]]
+name = "out.7"
+kind = "vlan"
+lower = "out"
+id = 7
+"#;
+
+#[test]
+fn a_registered_third_party_driver_gets_what_the_graph_transmits() {
+    let t = Topology::parse(COUNTING).unwrap();
+    let Some(DriverSpec::Custom(table)) = t.spec.devices[0].driver.as_ref().map(|d| d.get_ref()) else {
+        panic!("a kind that is not built in keeps its keys: {:?}", t.spec.devices[0].driver)
+    };
+    assert_eq!((table.kind.get_ref().as_str(), table.keys.get("limit")), ("counting", Some(&toml::Value::Integer(3))));
+
+    let mut g = t.build_with(&with_counting()).unwrap();
+    let (out, vlan) = (g.id("out").unwrap(), g.id("out.7").unwrap());
+    let mut frame = vec![0xff; 6];
+    frame.extend_from_slice(&[0x02, 0, 0, 0, 0, 1, 0x88, 0xb5]);
+    frame.resize(60, 0xab);
+    for _ in 0..5 {
+        g.transmit(vlan, superpacket::packet::Packet::from_frame(&frame));
+    }
+    let d = g.driver_mut::<Counting>(out).expect("the port's driver is the registered one");
+    assert_eq!((d.kept.len(), d.refused), (3, 2));
+    let sent = d.kept[0].linear();
+    assert_eq!(sent.len(), 64, "tagged by out.7");
+    assert_eq!(sent[12..16], [0x81, 0x00, 0x00, 0x07]);
+    assert_eq!(sent[16..18], [0x88, 0xb5]);
+}
+
+#[test]
+fn third_party_driver_errors_name_the_line() {
+    // (driver value on line 4, line, column, exact message)
+    let cases: &[(&str, usize, usize, &str)] = &[
+        ("{ kind = \"counting\",\n  limit = \"three\" }", 5, 3, "`limit` is an integer"),
+        ("{ kind = \"counting\", limit = 0 }", 4, 19, "a counting port keeps at least one frame (limit = 0)"),
+        ("{ kind = \"counting\",\n    colour = 1 }", 5, 5, "unknown field `colour`, expected `limit`"),
+    ];
+    for (driver, line, column, message) in cases {
+        let src = format!("[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = {driver}\n");
+        let err = Topology::parse(&src).unwrap().build_with(&with_counting()).map(|_| ()).unwrap_err();
+        assert_eq!((err.line, err.column, err.message.as_str()), (*line, *column, *message), "{src}");
+    }
+    // Without the registration: unknown, and the error lists what is registered.
+    let src = COUNTING.replace("\n\n[[device]]\nname = \"out.7\"", "\n\n[[device]]\nname = \"x\"");
+    let src = src.replace("kind = \"vlan\"\nlower = \"out\"\nid = 7\n", "kind = \"port\"\ndriver = \"nic9\"\n");
+    let err = Topology::parse(&src).unwrap().build_with(&with_counting()).map(|_| ()).unwrap_err();
+    let mut kinds = DriverRegistry::builtin().kinds().join(", ");
+    kinds += ", counting";
+    assert_eq!((err.line, err.column), (9, 10), "{err}");
+    assert!(err.message.starts_with(&format!("unknown driver `nic9` ({kinds}")), "{err}");
+    let err = Topology::parse(COUNTING).unwrap().build().map(|_| ()).unwrap_err();
+    assert_eq!((err.line, err.column), (4, 19), "{err}");
+    assert!(err.message.starts_with("unknown driver `counting` (memory, pcap"), "{err}");
+    // Still a port-only key.
+    let src = "[[device]]\nname = \"p\"\nkind = \"port\"\n\n[[device]]\nname = \"b\"\nkind = \"bridge\"\ndriver = { kind = \"counting\" }\n";
+    let err = Topology::parse(src).unwrap().build_with(&with_counting()).map(|_| ()).unwrap_err();
+    assert_eq!(err.to_string(), "line 8: key `driver` does not apply to a bridge device");
+}
+
+#[test]
+fn built_in_drivers_keep_their_strict_keys() {
+    // The key a built-in driver does not know is refused while parsing, at the key.
+    let src = "[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = { kind = \"tun\", name = \"x0\", colour = 1 }\n";
+    let err = Topology::parse(src).unwrap_err();
+    assert_eq!((err.line, err.column), (4, 39), "{err}");
+    assert!(err.message.starts_with("unknown field `colour`, expected one of `kind`, `path`"), "{err}");
+    // Keys of another kind: at the key, whatever the registry holds.
+    let src = "[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = { kind = \"memory\", path = \"a.pcap\" }\n";
+    let err = Topology::parse(src).unwrap().build_with(&with_counting()).map(|_| ()).unwrap_err();
+    assert_eq!((err.line, err.column), (4, 29), "{err}");
+    // A third-party kind may use any key, of any type, a built-in driver also has.
+    let src = "[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = { kind = \"counting\", name = 5, limit = 2 }\n";
+    let t = Topology::parse(src).unwrap();
+    let Some(DriverSpec::Custom(table)) = t.spec.devices[0].driver.as_ref().map(|d| d.get_ref()) else { panic!() };
+    assert_eq!(table.keys.get("name"), Some(&toml::Value::Integer(5)));
+    let err = t.build_with(&with_counting()).map(|_| ()).unwrap_err();
+    assert_eq!((err.line, err.column, err.message.as_str()), (4, 31, "unknown field `name`, expected `limit`"));
+}
+
+#[test]
+fn the_registry_holds_the_built_in_kinds_and_registering_replaces() {
+    let built: Vec<&str> = ["memory", "pcap"]
+        .into_iter()
+        .chain(super::topology::DRIVER_FEATURES.iter().filter(|(.., built)| *built).map(|(k, ..)| *k))
+        .collect();
+    assert_eq!(DriverRegistry::default().kinds(), built);
+    // A port without `driver` is a `memory` port: whatever `memory` is registered as.
+    let mut opts = with_counting();
+    opts.drivers.register("memory", counting);
+    assert_eq!(opts.drivers.kinds()[0], "memory", "replaced in place");
+    let mut g = Topology::parse("[[device]]\nname = \"p\"\nkind = \"port\"\n").unwrap().build_with(&opts).unwrap();
+    let p = g.id("p").unwrap();
+    assert!(g.driver_mut::<Counting>(p).is_some());
+    assert!(format!("{opts:?}").contains("\"counting\""));
+    let err = load("[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = \"nic9\"\n").map(|_| ()).unwrap_err();
+    assert!(opts.drivers.contains("counting") && !DriverRegistry::builtin().contains("counting"));
+    assert_eq!(err.line, 4);
 }

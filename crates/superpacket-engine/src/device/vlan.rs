@@ -43,11 +43,13 @@ pub struct Vlan {
 
 /// The outermost tag of an Ethernet frame's linear area: `(tpid, vid)`.
 pub fn outer_tag(frame: &[u8]) -> Option<(u16, u16)> {
+    use superpacket::wire::VlanTagView;
+    // A tag counts only with the type field after it (18 bytes).
     if frame.len() < 18 {
         return None;
     }
-    let tpid = u16::from_be_bytes([frame[12], frame[13]]);
-    matches!(tpid, 0x8100 | 0x88A8 | 0x9100).then(|| (tpid, u16::from_be_bytes([frame[14], frame[15]]) & 0x0FFF))
+    let tag = VlanTagView::new_checked(&frame[12..16]).ok()?;
+    tag.tpid().is_vlan_tpid().then(|| (tag.tpid().0, tag.vid()))
 }
 
 impl NetDevice for Vlan {

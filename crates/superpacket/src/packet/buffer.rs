@@ -30,6 +30,7 @@
 
 use super::meta::{ChecksumState, OffloadMeta};
 use super::pool;
+use crate::wire::VlanTagView;
 use bytes::Bytes;
 use std::fmt;
 
@@ -609,12 +610,13 @@ impl Packet {
         if self.headlen() < 18 {
             return Err(PacketError::TooShort { needed: 18, available: self.headlen() });
         }
-        let l = self.linear();
-        let tpid = u16::from_be_bytes([l[12], l[13]]);
-        if !matches!(tpid, 0x8100 | 0x88A8 | 0x9100) {
-            return Err(PacketError::NotVlanTagged { ethertype: tpid });
+        // 18 bytes are there: the tag view's 4 bytes at 12 are in range.
+        let tag = VlanTagView::new_unchecked(&self.linear()[12..16]);
+        let (tpid, tci) = (tag.tpid(), tag.tci());
+        if !tpid.is_vlan_tpid() {
+            return Err(PacketError::NotVlanTagged { ethertype: tpid.0 });
         }
-        let tci = u16::from_be_bytes([l[14], l[15]]);
+        let tpid = tpid.0;
         if let ChecksumState::Partial { start, .. } = self.meta.csum
             && start < 18
         {

@@ -472,6 +472,52 @@ pub fn parse_tags(buf: &[u8], start: usize) -> Result<(VlanStack, EtherType, usi
     }
 }
 
+/// What [`walk_tags`] found: the tag count, the inner EtherType and where
+/// the L3 header starts, for code that needs no more of the tag stack (the
+/// transmit feature check, bond hashing). Unlike [`parse_tags`] it keeps no
+/// [`VlanStack`], so it has no tag limit and never fails: a buffer that ends
+/// inside its tag stack is reported as found, and a match on the EtherType
+/// then meets a TPID, never IPv4 or IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TagWalk {
+    /// VLAN TPIDs met, a tag cut short by the end of the buffer included.
+    pub tags: usize,
+    /// Offset of the type field after the tags (`start + 4 * tags`).
+    pub type_offset: usize,
+    /// The last type field read: the inner EtherType; the last tag's TPID
+    /// when the buffer ends inside the tag stack; `EtherType(0)` when the
+    /// buffer has no type field at all.
+    pub ethertype: EtherType,
+}
+
+impl TagWalk {
+    /// Offset of the L3 header, just after the inner type field. The buffer
+    /// may end before it: read it with `get`.
+    #[inline]
+    pub const fn l3_offset(&self) -> usize {
+        self.type_offset + 2
+    }
+}
+
+/// Walks the VLAN tags of `buf` from `start` (the offset of the first type
+/// field: 12 in an Ethernet frame) to the first type field that is not a
+/// VLAN TPID ([`EtherType::is_vlan_tpid`]). The cheap, infallible sibling of
+/// [`parse_tags`]: one bounds-checked 16-bit read per tag, nothing copied.
+#[inline]
+pub fn walk_tags(buf: &[u8], start: usize) -> TagWalk {
+    let mut walk = TagWalk { tags: 0, type_offset: start, ethertype: EtherType(0) };
+    // `get(off..)` first: no `off + 2` that could overflow for a wild `start`.
+    while let Some(&[hi, lo]) = buf.get(walk.type_offset..).and_then(|rest| rest.first_chunk::<2>()) {
+        walk.ethertype = EtherType(u16::from_be_bytes([hi, lo]));
+        if !walk.ethertype.is_vlan_tpid() {
+            break;
+        }
+        walk.tags += 1;
+        walk.type_offset += VLAN_TAG_LEN;
+    }
+    walk
+}
+
 /// Decoded Ethernet header including its VLAN tags.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct EthernetRepr {
@@ -518,6 +564,44 @@ mod tests {
     use super::*;
 
     const UNTAGGED: [u8; 16] = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x08, 0x06, 0xaa, 0xbb];
+
+    /// `walk_tags` against `parse_tags` where that succeeds, and against
+    /// the byte loop the engine used before it (the bond's and the feature
+    /// check's) on every tag depth and every truncation.
+    #[test]
+    fn walk_tags_agrees_with_parse_tags_and_the_byte_loop() {
+        fn byte_loop(b: &[u8]) -> (usize, usize, u16) {
+            let (mut off, mut tags, mut et) = (12, 0, 0);
+            while off + 2 <= b.len() {
+                et = u16::from_be_bytes([b[off], b[off + 1]]);
+                if !matches!(et, 0x8100 | 0x88A8 | 0x9100) {
+                    break;
+                }
+                tags += 1;
+                off += 4;
+            }
+            (tags, off, et)
+        }
+        for depth in 0..=MAX_VLAN_TAGS + 2 {
+            let mut f = UNTAGGED[..12].to_vec();
+            for i in 0..depth {
+                let tpid: u16 = [0x88A8, 0x8100, 0x9100][i % 3];
+                f.extend_from_slice(&tpid.to_be_bytes());
+                f.extend_from_slice(&(i as u16 + 1).to_be_bytes());
+            }
+            f.extend_from_slice(&[0x86, 0xdd, 0x60, 0]);
+            for cut in 0..=f.len() {
+                let b = &f[..cut];
+                let w = walk_tags(b, 12);
+                assert_eq!((w.tags, w.type_offset, w.ethertype.0), byte_loop(b), "depth {depth} cut {cut}");
+                if let Ok((stack, t, after)) = parse_tags(b, 12) {
+                    assert_eq!((w.tags, w.ethertype, w.l3_offset()), (stack.len(), t, after), "{depth} {cut}");
+                }
+            }
+        }
+        // A start beyond the buffer (or anywhere) never panics.
+        assert_eq!(walk_tags(&UNTAGGED, usize::MAX).tags, 0);
+    }
 
     #[test]
     fn untagged() {

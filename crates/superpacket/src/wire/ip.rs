@@ -166,9 +166,27 @@ impl FragmentInfo {
     }
 }
 
+/// The source and destination ports that begin a TCP or a UDP header, if
+/// `l4` holds those first 4 bytes. For flow hashing, which takes the ports
+/// even from a header it does not otherwise validate (bonding's layer3+4
+/// policy); the header views want their whole fixed header first.
+#[inline]
+pub fn transport_ports(l4: &[u8]) -> Option<(u16, u16)> {
+    let &[s0, s1, d0, d1] = l4.first_chunk::<4>()?;
+    Some((u16::from_be_bytes([s0, s1]), u16::from_be_bytes([d0, d1])))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transport_ports_need_four_bytes() {
+        assert_eq!(transport_ports(&[0x30, 0x39, 0x00, 0x50, 0xff]), Some((12345, 80)));
+        assert_eq!(transport_ports(&[0x30, 0x39, 0x00, 0x50]), Some((12345, 80)));
+        assert_eq!(transport_ports(&[0x30, 0x39, 0x00]), None);
+        assert_eq!(transport_ports(&[]), None);
+    }
 
     #[test]
     fn protocol_names_and_ecn() {

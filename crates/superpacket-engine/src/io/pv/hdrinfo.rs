@@ -16,7 +16,12 @@
 //! such a device.
 
 use superpacket::packet::virtio::{F_NEEDS_CSUM, VirtioNetHdr};
-use superpacket::wire::EtherType;
+use superpacket::wire::ethernet::{ETHERNET_HEADER_LEN, parse_tags};
+use superpacket::wire::ipv4::IPV4_HEADER_LEN;
+use superpacket::wire::ipv6::IPV6_HEADER_LEN;
+use superpacket::wire::tcp::TCP_HEADER_LEN;
+use superpacket::wire::udp::UDP_HEADER_LEN;
+use superpacket::wire::{EtherType, IpProtocol, Ipv4Packet, Ipv6Packet, TcpPacket};
 
 /// Bytes of the header information after the virtio_net_hdr.
 pub const HDR_INFO_LEN: usize = 8;
@@ -86,38 +91,42 @@ impl HdrInfo {
     /// fragment) or IPv6 directly followed by TCP or UDP. `None` for any
     /// other frame (its checksum cannot be offloaded to such a receiver).
     pub fn from_frame(frame: &[u8]) -> Option<HdrInfo> {
-        if frame.len() < 14 {
+        if frame.len() < ETHERNET_HEADER_LEN {
             return None;
         }
-        let (_, ethertype, l3) = superpacket::wire::ethernet::parse_tags(frame, 12).ok()?;
+        let (_, ethertype, l3) = parse_tags(frame, 12).ok()?;
         let ip = frame.get(l3..)?;
+        // Each view is made only once its fixed header is there, so its
+        // accessors stay in range.
         let (l3_len, proto) = match ethertype {
-            EtherType::IPV4 => {
-                if ip.len() < 20 || ip[0] >> 4 != 4 {
+            EtherType::IPV4 if ip.len() >= IPV4_HEADER_LEN => {
+                let v4 = Ipv4Packet::new_unchecked(ip);
+                if v4.version() != 4 || v4.header_len() < IPV4_HEADER_LEN || v4.is_fragment() {
                     return None;
                 }
-                let ihl = (ip[0] & 0x0f) as usize * 4;
-                let frag = u16::from_be_bytes([ip[6], ip[7]]);
-                if ihl < 20 || frag & 0x3fff != 0 {
-                    return None;
-                }
-                (ihl, ip[9])
+                (v4.header_len(), v4.protocol())
             }
-            EtherType::IPV6 => {
-                if ip.len() < 40 || ip[0] >> 4 != 6 {
+            EtherType::IPV6 if ip.len() >= IPV6_HEADER_LEN => {
+                let v6 = Ipv6Packet::new_unchecked(ip);
+                if v6.version() != 6 {
                     return None;
                 }
-                (40, ip[6])
+                (IPV6_HEADER_LEN, v6.next_header())
             }
             _ => return None,
         };
-        let l4 = l3 + l3_len;
+        let l4 = ip.get(l3_len..)?;
         let l4_len = match proto {
-            6 => (*frame.get(l4 + 12)? >> 4) as usize * 4,
-            17 => 8,
+            IpProtocol::TCP if l4.len() >= TCP_HEADER_LEN => {
+                // A data offset below 5 is no TCP header (and `decode` would
+                // refuse its length): the sender completes such a checksum.
+                let hl = TcpPacket::new_unchecked(l4).header_len();
+                (hl >= TCP_HEADER_LEN).then_some(hl)?
+            }
+            IpProtocol::UDP => UDP_HEADER_LEN,
             _ => return None,
         };
-        if l4_len < 8 || frame.len() < l4 + l4_len {
+        if l4.len() < l4_len {
             return None;
         }
         Some(HdrInfo {
@@ -125,7 +134,7 @@ impl HdrInfo {
             l3_len: l3_len as u16,
             l4_len: l4_len as u16,
             l3: if ethertype == EtherType::IPV4 { 4 } else { 6 },
-            l4: proto,
+            l4: proto.0,
         })
     }
 
@@ -235,6 +244,21 @@ mod tests {
         icmp[14 + 9] = 1;
         assert_eq!(HdrInfo::from_frame(&icmp), None);
         assert_eq!(HdrInfo::from_frame(&frame[..13]), None);
+        // TCP with a data offset below 5: no header information (it would not decode).
+        let tcp = Flow::new(FlowSpec::new(Transport::Tcp, false, 1)).frame(40, TcpFlags::PSH).unwrap();
+        for doff in 0..5u8 {
+            let mut bad = tcp.clone();
+            bad[34 + 12] = doff << 4;
+            assert_eq!(HdrInfo::from_frame(&bad), None, "data offset {doff}");
+        }
+        // IPv4 with IHL below 5, a version that is not the EtherType's, a cut IP header.
+        let mut ihl = frame.clone();
+        ihl[14] = 0x44;
+        assert_eq!(HdrInfo::from_frame(&ihl), None);
+        let mut v6 = frame.clone();
+        v6[14] = 0x65;
+        assert_eq!(HdrInfo::from_frame(&v6), None);
+        assert_eq!(HdrInfo::from_frame(&frame[..14 + 19]), None);
         for bad in [[0u8, 0, 20, 0, 8, 0, 4, 17], [14, 0, 20, 0, 8, 0, 5, 17], [14, 0, 40, 0, 9, 0, 6, 6]] {
             assert_eq!(HdrInfo::decode(&bad), Err(HdrInfoError::Malformed), "{bad:?}");
         }

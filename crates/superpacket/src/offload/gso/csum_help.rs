@@ -61,14 +61,17 @@ pub(crate) fn gso_offloadable(
         && matches!(meta.csum, ChecksumState::Partial { .. } | ChecksumState::Unnecessary { .. })
 }
 
-/// Checksum help and linearization for a packet without GSO.
+/// Checksum help and linearization for a packet without GSO: `pkt` sent
+/// with `meta` (its own, or a GSO packet's with the GSO fields cleared when
+/// it is not a superpacket; the caller says which, without a copy).
 pub(crate) fn non_gso<S: SegmentSink + ?Sized>(
     seg: &mut Segmenter,
     pkt: &Packet,
+    meta: &OffloadMeta,
     caps: &TargetCaps,
     sink: &mut S,
 ) -> Result<GsoOutcome, GsoError> {
-    let mut meta = pkt.meta;
+    let mut meta = *meta;
     if matches!(meta.csum, ChecksumState::Complete { .. }) {
         meta.csum = ChecksumState::None;
     }

@@ -6,15 +6,24 @@
 //! # What happens to a packet ([`Segmenter::segment`])
 //! 1. **Metadata and headers are validated first**, before anything is
 //!    emitted: a known GSO type naming one protocol that matches the headers
-//!    (no IP fragments), `gso_size > 0`, payload strictly larger than
-//!    `gso_size` (3.2, 3.3), a partial checksum that starts at the L4 header
-//!    with the protocol's offset (3.2, 3.3), IP lengths that agree with the
-//!    bytes present, the USO segment limit (3.3), `gso_segs` consistent (or
-//!    recomputed for DODGY / unknown, 3.1) and the per-segment L3 length within
-//!    the MTU (3.6: the segment length, never the aggregate). Any failure is a
-//!    [`GsoError`], counted by [`GsoError::reason`] in [`GsoCounters::drops`];
-//!    nothing reaches the sink.
-//! 2. **Pass-through when the target can take it** ([`TargetCaps`], 3.1
+//!    (no IP fragments), `gso_size > 0`, a partial checksum that starts at the
+//!    L4 header with the protocol's offset (3.2, 3.3), IP lengths that agree
+//!    with the bytes present and, for a superpacket (step 2), the USO segment
+//!    limit (3.3), `gso_segs` consistent (or recomputed for DODGY / unknown,
+//!    3.1) and the per-segment L3 length within the MTU (3.6: the segment
+//!    length, never the aggregate). Any failure is a [`GsoError`], counted by
+//!    [`GsoError::reason`] in [`GsoCounters::drops`]; nothing reaches the sink.
+//! 2. **Not a superpacket**: a GSO packet whose payload is not larger than
+//!    `gso_size` is sent as an ordinary packet, one frame whose partial
+//!    checksum is completed (in software, or by a target that can), as
+//!    Linux's `virtio_net_hdr_to_skb` makes it (offload-rules 4.2 step 5) and
+//!    [`crate::packet::virtio::VirtioNetHdr::to_meta`] does at import. Linux's
+//!    segmenters return EINVAL for such a packet (3.2, 3.3), but no packet
+//!    from userspace reaches them in that state, so dropping it here would
+//!    lose packets the kernel sends. (A fraglist aggregate that small is cut
+//!    as one frame with its checksum recomputed: its head's checksum does not
+//!    cover the chained payload.)
+//! 3. **Pass-through when the target can take it** ([`TargetCaps`], 3.1
 //!    `skb_gso_ok` and 6.2 `netif_skb_features`): every GSO bit is a target
 //!    feature (FIXEDID needs the MANGLEID equivalent, and a DF=0 IPv4 header
 //!    strips it), the target can checksum this packet (0.3, including the
@@ -22,7 +31,7 @@
 //!    segment count and size within the target's limits, and a frag list only
 //!    for a target with fraglist support. DODGY packets are validated and get
 //!    `gso_segs` recomputed (3.1 "ROBUST" check).
-//! 3. **Otherwise software segmentation** ([`tcp`], [`udp`], [`fraglist`]):
+//! 4. **Otherwise software segmentation** ([`tcp`], [`udp`], [`fraglist`]):
 //!    each segment gets a copy of the header block with its lengths, IPv4 ID,
 //!    header checksum, TCP sequence/flags or UDP length fixed, and an L4
 //!    checksum that is either left `CHECKSUM_PARTIAL` (target can checksum) or
@@ -250,13 +259,6 @@ pub enum GsoError {
     },
     /// A GSO type with `gso_size` 0.
     ZeroGsoSize,
-    /// The payload is not larger than `gso_size` (offload-rules 3.2/3.3: EINVAL).
-    GsoSizeTooLarge {
-        /// gso_size.
-        gso_size: u16,
-        /// Payload bytes.
-        payload: usize,
-    },
     /// More segments than allowed (USO: `UDP_MAX_SEGMENTS`; any: 65535).
     TooManySegments {
         /// Segments the payload needs.
@@ -328,9 +330,6 @@ impl std::fmt::Display for GsoError {
                 write!(f, "gso_type {gso_type} does not match the frame ({found})")
             }
             GsoError::ZeroGsoSize => f.write_str("gso_size 0"),
-            GsoError::GsoSizeTooLarge { gso_size, payload } => {
-                write!(f, "gso_size {gso_size} with {payload} payload bytes: not a superpacket")
-            }
             GsoError::TooManySegments { segments, max } => write!(f, "{segments} segments exceed the limit of {max}"),
             GsoError::GsoSegsMismatch { found, computed } => {
                 write!(f, "gso_segs {found} but the payload makes {computed} segments")
@@ -364,7 +363,6 @@ impl GsoError {
             GsoError::UnknownGsoType(_) => "unknown-gso-type",
             GsoError::ProtocolMismatch { .. } => "protocol-mismatch",
             GsoError::ZeroGsoSize => "zero-gso-size",
-            GsoError::GsoSizeTooLarge { .. } => "gso-size-too-large",
             GsoError::TooManySegments { .. } => "too-many-segments",
             GsoError::GsoSegsMismatch { .. } => "gso-segs-mismatch",
             GsoError::SegmentExceedsMtu { .. } => "exceeds-mtu",
@@ -384,9 +382,10 @@ pub enum GsoOutcome {
     /// The target takes the packet as it is: one
     /// [`SegmentSink::pass_through`] call.
     PassedThrough,
-    /// One frame was emitted for a non-GSO packet: its checksum completed in
-    /// software (`csum_completed`) and/or its bytes linearized for a target
-    /// without scatter-gather or frag-list support.
+    /// One frame was emitted for a non-GSO packet (or a GSO packet whose
+    /// payload is not larger than `gso_size`, which is not a superpacket):
+    /// its checksum completed in software (`csum_completed`) and/or its bytes
+    /// linearized for a target without scatter-gather or frag-list support.
     Completed {
         /// A partial checksum was computed in software.
         csum_completed: bool,
@@ -544,7 +543,11 @@ impl Segmenter {
         caps: &TargetCaps,
         sink: &mut S,
     ) -> Result<GsoOutcome, GsoError> {
-        let r = if pkt.meta.gso_type.is_empty() { self.non_gso(pkt, caps, sink) } else { self.gso(pkt, caps, sink) };
+        let r = if pkt.meta.gso_type.is_empty() {
+            csum_help::non_gso(self, pkt, &pkt.meta, caps, sink)
+        } else {
+            self.gso(pkt, caps, sink)
+        };
         self.counters.record(&r);
         r
     }
@@ -590,7 +593,15 @@ impl Segmenter {
         if lay.l3_end() != bytes {
             return Err(GsoError::LengthMismatch { ip_end: lay.l3_end(), bytes });
         }
-        let plan = Segmenter::plan(pkt, caps, lay, proto, lay.l3_end() - lay.hdr_len, false, true)?;
+        let payload_len = lay.l3_end() - lay.hdr_len;
+        if payload_len <= meta.gso_size as usize {
+            // Not a superpacket: an ordinary packet, as `virtio_net_hdr_to_skb`
+            // leaves it (offload-rules 4.2 step 5); its partial checksum is
+            // completed like any other (0.3), `gso_segs` and DODGY are moot.
+            let plain = OffloadMeta { gso_type: GsoType::NONE, gso_size: 0, gso_segs: 0, ..meta };
+            return csum_help::non_gso(self, pkt, &plain, caps, sink);
+        }
+        let plan = Segmenter::plan(pkt, caps, lay, proto, payload_len, false, true)?;
         if csum_help::gso_offloadable(caps, &plan, &meta, bytes, !pkt.frag_list().is_empty()) {
             let mut out = meta;
             out.gso_type = t.without(GsoType::DODGY);
@@ -603,7 +614,11 @@ impl Segmenter {
     }
 
     /// Validates sizes and limits and builds the [`Plan`] (shared by the
-    /// TCP/UDP path and the fraglist fallback).
+    /// TCP/UDP path and the fraglist fallback). A payload not larger than
+    /// `gso_size` plans one frame (only the fraglist fallback gets here with
+    /// one: its concatenated payload needs the checksum recomputed, so it
+    /// cannot go out as an ordinary packet unchanged); the MTU check then
+    /// applies to that frame.
     pub(crate) fn plan(
         pkt: &Packet,
         caps: &TargetCaps,
@@ -615,10 +630,7 @@ impl Segmenter {
     ) -> Result<Plan, GsoError> {
         let meta = pkt.meta;
         let gso_size = meta.gso_size as usize;
-        if payload_len <= gso_size {
-            return Err(GsoError::GsoSizeTooLarge { gso_size: meta.gso_size, payload: payload_len });
-        }
-        let segs = payload_len.div_ceil(gso_size);
+        let segs = payload_len.div_ceil(gso_size).max(1);
         let max = if proto == GsoProtocol::UdpL4 { caps.udp_max_segments } else { GSO_MAX_SEGS } as usize;
         if segs > max {
             return Err(GsoError::TooManySegments { segments: segs, max });
@@ -627,7 +639,7 @@ impl Segmenter {
         {
             return Err(GsoError::GsoSegsMismatch { found: meta.gso_segs, computed: segs });
         }
-        let seg_l3 = lay.hdr_len - lay.l3_offset + gso_size;
+        let seg_l3 = lay.hdr_len - lay.l3_offset + gso_size.min(payload_len);
         if seg_l3 > caps.mtu {
             return Err(GsoError::SegmentExceedsMtu { len: seg_l3, mtu: caps.mtu });
         }
@@ -709,15 +721,6 @@ impl Segmenter {
             sink.linear_frame(hl + len, &plan.out_meta);
         }
         count
-    }
-
-    fn non_gso<S: SegmentSink + ?Sized>(
-        &mut self,
-        pkt: &Packet,
-        caps: &TargetCaps,
-        sink: &mut S,
-    ) -> Result<GsoOutcome, GsoError> {
-        csum_help::non_gso(self, pkt, caps, sink)
     }
 }
 

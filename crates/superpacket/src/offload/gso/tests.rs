@@ -527,8 +527,6 @@ fn bad_metadata_is_a_counted_drop() {
     };
     let cases: Vec<(&str, Packet, &str)> = vec![
         ("gso_size 0", with(&tcp, &|m| m.gso_size = 0), "zero-gso-size"),
-        ("gso_size = payload", with(&tcp, &|m| m.gso_size = 3000), "gso-size-too-large"),
-        ("gso_size > payload", with(&tcp, &|m| m.gso_size = 4000), "gso-size-too-large"),
         ("TCPV6 on IPv4", with(&tcp, &|m| m.gso_type = GsoType::TCPV6), "protocol-mismatch"),
         ("UDP_L4 on TCP", with(&tcp, &|m| m.gso_type = GsoType::UDP_L4), "protocol-mismatch"),
         ("TCPV4 on UDP", with(&udp, &|m| m.gso_type = GsoType::TCPV4), "protocol-mismatch"),
@@ -561,7 +559,7 @@ fn bad_metadata_is_a_counted_drop() {
         assert!(sink.frames.is_empty(), "{what}: nothing emitted");
     }
     assert_eq!(seg.counters.dropped(), cases.len() as u64);
-    assert_eq!(seg.counters.drops["gso-size-too-large"], 2);
+    assert_eq!(seg.counters.drops["protocol-mismatch"], 4);
     assert_eq!(seg.counters.frames_out, 0);
     // DODGY with gso_segs 0 (from virtio) is validated and recomputed.
     let dodgy = with(&tcp, &|m| {
@@ -575,6 +573,122 @@ fn bad_metadata_is_a_counted_drop() {
     assert_eq!(seg.segment(&dodgy, &tso, &mut sink), Ok(GsoOutcome::PassedThrough));
     assert_eq!(sink.frames[0].meta.gso_segs, 3);
     assert_eq!(sink.frames[0].meta.gso_type, GsoType::TCPV4);
+}
+
+/// A GSO packet whose payload is not larger than `gso_size` is not a
+/// superpacket (offload-rules 4.2 step 5, issue 22 item 4): it leaves as one
+/// ordinary frame, its checksum completed (or left partial for a target that
+/// checksums), never dropped. Every family, 0-2 VLAN tags, and (through
+/// [`run`]) raw IP for the untagged ones.
+#[test]
+fn small_gso_packets_go_out_as_one_frame() {
+    let full = TargetCaps::new(MTU)
+        .with_sg()
+        .with_csum(CsumCaps::HW)
+        .with_gso(GsoType::TCPV4 | GsoType::TCPV6 | GsoType::UDP_L4);
+    let done = GsoOutcome::Completed { csum_completed: true };
+    struct Case {
+        name: &'static str,
+        payload: usize,
+        gso_size: u16,
+        /// GSO bits besides the protocol's.
+        bits: GsoType,
+        gso_segs: u16,
+        caps: TargetCaps,
+        outcome: GsoOutcome,
+    }
+    let case = |name, payload, gso_size, caps, outcome| Case {
+        name,
+        payload,
+        gso_size,
+        bits: GsoType::NONE,
+        gso_segs: 1,
+        caps,
+        outcome,
+    };
+    let cases = [
+        case("payload = gso_size", 1000, 1000, sw(true), done),
+        case("payload = gso_size, linear", 1000, 1000, sw(false), done),
+        case("payload < gso_size", 999, 1448, sw(true), done),
+        case("one byte", 1, 1400, sw(false), done),
+        case("no payload", 0, 1400, sw(true), done),
+        // gso_size is no segment length here: only the real frame meets the MTU.
+        case("gso_size beyond the MTU", 1000, 9000, TargetCaps::new(1500), done),
+        Case { bits: GsoType::DODGY, gso_segs: 0, ..case("DODGY from virtio", 1000, 1000, sw(true), done) },
+        // gso_segs describes a superpacket; this is none (virtio ignores it too).
+        Case { gso_segs: 7, ..case("gso_segs disagrees", 500, 1000, sw(true), done) },
+        case("target checksums", 1000, 1400, sw(true).with_csum(CsumCaps::HW), GsoOutcome::PassedThrough),
+        case("target segments", 1000, 1400, full, GsoOutcome::PassedThrough),
+    ];
+    let mut seg = Segmenter::new();
+    for fam in Fam::ALL {
+        for vlans in 0..=2 {
+            let spec = fam.spec(vlans);
+            for c in &cases {
+                let what = format!("{} {fam:?} vlans {vlans}", c.name);
+                let mut pkt = superpacket(spec, c.payload, c.gso_size, TcpFlags::PSH | TcpFlags::FIN);
+                let proto = match fam {
+                    Fam::Tcp4 => GsoType::TCPV4,
+                    Fam::Tcp6 => GsoType::TCPV6,
+                    Fam::Udp4 | Fam::Udp6 => GsoType::UDP_L4,
+                };
+                pkt.meta.gso_type = proto | c.bits;
+                pkt.meta.gso_size = c.gso_size;
+                pkt.meta.gso_segs = c.gso_segs;
+                let want = Flow::new(spec).frame(c.payload, TcpFlags::PSH | TcpFlags::FIN).unwrap();
+                let (r, frames) = run(&pkt, &c.caps);
+                assert_eq!(r, Ok(c.outcome), "{what}");
+                assert_eq!(frames.len(), 1, "{what}");
+                let f = &frames[0];
+                assert!(!f.meta.is_gso(), "{what}: {:?}", f.meta);
+                assert_eq!(completed(&frames)[0], want, "{what}");
+                if c.outcome == done {
+                    assert_eq!(f.data, want, "{what}");
+                    assert_eq!(f.meta.csum, ChecksumState::None, "{what}");
+                } else {
+                    assert_eq!(f.data, pkt.to_vec(), "{what}: passed through unchanged");
+                    assert_eq!(f.meta.csum, pkt.meta.csum, "{what}");
+                }
+                assert_valid(&frames, c.caps.mtu);
+                // The same packet through a long-lived segmenter: counted as sent, not dropped.
+                let mut sink = VecSink::new();
+                assert_eq!(seg.segment(&pkt, &c.caps, &mut sink), Ok(c.outcome), "{what}");
+            }
+        }
+    }
+    assert_eq!(seg.counters.dropped(), 0);
+    assert_eq!(seg.counters.superpackets_segmented, 0);
+    assert_eq!(seg.counters.frames_out, seg.counters.packets_in);
+
+    // TCP_ECN on a small TCP packet: the bit goes with the GSO metadata.
+    let mut ecn = superpacket(Fam::Tcp4.spec(0), 800, 1448, TcpFlags::CWR);
+    ecn.meta.gso_type = GsoType::TCPV4 | GsoType::TCP_ECN;
+    ecn.meta.gso_size = 1448;
+    let (r, frames) = run(&ecn, &sw(true));
+    assert_eq!(r, Ok(done));
+    assert_eq!(frames[0].data, Flow::new(Fam::Tcp4.spec(0)).frame(800, TcpFlags::CWR).unwrap());
+    // Payload beyond the linear area (segments and a frag list of pure payload).
+    let spec = Fam::Udp6.spec(1);
+    let big = superpacket(spec, 3000, 1000, TcpFlags::empty());
+    let mut chunked = fragment_payload(&big, spec.header_len(), &[700, 1500], Some(2000));
+    chunked.meta.gso_size = 3000;
+    chunked.meta.gso_segs = 1;
+    let want = Flow::new(spec).frame(3000, TcpFlags::empty()).unwrap();
+    for sg in [false, true] {
+        let (r, frames) = run(&chunked, &sw(sg));
+        assert_eq!(r, Ok(done), "sg {sg}");
+        assert_eq!(frames[0].data, want, "sg {sg}");
+    }
+    // Checksum state NONE (the sender's checksum is final): sent as it is.
+    let mut none = Packet::from_frame(&want);
+    none.meta = OffloadMeta { csum: ChecksumState::None, ..chunked.meta };
+    let (r, frames) = run(&none, &sw(false));
+    assert_eq!(r, Ok(GsoOutcome::PassedThrough));
+    assert_eq!((frames[0].data.as_slice(), frames[0].meta.is_gso()), (want.as_slice(), false));
+    // Still validated first: a small packet of the wrong protocol is dropped.
+    let mut wrong = ecn.clone();
+    wrong.meta.gso_type = GsoType::TCPV6;
+    assert_eq!(run(&wrong, &sw(true)).0.unwrap_err().reason(), "protocol-mismatch");
 }
 
 #[test]
@@ -1027,6 +1141,33 @@ fn fraglist_altered_geometry_falls_back() {
             let want = expected(spec, 4000, 700, TcpFlags::empty(), false);
             let got: Vec<Vec<u8>> = frames.iter().map(|f| f.data.clone()).collect();
             assert_eq!(got, want, "{fam:?} {chain:?}");
+        }
+    }
+}
+
+/// A fraglist aggregate whose whole payload is not larger than `gso_size`
+/// (issue 22 item 4): one frame over the concatenated payloads, checksum
+/// recomputed (the head's covered only its own part).
+#[test]
+fn fraglist_no_larger_than_gso_size_is_one_frame() {
+    for fam in Fam::ALL {
+        let spec = fam.spec(1);
+        let mut flow = Flow::new(spec);
+        let originals: Vec<Vec<u8>> = (0..3).map(|_| flow.frame(1000, TcpFlags::empty()).unwrap()).collect();
+        for chain in Chain::ALL {
+            for gso_size in [3000, 3001] {
+                let mut agg = fraglist_aggregate(&originals, chain);
+                agg.meta.gso_size = gso_size;
+                agg.meta.gso_segs = 0;
+                let (r, frames) = run(&agg, &sw(true));
+                assert_eq!(r, Ok(GsoOutcome::Segmented { segments: 1, csum_completed: true }), "{fam:?} {chain:?}");
+                assert_valid(&frames, MTU);
+                assert_eq!(
+                    frames[0].data,
+                    Flow::new(spec).frame(3000, TcpFlags::empty()).unwrap(),
+                    "{fam:?} {chain:?}"
+                );
+            }
         }
     }
 }
