@@ -314,9 +314,7 @@ impl Topology {
                     return Err(self.err(&vid.span(), format!("VLAN id {v} is outside 1..=4094")));
                 }
                 let lower_id = id_of(lower.get_ref());
-                if g.is_port(lower_id)
-                    && g.device(lower_id).feat.features.contains(NetdevFeatures::VLAN_CHALLENGED)
-                {
+                if g.is_port(lower_id) && g.device(lower_id).feat.features.contains(NetdevFeatures::VLAN_CHALLENGED) {
                     return Err(self.err(&lower.span(), format!("`{}` cannot carry VLANs", lower.get_ref())));
                 }
                 g.add_vlan(name, lower_id, proto, v as u16).map_err(|e| match e {
