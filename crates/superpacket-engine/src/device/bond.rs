@@ -169,15 +169,10 @@ pub(crate) fn reselect_active(
 /// What a bond or team does with a frame slave `from` received: an
 /// inactive slave's frames are dropped (counted on the slave, as Linux
 /// counts them on the device that received them), others climb to the master.
-pub(crate) fn receive_on_slave(
-    active_backup: Option<Option<DeviceId>>,
-    from: DeviceId,
-    pkt: Packet,
-    len: usize,
-) -> Verdict {
+pub(crate) fn receive_on_slave(active_backup: Option<Option<DeviceId>>, from: DeviceId, len: usize) -> Verdict {
     match active_backup {
         Some(active) if active != Some(from) => Verdict::Dropped { on: from, reason: "inactive-slave" },
-        _ => Verdict::Up(pkt, len),
+        _ => Verdict::Up(len),
     }
 }
 
@@ -197,12 +192,9 @@ pub(crate) fn master_features(
 }
 
 /// Sends `pkt` to `slave`, or drops it as `no-slave`.
-pub(crate) fn to_slave(cx: &mut Cx<'_>, slave: Option<DeviceId>, pkt: Packet, len: usize) -> Verdict {
+pub(crate) fn to_slave(cx: &mut Cx<'_>, slave: Option<DeviceId>, len: usize) -> Verdict {
     match slave {
-        Some(s) => {
-            cx.transmit(s, pkt, len);
-            Verdict::Forwarded
-        }
+        Some(s) => Verdict::Transmit(s, len),
         None => cx.drop("no-slave"),
     }
 }
@@ -215,7 +207,7 @@ impl NetDevice for Bond {
     /// Active-backup: the active slave; balance-xor: the slave the hash
     /// picks among the usable ones (a flow stays on one slave while the set
     /// does not change).
-    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
         let slave = match self.mode {
             BondMode::ActiveBackup => self.active,
             BondMode::BalanceXor => {
@@ -223,11 +215,11 @@ impl NetDevice for Bond {
                 nth_usable(cx.me(), cx.devices, h)
             }
         };
-        to_slave(cx, slave, pkt, len)
+        to_slave(cx, slave, len)
     }
 
-    fn receive(&mut self, _cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
-        receive_on_slave((self.mode == BondMode::ActiveBackup).then_some(self.active), from, pkt, len)
+    fn receive(&mut self, _cx: &mut Cx<'_>, from: DeviceId, _pkt: &mut Packet, len: usize) -> Verdict {
+        receive_on_slave((self.mode == BondMode::ActiveBackup).then_some(self.active), from, len)
     }
 
     fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {

@@ -172,18 +172,31 @@ impl Bridge {
     }
 
     /// Sends `pkt` out of member `port` with that port's egress tagging.
-    fn egress(&self, cx: &mut Cx<'_>, port: DeviceId, mut pkt: Packet, len: usize, class: BridgeClass) -> Verdict {
+    fn egress(&self, cx: &mut Cx<'_>, port: DeviceId, pkt: &mut Packet, len: usize, class: BridgeClass) -> Verdict {
         if !self.vlan_filtering {
-            cx.transmit(port, pkt, len);
-            return Verdict::Forwarded;
+            return Verdict::Transmit(port, len);
         }
         let untag = self.port_vlans(port).and_then(|v| v.member(class.vid));
-        match Self::egress_tagging(class, untag, &mut pkt, len) {
-            Ok(len) => {
-                cx.transmit(port, pkt, len);
-                Verdict::Forwarded
-            }
+        match Self::egress_tagging(class, untag, pkt, len) {
+            Ok(len) => Verdict::Transmit(port, len),
             Err(reason) => cx.drop(reason),
+        }
+    }
+
+    /// Sends a copy of `pkt` out of member `port` (a flood); returns
+    /// whether it left (a refusal is counted).
+    fn egress_copy(&self, cx: &mut Cx<'_>, port: DeviceId, pkt: &Packet, len: usize, class: BridgeClass) -> bool {
+        let mut copy = pkt.clone();
+        match self.egress(cx, port, &mut copy, len, class) {
+            Verdict::Transmit(dev, len) => {
+                cx.transmit(dev, copy, len);
+                true
+            }
+            Verdict::Dropped { on, reason } => {
+                cx.count_drops(on, reason, 1);
+                false
+            }
+            _ => false,
         }
     }
 
@@ -191,12 +204,12 @@ impl Bridge {
     /// an egress like a port: with VLAN filtering the frame leaves untagged
     /// if the bridge's own membership of the VLAN is untagged, tagged
     /// otherwise (so a VLAN device on the bridge, such as `br0.10`, gets it).
-    fn up(&self, cx: &mut Cx<'_>, mut pkt: Packet, len: usize, class: BridgeClass) -> Verdict {
+    fn up(&self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize, class: BridgeClass) -> Verdict {
         if !self.vlan_filtering {
-            return Verdict::Up(pkt, len);
+            return Verdict::Up(len);
         }
-        match Self::egress_tagging(class, self.self_vlans.member(class.vid), &mut pkt, len) {
-            Ok(len) => Verdict::Up(pkt, len),
+        match Self::egress_tagging(class, self.self_vlans.member(class.vid), pkt, len) {
+            Ok(len) => Verdict::Up(len),
             Err(reason) => cx.drop(reason),
         }
     }
@@ -204,11 +217,11 @@ impl Bridge {
     /// Forwards `pkt` from `ingress` (a port, or the bridge itself for
     /// host-originated frames): learning, FDB lookup, flooding (Linux's
     /// `br_handle_frame_finish` / `br_forward` / `br_flood`).
-    fn forward(&mut self, cx: &mut Cx<'_>, ingress: DeviceId, pkt: Packet, len: usize) -> Verdict {
+    fn forward(&mut self, cx: &mut Cx<'_>, ingress: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         let me = cx.me();
         let now = cx.now_ns;
         let vlans = if ingress == me { Some(&self.self_vlans) } else { self.port_vlans(ingress) };
-        let Some(vid) = self.ingress_vid(vlans, &pkt) else {
+        let Some(vid) = self.ingress_vid(vlans, pkt) else {
             return cx.drop("vlan-filtered");
         };
         let tagged = self.vlan_filtering && matches!(outer_tag(pkt.linear()), Some((0x8100, v)) if v == vid);
@@ -235,12 +248,13 @@ impl Bridge {
 
     /// Floods to every other member of the VLAN, and up to the bridge's own
     /// stack for broadcast and multicast (unknown unicast is not passed up:
-    /// in Linux only a promiscuous bridge receives it).
+    /// in Linux only a promiscuous bridge receives it). Every recipient but
+    /// the last gets a copy; the last gets the packet itself.
     fn flood(
         &self,
         cx: &mut Cx<'_>,
         ingress: DeviceId,
-        pkt: Packet,
+        pkt: &mut Packet,
         len: usize,
         class: BridgeClass,
         dst: MacAddr,
@@ -248,27 +262,33 @@ impl Bridge {
         let me = cx.me();
         let to_self =
             ingress != me && !dst.is_unicast() && (!self.vlan_filtering || self.self_vlans.member(class.vid).is_some());
-        let mut members =
+        let members =
             self.ports.iter().filter(|(p, v)| *p != ingress && (!self.vlan_filtering || v.member(class.vid).is_some()));
+        let mut last = None;
         let mut sent = false;
-        for (p, _) in members.by_ref() {
-            match self.egress(cx, *p, pkt.clone(), len, class) {
-                Verdict::Forwarded => sent = true,
-                Verdict::Dropped { on, reason } => cx.count_drops(on, reason, 1),
-                _ => {}
+        for (p, _) in members {
+            if let Some(earlier) = last.replace(*p) {
+                sent |= self.egress_copy(cx, earlier, pkt, len, class);
             }
         }
-        if to_self {
-            match self.up(cx, pkt, len, class) {
-                Verdict::Up(p, n) => {
-                    cx.receive(me, p, n);
-                    sent = true;
+        let verdict = match (to_self, last) {
+            (true, earlier) => {
+                if let Some(earlier) = earlier {
+                    sent |= self.egress_copy(cx, earlier, pkt, len, class);
                 }
-                Verdict::Dropped { on, reason } => cx.count_drops(on, reason, 1),
-                _ => {}
+                self.up(cx, pkt, len, class)
             }
+            (false, Some(final_port)) => self.egress(cx, final_port, pkt, len, class),
+            (false, None) => cx.drop("no-flood-member"),
+        };
+        match verdict {
+            // The copies left: the step forwarded, the last refusal counts.
+            Verdict::Dropped { on, reason } if sent => {
+                cx.count_drops(on, reason, 1);
+                Verdict::Forwarded
+            }
+            v => v,
         }
-        if sent { Verdict::Forwarded } else { cx.drop("no-flood-member") }
     }
 }
 
@@ -278,13 +298,13 @@ impl NetDevice for Bridge {
     }
 
     /// A host-originated frame: forwarded as if it entered on the bridge.
-    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
         let me = cx.me();
         self.forward(cx, me, pkt, len)
     }
 
     /// The bridge's `rx_handler`: a frame its port `from` received.
-    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         self.forward(cx, from, pkt, len)
     }
 

@@ -41,7 +41,7 @@ use super::bridge::{Bridge, PortVlans};
 use super::features::{
     DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode, effective_features, gso_ok, target_caps,
 };
-use super::netdev::{Cx, NetDevice, Step, Verdict};
+use super::netdev::{Cx, Hop, NetDevice, Step, Verdict};
 use super::port::{PortDevice, PortDriver, record_outcome};
 use super::router::Router;
 use super::tables::TableUsage;
@@ -668,8 +668,7 @@ impl Graph {
     /// Never fails: problems are drops counted on the device concerned.
     pub fn transmit(&mut self, id: DeviceId, pkt: Packet) {
         let len = pkt.total_len();
-        self.steps.push_back(Step::Transmit(id, pkt, len, 0));
-        self.walk();
+        self.walk(Hop::Transmit(id), pkt, len, 0);
         self.receive_link_replies();
     }
 
@@ -696,8 +695,7 @@ impl Graph {
             _ => pkt,
         };
         let len = pkt.total_len();
-        self.steps.push_back(Step::Receive(port, pkt, len, 0));
-        self.walk();
+        self.walk(Hop::Receive(port), pkt, len, 0);
     }
 
     /// Receives the frames raw-IP drivers answered themselves
@@ -706,23 +704,80 @@ impl Graph {
         for _ in 0..MAX_LINK_REPLIES {
             let Some((port, pkt)) = self.link_replies.pop_front() else { return };
             let len = pkt.total_len();
-            self.steps.push_back(Step::Receive(port, pkt, len, 0));
-            self.walk();
+            self.walk(Hop::Receive(port), pkt, len, 0);
         }
     }
 
-    /// Takes steps until none is left.
-    fn walk(&mut self) {
-        while let Some(step) = self.steps.pop_front() {
-            match step {
-                Step::Transmit(id, pkt, len, depth) => self.transmit_step(id, pkt, len, depth),
-                Step::Receive(id, pkt, len, depth) => self.receive_step(id, pkt, len, depth),
-                Step::L3(id, from, pkt, len, depth) => self.l3_step(id, from, pkt, len, depth),
+    /// Takes steps from `hop` with `pkt` until it ends, then the queued
+    /// ones until none is left. The packet a step hands on to one successor
+    /// stays in this function's slot (no move, no queue).
+    fn walk(&mut self, hop: Hop, pkt: Packet, len: usize, depth: usize) {
+        let (mut hop, mut pkt, mut len, mut depth) = (hop, pkt, len, depth);
+        loop {
+            match self.step(hop, &mut pkt, len, depth) {
+                Some((next, n)) => {
+                    hop = next;
+                    len = n;
+                    depth += 1;
+                }
+                None => {
+                    let Some(s) = self.steps.pop_front() else { return };
+                    (hop, pkt, len, depth) = (s.hop, s.pkt, s.len, s.depth);
+                }
             }
         }
     }
 
+    /// Queued steps only (after work that queued without a packet of its own).
+    fn drain_steps(&mut self) {
+        if let Some(s) = self.steps.pop_front() {
+            self.walk(s.hop, s.pkt, s.len, s.depth);
+        }
+    }
+
+    /// One step: returns the next hop of the same packet, if any.
+    #[inline(always)]
+    fn step(&mut self, hop: Hop, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
+        let (id, handler, from, rx) = match hop {
+            Hop::Transmit(id) => (id, id, id, false),
+            Hop::L3(id, from) => (id, id, from, true),
+            Hop::Receive(id) => {
+                let d = &self.devices[id.0];
+                match d.master.or_else(|| self.vlan_upper(id, pkt)) {
+                    Some(h) => (id, h, id, true),
+                    None => {
+                        if !self.count_step(id, pkt, len, depth, true) {
+                            return None;
+                        }
+                        let d = &mut self.devices[id.0];
+                        return match d.l3_upper {
+                            // Handed to the L3 device: a receive step of its own.
+                            Some(l3) => {
+                                d.counters.forwarded += 1;
+                                Some((Hop::L3(l3, id), len))
+                            }
+                            None => self.settle(id, id, pkt, Verdict::Pass),
+                        };
+                    }
+                }
+            }
+        };
+        if !self.count_step(id, pkt, len, depth, rx) {
+            return None;
+        }
+        if !rx && self.mode == StackMode::Legacy && pkt.meta.is_gso() && !self.is_port(id) {
+            return self.legacy_segment(id, pkt, len, depth);
+        }
+        let (kind, mut cx) = self.cx(handler, depth);
+        let verdict = match hop {
+            Hop::Transmit(_) => kind.transmit(&mut cx, pkt, len),
+            Hop::Receive(_) | Hop::L3(..) => kind.receive(&mut cx, from, pkt, len),
+        };
+        self.settle(id, handler, pkt, verdict)
+    }
+
     /// A context for device `me`'s handler.
+    #[inline(always)]
     fn cx(&mut self, me: DeviceId, depth: usize) -> (&mut dyn NetDevice, Cx<'_>) {
         let cx = Cx {
             me,
@@ -738,20 +793,25 @@ impl Graph {
     }
 
     /// Counts the verdict of handler `h` on a step of device `id` (the
-    /// handler is the device itself for a transmit); `Up` means `h`
-    /// receives the packet next.
-    fn settle(&mut self, id: DeviceId, h: DeviceId, verdict: Verdict, depth: usize) {
+    /// handler is the device itself for a transmit); returns the packet's
+    /// next hop if it has one (`Up`: `h` receives it next).
+    #[inline(always)]
+    fn settle(&mut self, id: DeviceId, h: DeviceId, pkt: &mut Packet, verdict: Verdict) -> Option<(Hop, usize)> {
         let c = &mut self.devices[id.0].counters;
         match verdict {
-            Verdict::Forwarded => c.forwarded += 1,
-            Verdict::Up(pkt, len) => {
+            Verdict::Transmit(next, n) => {
                 c.forwarded += 1;
-                self.steps.push_back(Step::Receive(h, pkt, len, depth + 1));
+                return Some((Hop::Transmit(next), n));
             }
+            Verdict::Up(n) => {
+                c.forwarded += 1;
+                return Some((Hop::Receive(h), n));
+            }
+            Verdict::Forwarded => c.forwarded += 1,
             Verdict::Consumed => c.delivered += 1,
-            Verdict::Pass(pkt) => {
+            Verdict::Pass => {
                 c.delivered += 1;
-                self.devices[id.0].local.push_back(pkt);
+                self.devices[id.0].local.push_back(std::mem::take(pkt));
             }
             Verdict::Held => c.held += 1,
             Verdict::Dropped { on, reason } => {
@@ -759,10 +819,12 @@ impl Graph {
                 self.devices[on.0].counters.drop_n(reason, 1);
             }
         }
+        None
     }
 
     /// Counts a step of device `id`: `rx` for a receive, else a transmit.
     /// Returns `false` (and counts the drop) past [`MAX_DEPTH`].
+    #[inline(always)]
     fn count_step(&mut self, id: DeviceId, pkt: &Packet, len: usize, depth: usize, rx: bool) -> bool {
         let c = &mut self.devices[id.0].counters;
         let (packets, bytes, superpackets) = if rx {
@@ -776,84 +838,48 @@ impl Graph {
             *superpackets += 1;
         }
         if depth > MAX_DEPTH {
-            self.settle(id, id, Verdict::Dropped { on: id, reason: "too-deep" }, depth);
+            c.refused += 1;
+            c.drop_n("too-deep", 1);
             return false;
         }
         true
     }
 
-    /// Device `id` transmits `pkt`.
-    fn transmit_step(&mut self, id: DeviceId, pkt: Packet, len: usize, depth: usize) {
-        if !self.count_step(id, &pkt, len, depth, false) {
-            return;
-        }
-        if self.mode == StackMode::Legacy && pkt.meta.is_gso() && !self.is_port(id) {
-            return self.legacy_segment(id, pkt, len, depth);
-        }
-        let (kind, mut cx) = self.cx(id, depth);
-        let verdict = kind.transmit(&mut cx, pkt, len);
-        self.settle(id, id, verdict, depth);
-    }
-
     /// Old kernels (6.3): a virtual device whose features lack the packet's
-    /// GSO type segments it, and its transmit takes the segments one by one.
-    fn legacy_segment(&mut self, id: DeviceId, pkt: Packet, len: usize, depth: usize) {
+    /// GSO type segments it, and its transmit takes the segments one by one
+    /// (each continues as a queued step).
+    fn legacy_segment(&mut self, id: DeviceId, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
         let d = &self.devices[id.0];
-        let info = PacketInfo::of_len(&pkt, len);
+        let info = PacketInfo::of_len(pkt, len);
         let f = effective_features(&d.feat, &info, &d.check, self.mode);
         if gso_ok(f, &info) {
             let (kind, mut cx) = self.cx(id, depth);
             let verdict = kind.transmit(&mut cx, pkt, len);
-            return self.settle(id, id, verdict, depth);
+            return self.settle(id, id, pkt, verdict);
         }
         let caps = target_caps(f, &d.feat, d.mtu);
         let mut sink = PacketSink::default();
-        match self.segmenter.segment(&pkt, &caps, &mut sink) {
-            Ok(outcome) => {
-                record_outcome(&mut self.devices[id.0].counters, &outcome);
-                self.devices[id.0].counters.forwarded += 1;
-                for seg in sink.out {
-                    let n = seg.total_len();
-                    let (kind, mut cx) = self.cx(id, depth);
-                    match kind.transmit(&mut cx, seg, n) {
-                        Verdict::Dropped { on, reason } => self.devices[on.0].counters.drop_n(reason, 1),
-                        Verdict::Pass(p) => self.devices[id.0].local.push_back(p),
-                        Verdict::Up(p, n) => self.steps.push_back(Step::Receive(id, p, n, depth + 1)),
-                        Verdict::Forwarded | Verdict::Consumed | Verdict::Held => {}
-                    }
+        match self.segmenter.segment(pkt, &caps, &mut sink) {
+            Ok(outcome) => record_outcome(&mut self.devices[id.0].counters, &outcome),
+            Err(e) => return self.settle(id, id, pkt, Verdict::Dropped { on: id, reason: e.reason() }),
+        }
+        self.devices[id.0].counters.forwarded += 1;
+        for mut seg in sink.out {
+            let n = seg.total_len();
+            let (kind, mut cx) = self.cx(id, depth);
+            match kind.transmit(&mut cx, &mut seg, n) {
+                Verdict::Transmit(next, n) => {
+                    self.steps.push_back(Step { hop: Hop::Transmit(next), pkt: seg, len: n, depth: depth + 1 })
                 }
+                Verdict::Up(n) => {
+                    self.steps.push_back(Step { hop: Hop::Receive(id), pkt: seg, len: n, depth: depth + 1 })
+                }
+                Verdict::Pass => self.devices[id.0].local.push_back(seg),
+                Verdict::Dropped { on, reason } => self.devices[on.0].counters.drop_n(reason, 1),
+                Verdict::Forwarded | Verdict::Consumed | Verdict::Held => {}
             }
-            Err(e) => self.settle(id, id, Verdict::Dropped { on: id, reason: e.reason() }, depth),
         }
-    }
-
-    /// Device `id` receives `pkt` (from the wire or from below): the handler
-    /// the wiring names takes it (see the module documentation).
-    fn receive_step(&mut self, id: DeviceId, pkt: Packet, len: usize, depth: usize) {
-        if !self.count_step(id, &pkt, len, depth, true) {
-            return;
-        }
-        let d = &self.devices[id.0];
-        let Some(h) = d.master.or_else(|| self.vlan_upper(id, &pkt)) else {
-            if let Some(l3) = d.l3_upper {
-                self.steps.push_back(Step::L3(l3, id, pkt, len, depth + 1));
-                return self.settle(id, id, Verdict::Forwarded, depth);
-            }
-            return self.settle(id, id, Verdict::Pass(pkt), depth);
-        };
-        let (kind, mut cx) = self.cx(h, depth);
-        let verdict = kind.receive(&mut cx, id, pkt, len);
-        self.settle(id, h, verdict, depth);
-    }
-
-    /// L3 device `id` takes what its interface `from` received.
-    fn l3_step(&mut self, id: DeviceId, from: DeviceId, pkt: Packet, len: usize, depth: usize) {
-        if !self.count_step(id, &pkt, len, depth, true) {
-            return;
-        }
-        let (kind, mut cx) = self.cx(id, depth);
-        let verdict = kind.receive(&mut cx, from, pkt, len);
-        self.settle(id, id, verdict, depth);
+        None
     }
 
     /// The VLAN device on `id` whose tag `pkt` carries outermost (Linux's
@@ -927,7 +953,7 @@ impl Graph {
             let (kind, mut cx) = self.cx(DeviceId(i), 0);
             kind.housekeeping(&mut cx);
         }
-        self.walk();
+        self.drain_steps();
         self.receive_link_replies();
     }
 
@@ -938,20 +964,22 @@ impl Graph {
     /// # Errors
     /// Why the packet was dropped (no router, no route, neighbour queue
     /// full, ...); it is also counted on the router.
-    pub fn route_local(&mut self, pkt: Packet) -> Result<(), &'static str> {
+    pub fn route_local(&mut self, mut pkt: Packet) -> Result<(), &'static str> {
         let Some(r) = self.router else { return Err("no-router") };
         let len = pkt.total_len();
         if !self.count_step(r, &pkt, len, 0, false) {
             return Err("too-deep");
         }
         let (kind, mut cx) = self.cx(r, 0);
-        let verdict = kind.transmit(&mut cx, pkt, len);
+        let verdict = kind.transmit(&mut cx, &mut pkt, len);
         let res = match verdict {
             Verdict::Dropped { reason, .. } => Err(reason),
             _ => Ok(()),
         };
-        self.settle(r, r, verdict, 0);
-        self.walk();
+        match self.settle(r, r, &mut pkt, verdict) {
+            Some((hop, n)) => self.walk(hop, pkt, n, 1),
+            None => self.drain_steps(),
+        }
         self.receive_link_replies();
         res
     }

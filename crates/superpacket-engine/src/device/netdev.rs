@@ -31,23 +31,31 @@ use superpacket::packet::Packet;
 /// `rx_handler_result` and `netdev_tx_t`, with the drop reason kept).
 /// The graph counts one verdict per step on the step's device
 /// ([`super::DeviceCounters::forwarded`] and its neighbours).
+///
+/// The packet stays where the graph keeps it (the handler gets it as
+/// `&mut Packet`): a handler with one successor names it
+/// ([`Verdict::Transmit`], [`Verdict::Up`]) and the walk goes on with the
+/// same packet, never moving it; a handler that fans out or keeps it takes
+/// it (`std::mem::take`) into [`Cx::transmit`] / [`Cx::receive`] or its table.
 #[derive(Debug)]
 pub enum Verdict {
-    /// Handed on: to other devices through [`Cx::transmit`] /
-    /// [`Cx::receive`] (one or more), or to a port's driver.
+    /// Hand the packet, of total length `.1`, to device `.0`'s transmit.
+    Transmit(DeviceId, usize),
+    /// The handler's own device receives the packet (of total length
+    /// `.0`) next: a bond's or team's slave frame, a VLAN device's untagged
+    /// frame, a bridge's frame for its own stack.
+    Up(usize),
+    /// Handed on: taken into [`Cx::transmit`] / [`Cx::receive`] (one or
+    /// more), or to a port's driver.
     Forwarded,
-    /// Received by the handler's own device: the packet climbs on from
-    /// there (a bond's or team's slave frame, a VLAN device's untagged
-    /// frame). Equivalent to [`Cx::receive`] on the handler's device.
-    Up(Packet, usize),
-    /// No device above took it: delivered to the receiving device's host
+    /// No device above takes it: delivered to the receiving device's host
     /// side ([`Device::local`]).
-    Pass(Packet),
+    Pass,
     /// Consumed by the handler's device itself (ARP and neighbour
     /// discovery at the router).
     Consumed,
-    /// Kept in a bounded table (the router's neighbour queue or reassembly
-    /// queues); it leaves later as a transmit or a counted drop.
+    /// Taken into a bounded table (the router's neighbour queue or
+    /// reassembly queues); it leaves later as a transmit or a counted drop.
     Held,
     /// Dropped, counted under `reason` on device `on`.
     Dropped {
@@ -58,16 +66,26 @@ pub enum Verdict {
     },
 }
 
-/// One unit of the graph's walk.
+/// Where a step of the walk happens.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Hop {
+    /// The device receives the packet from below.
+    Receive(DeviceId),
+    /// The device is given the packet to transmit.
+    Transmit(DeviceId),
+    /// L3 device `.0` (the router) takes the packet its interface `.1`
+    /// received: counted as received by `.0`.
+    L3(DeviceId, DeviceId),
+}
+
+/// A step waiting in the graph's queue (fan-out: a bridge's flood, the
+/// router's output).
 #[derive(Debug)]
-pub(crate) enum Step {
-    /// `dev` receives the packet from below.
-    Receive(DeviceId, Packet, usize, usize),
-    /// `dev` is given the packet to transmit.
-    Transmit(DeviceId, Packet, usize, usize),
-    /// L3 device `dev` (the router) takes the packet its interface `from`
-    /// received: counted as received by `dev`.
-    L3(DeviceId, DeviceId, Packet, usize, usize),
+pub(crate) struct Step {
+    pub(crate) hop: Hop,
+    pub(crate) pkt: Packet,
+    pub(crate) len: usize,
+    pub(crate) depth: usize,
 }
 
 /// What a handler sees of the graph: see the module documentation.
@@ -107,14 +125,16 @@ impl<'a> Cx<'a> {
         &self.devices[id.0]
     }
 
-    /// Queues the transmission of `pkt` (total length `len`) through `dev`.
+    /// Queues the transmission of `pkt` (total length `len`) through `dev`
+    /// (for a handler with more than one successor; one successor is
+    /// [`Verdict::Transmit`]).
     pub fn transmit(&mut self, dev: DeviceId, pkt: Packet, len: usize) {
-        self.steps.push_back(Step::Transmit(dev, pkt, len, self.depth + 1));
+        self.steps.push_back(Step { hop: Hop::Transmit(dev), pkt, len, depth: self.depth + 1 });
     }
 
     /// Queues the reception of `pkt` (total length `len`) by `dev`.
     pub fn receive(&mut self, dev: DeviceId, pkt: Packet, len: usize) {
-        self.steps.push_back(Step::Receive(dev, pkt, len, self.depth + 1));
+        self.steps.push_back(Step { hop: Hop::Receive(dev), pkt, len, depth: self.depth + 1 });
     }
 
     /// A drop of the handler's own device.
@@ -144,7 +164,7 @@ pub trait NetDevice: fmt::Debug + Send + Any {
     /// Transmit (`ndo_start_xmit`): `pkt`, of total length `len` (frag list
     /// included, kept up to date by every device that changes it), was given
     /// to this device.
-    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict;
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict;
 
     /// Receive handling for a packet that device `from` received and this
     /// device is registered to handle: as `from`'s master (a bridge, bond or
@@ -152,7 +172,7 @@ pub trait NetDevice: fmt::Debug + Send + Any {
     /// upper matching its outer tag (likewise), or as its L3 upper (the
     /// router: a receive step of its own, counted on it). The default: not
     /// a handler.
-    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         let _ = (from, pkt, len);
         cx.drop("no-handler")
     }

@@ -504,8 +504,9 @@ impl NetDevice for PortDevice {
     /// through the segmenter, which produces only what the port lacks. A
     /// raw-IP driver strips the Ethernet header first (or answers the frame
     /// itself).
-    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
         let me = cx.me();
+        let pkt = std::mem::take(pkt);
         let mode = cx.mode;
         let d = &cx.devices[me.0];
         if !d.carrier {

@@ -815,6 +815,34 @@ impl Router {
         self.take_drops(|dev, reason, n| cx.count_drops(dev, reason, n));
         res
     }
+
+    /// The verdict of a routing operation whose packet was taken from
+    /// `slot`: a packet forwarded as the operation's only output goes back
+    /// into the slot as the step's one successor (no queue); anything else
+    /// is queued by [`Router::with_output`].
+    fn routed(
+        &mut self,
+        cx: &mut Cx<'_>,
+        slot: &mut Packet,
+        op: impl FnOnce(&mut Router, &[Device], &mut Vec<(DeviceId, Packet, usize)>) -> Result<Routed, &'static str>,
+    ) -> Verdict {
+        let mut next = None;
+        let res = self.with_output(cx, |r, devs, out| {
+            let res = op(r, devs, out);
+            if let (Ok(Routed::Forwarded), 1) = (res, out.len())
+                && let Some((dev, p, n)) = out.pop()
+            {
+                *slot = p;
+                next = Some((dev, n));
+            }
+            res
+        });
+        match (res, next) {
+            (Err(reason), _) => cx.drop(reason),
+            (Ok(_), Some((dev, n))) => Verdict::Transmit(dev, n),
+            (Ok(routed), None) => routed.verdict(),
+        }
+    }
 }
 
 impl NetDevice for Router {
@@ -823,23 +851,19 @@ impl NetDevice for Router {
     }
 
     /// A locally generated packet ([`super::Graph::route_local`]).
-    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, _len: usize) -> Verdict {
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, _len: usize) -> Verdict {
         let now = cx.now_ns;
-        match self.with_output(cx, |r, devs, out| r.output_local(pkt, now, devs, out)) {
-            Err(reason) => cx.drop(reason),
-            Ok(routed) => routed.verdict(),
-        }
+        let taken = std::mem::take(pkt);
+        self.routed(cx, pkt, |r, devs, out| r.output_local(taken, now, devs, out))
     }
 
     /// The protocol handler of interface `from`: ARP, neighbour discovery,
     /// forwarding with NAT. Refusals are counted on the router (as Linux
     /// counts IP input errors for the whole stack, not per device).
-    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+    fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         let now = cx.now_ns;
-        match self.with_output(cx, |r, devs, out| r.input(from, pkt, len, now, devs, out)) {
-            Err(reason) => cx.drop(reason),
-            Ok(routed) => routed.verdict(),
-        }
+        let taken = std::mem::take(pkt);
+        self.routed(cx, pkt, |r, devs, out| r.input(from, taken, len, now, devs, out))
     }
 
     fn housekeeping(&mut self, cx: &mut Cx<'_>) {

@@ -51,7 +51,7 @@ impl NetDevice for Team {
 
     /// Roundrobin: the next usable port; loadbalance: the layer3+4 hash's;
     /// activebackup: the active port.
-    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
         let slave = match self.mode {
             TeamMode::Activebackup => self.active,
             TeamMode::Roundrobin => {
@@ -61,11 +61,11 @@ impl NetDevice for Team {
             }
             TeamMode::Loadbalance => nth_usable(cx.me(), cx.devices, hash_layer34(pkt.linear()) as usize),
         };
-        to_slave(cx, slave, pkt, len)
+        to_slave(cx, slave, len)
     }
 
-    fn receive(&mut self, _cx: &mut Cx<'_>, from: DeviceId, pkt: Packet, len: usize) -> Verdict {
-        receive_on_slave((self.mode == TeamMode::Activebackup).then_some(self.active), from, pkt, len)
+    fn receive(&mut self, _cx: &mut Cx<'_>, from: DeviceId, _pkt: &mut Packet, len: usize) -> Verdict {
+        receive_on_slave((self.mode == TeamMode::Activebackup).then_some(self.active), from, len)
     }
 
     fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {

@@ -47,19 +47,16 @@ impl NetDevice for Tally {
     fn kind(&self) -> &'static str {
         "tally"
     }
-    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: Packet, len: usize) -> Verdict {
+    fn transmit(&mut self, cx: &mut Cx<'_>, _pkt: &mut Packet, len: usize) -> Verdict {
         self.down += 1;
         match cx.dev().lowers.first().copied() {
-            Some(lower) => {
-                cx.transmit(lower, pkt, len);
-                Verdict::Forwarded
-            }
+            Some(lower) => Verdict::Transmit(lower, len),
             None => cx.drop("no-lower"),
         }
     }
-    fn receive(&mut self, _cx: &mut Cx<'_>, _from: DeviceId, pkt: Packet, len: usize) -> Verdict {
+    fn receive(&mut self, _cx: &mut Cx<'_>, _from: DeviceId, _pkt: &mut Packet, len: usize) -> Verdict {
         self.up += 1;
-        Verdict::Up(pkt, len)
+        Verdict::Up(len)
     }
     fn compute_features(&self, own: &DeviceFeatures, lowers: &[DeviceFeatures], _mode: StackMode) -> DeviceFeatures {
         let mut f = *own;

@@ -59,23 +59,21 @@ impl NetDevice for Vlan {
 
     /// Pushes the tag (in the data: the lower's validate step sees it, 6.2
     /// steps 4-5) and hands the packet to the real device.
-    fn transmit(&mut self, cx: &mut Cx<'_>, mut pkt: Packet, len: usize) -> Verdict {
+    fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
         if pkt.push_vlan_tag(self.proto.tpid(), self.vid).is_err() {
             return cx.drop("vlan-push");
         }
-        let lower = cx.dev().lowers[0];
-        cx.transmit(lower, pkt, len + VLAN_TAG_LEN);
-        Verdict::Forwarded
+        Verdict::Transmit(cx.dev().lowers[0], len + VLAN_TAG_LEN)
     }
 
     /// The lower received a frame carrying this device's tag outermost
     /// (the graph matched it with [`NetDevice::vlan_tag`]): the tag is
     /// popped and this device receives the frame.
-    fn receive(&mut self, cx: &mut Cx<'_>, _from: DeviceId, mut pkt: Packet, len: usize) -> Verdict {
+    fn receive(&mut self, cx: &mut Cx<'_>, _from: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         if pkt.pop_vlan_tag().is_err() {
             return cx.drop("vlan-pop");
         }
-        Verdict::Up(pkt, len - VLAN_TAG_LEN)
+        Verdict::Up(len - VLAN_TAG_LEN)
     }
 
     fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {
