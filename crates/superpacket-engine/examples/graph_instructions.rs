@@ -3,7 +3,7 @@
 //! ```sh
 //! cargo build --release -p superpacket-engine --example graph_instructions
 //! valgrind --tool=callgrind --toggle-collect='*graph_burst*' \
-//!     target/release/examples/graph_instructions [qinq|team|nat]
+//!     target/release/examples/graph_instructions [qinq|team|nat] [legacy]
 //! ```
 //!
 //! Ir per superpacket = callgrind's `Collected` / (`ROUNDS` x `BATCH`),
@@ -36,14 +36,16 @@ fn graph_burst(g: &mut Graph, entry: DeviceId, receive: bool, batch: &mut Vec<Pa
 
 fn main() {
     let which = std::env::args().nth(1).unwrap_or_else(|| "qinq".into());
+    // `legacy` as the second argument: old kernels' segmentation at the
+    // first device lacking the GSO type (offload-rules 6.3).
+    let mode = match std::env::args().nth(2).as_deref() {
+        Some("legacy") => StackMode::Legacy,
+        _ => StackMode::Passthrough,
+    };
     let (mut g, entry, receive, templates) = match which.as_str() {
         "qinq" | "team" => {
             let src = include_str!("../../../examples/seed-qinq-tso.toml");
-            let opts = BuildOptions {
-                mode: Some(StackMode::Passthrough),
-                memory_mode: MemoryMode::Count,
-                ..BuildOptions::default()
-            };
+            let opts = BuildOptions { mode: Some(mode), memory_mode: MemoryMode::Count, ..BuildOptions::default() };
             let g = Topology::parse(src).and_then(|t| t.build_with(&opts)).expect("the seed example is valid");
             let top = if which == "team" { "team0.100.200" } else { "bond0.100.200" };
             let entry = g.id(top).expect("in the seed example");
@@ -59,7 +61,7 @@ fn main() {
             (g, entry, false, templates)
         }
         "nat" => {
-            let (g, spec) = seed_router(StackMode::Passthrough, MemoryMode::Count);
+            let (g, spec) = seed_router(mode, MemoryMode::Count);
             let entry = g.id("lan").expect("in the seed example");
             let templates: Vec<Packet> = (0..BATCH)
                 .map(|i| {

@@ -709,22 +709,23 @@ impl Graph {
     }
 
     /// Takes steps from `hop` with `pkt` until it ends, then the queued
-    /// ones until none is left. The packet a step hands on to one successor
-    /// stays in this function's slot (no move, no queue).
+    /// ones until none is left.
     fn walk(&mut self, hop: Hop, pkt: Packet, len: usize, depth: usize) {
-        let (mut hop, mut pkt, mut len, mut depth) = (hop, pkt, len, depth);
-        loop {
-            match self.step(hop, &mut pkt, len, depth) {
-                Some((next, n)) => {
-                    hop = next;
-                    len = n;
-                    depth += 1;
-                }
-                None => {
-                    let Some(s) = self.steps.pop_front() else { return };
-                    (hop, pkt, len, depth) = (s.hop, s.pkt, s.len, s.depth);
-                }
-            }
+        self.walk_chain(hop, pkt, len, depth);
+        while let Some(s) = self.steps.pop_front() {
+            self.walk_chain(s.hop, s.pkt, s.len, s.depth);
+        }
+    }
+
+    /// Takes steps from `hop` while each hands the packet on to one
+    /// successor: the packet stays in this function's slot (no move, no
+    /// queue).
+    fn walk_chain(&mut self, hop: Hop, mut pkt: Packet, len: usize, depth: usize) {
+        let (mut hop, mut len, mut depth) = (hop, len, depth);
+        while let Some((next, n)) = self.step(hop, &mut pkt, len, depth) {
+            hop = next;
+            len = n;
+            depth += 1;
         }
     }
 
@@ -846,8 +847,8 @@ impl Graph {
     }
 
     /// Old kernels (6.3): a virtual device whose features lack the packet's
-    /// GSO type segments it, and its transmit takes the segments one by one
-    /// (each continues as a queued step).
+    /// GSO type segments it, and its transmit takes the segments one by
+    /// one, each continuing down the stack before the next.
     fn legacy_segment(&mut self, id: DeviceId, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
         let d = &self.devices[id.0];
         let info = PacketInfo::of_len(pkt, len);
@@ -868,12 +869,8 @@ impl Graph {
             let n = seg.total_len();
             let (kind, mut cx) = self.cx(id, depth);
             match kind.transmit(&mut cx, &mut seg, n) {
-                Verdict::Transmit(next, n) => {
-                    self.steps.push_back(Step { hop: Hop::Transmit(next), pkt: seg, len: n, depth: depth + 1 })
-                }
-                Verdict::Up(n) => {
-                    self.steps.push_back(Step { hop: Hop::Receive(id), pkt: seg, len: n, depth: depth + 1 })
-                }
+                Verdict::Transmit(next, n) => self.walk_chain(Hop::Transmit(next), seg, n, depth + 1),
+                Verdict::Up(n) => self.walk_chain(Hop::Receive(id), seg, n, depth + 1),
                 Verdict::Pass => self.devices[id.0].local.push_back(seg),
                 Verdict::Dropped { on, reason } => self.devices[on.0].counters.drop_n(reason, 1),
                 Verdict::Forwarded | Verdict::Consumed | Verdict::Held => {}

@@ -137,7 +137,11 @@ pub struct Nat {
     pub counters: NatCounters,
     conns: Vec<Option<Conn>>,
     free: Vec<usize>,
-    index: HashMap<Tuple, (usize, u8)>,
+    /// Both directions' tuples to their connection. Keys come from the
+    /// wire, so the hasher is keyed at random per table (aHash's
+    /// `RandomState`, as SipHash is for std's default) yet fast: the lookup
+    /// runs for every NATed packet.
+    index: HashMap<Tuple, (usize, u8), ahash::RandomState>,
     peak: usize,
     /// No connection expires before this (a lower bound): a full table is
     /// scanned for expired connections only once one can have expired, so a
@@ -168,7 +172,7 @@ impl Nat {
             counters: NatCounters::default(),
             conns: Vec::new(),
             free: Vec::new(),
-            index: HashMap::with_capacity(max_conns.min(1 << 16) * 2),
+            index: HashMap::with_capacity_and_hasher(max_conns.min(1 << 16) * 2, ahash::RandomState::new()),
             peak: 0,
             next_expiry: u64::MAX,
         }

@@ -451,10 +451,16 @@ impl Router {
         // NAT: a known connection, or DNAT for a new one (prerouting).
         let mut new_dst = dst;
         let mut xlate: Option<(Tuple, Tuple, usize)> = None;
+        // Without rules no connection is ever created: nothing to look up.
+        let conn = conn.filter(|_| !self.nat.rules.is_empty());
+        // A lookup that finds nothing has also removed an expired entry, so
+        // `known` is all postrouting needs to know (no second lookup).
+        let mut known = false;
         if let Some(L4Conn { tuple: t, l4, fin_rst }) = conn {
             if let Some(r) = self.nat.lookup(&t, now, fin_rst) {
                 new_dst = r.to.dst;
                 xlate = Some((t, r.to, l4));
+                known = true;
             } else if let Some((to, to_port)) = self.nat.dnat(&t, iface.0) {
                 new_dst = to;
                 xlate = Some((t, Tuple { dst: to, dport: to_port, ..t }, l4));
@@ -469,7 +475,7 @@ impl Router {
         let (egress, hop) = self.route(IpAddr::V4(new_dst)).ok_or("no-route")?;
         // New connection: SNAT/masquerade (postrouting) and create it.
         if let Some(L4Conn { tuple: t, l4, .. }) = conn
-            && self.nat.lookup_only(&t).is_none()
+            && !known
         {
             let after_dnat = xlate.map_or(t, |x| x.1);
             let src = self.nat.snat(egress.0, self.iface_v4(egress));
