@@ -135,11 +135,14 @@ pub(crate) fn usable_lowers<'a>(me: DeviceId, devices: &'a [Device]) -> impl Ite
 
 /// The `n`th usable lower of `me` modulo their number (`None` if none).
 pub(crate) fn nth_usable(me: DeviceId, devices: &[Device], n: usize) -> Option<DeviceId> {
+    let lowers = &devices[me.0].lowers;
     let usable = usable_lowers(me, devices).count();
-    if usable == 0 {
-        return None;
+    match usable {
+        0 => None,
+        // Every slave up (the usual case): index directly.
+        u if u == lowers.len() => lowers.get(n % u).copied(),
+        u => usable_lowers(me, devices).nth(n % u),
     }
-    usable_lowers(me, devices).nth(n % usable)
 }
 
 /// Active-backup selection for a bond or team `me` (Linux's
