@@ -215,7 +215,7 @@ impl NetDevice for Bond {
             BondMode::ActiveBackup => self.active,
             BondMode::BalanceXor => {
                 let h = hash(self.hash, pkt.linear()) as usize;
-                nth_usable(cx.me(), cx.devices, h)
+                nth_usable(cx.me(), cx.devices(), h)
             }
         };
         to_slave(cx, slave, len)

@@ -219,7 +219,7 @@ impl Bridge {
     /// `br_handle_frame_finish` / `br_forward` / `br_flood`).
     fn forward(&mut self, cx: &mut Cx<'_>, ingress: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         let me = cx.me();
-        let now = cx.now_ns;
+        let now = cx.now_ns();
         let vlans = if ingress == me { Some(&self.self_vlans) } else { self.port_vlans(ingress) };
         let Some(vid) = self.ingress_vid(vlans, pkt) else {
             return cx.drop("vlan-filtered");

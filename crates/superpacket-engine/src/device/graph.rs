@@ -41,7 +41,7 @@ use super::bridge::{Bridge, PortVlans};
 use super::features::{
     DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode, effective_features, gso_ok, target_caps,
 };
-use super::netdev::{Cx, Hop, NetDevice, Step, Verdict};
+use super::netdev::{Cx, Hop, NetDevice, Shared, Verdict};
 use super::port::{PortDevice, PortDriver, record_outcome};
 use super::router::Router;
 use super::tables::TableUsage;
@@ -186,17 +186,13 @@ pub struct Device {
 /// The device graph. See the module documentation.
 #[derive(Debug)]
 pub struct Graph {
-    devices: Vec<Device>,
+    /// What handlers share; its `link_replies` are the frames raw-IP
+    /// drivers answered themselves ([`super::LinkOutput::Reply`]), received
+    /// on their port once the current operation is done.
+    sh: Shared,
     kinds: Vec<Box<dyn NetDevice>>,
     names: HashMap<String, DeviceId>,
-    mode: StackMode,
-    segmenter: Segmenter,
-    steps: VecDeque<Step>,
-    /// Frames raw-IP drivers answered themselves ([`super::LinkOutput::Reply`]),
-    /// received on their port once the current operation is done.
-    link_replies: VecDeque<(DeviceId, Packet)>,
     router: Option<DeviceId>,
-    now_ns: u64,
     next_mac: u8,
 }
 
@@ -253,63 +249,65 @@ impl Graph {
     /// An empty graph behaving as `mode`.
     pub fn new(mode: StackMode) -> Graph {
         Graph {
-            devices: Vec::new(),
+            sh: Shared {
+                devices: Vec::new(),
+                now_ns: 0,
+                mode,
+                segmenter: Segmenter::new(),
+                steps: VecDeque::new(),
+                link_replies: VecDeque::new(),
+            },
             kinds: Vec::new(),
             names: HashMap::new(),
-            mode,
-            segmenter: Segmenter::new(),
-            steps: VecDeque::new(),
-            link_replies: VecDeque::new(),
             router: None,
-            now_ns: 0,
             next_mac: 1,
         }
     }
 
     /// The mode.
     pub fn mode(&self) -> StackMode {
-        self.mode
+        self.sh.mode
     }
 
     /// Switches the mode: virtual devices get the mode's default requested
     /// features back and every device is recomputed.
     pub fn set_mode(&mut self, mode: StackMode) {
-        self.mode = mode;
-        for (d, k) in self.devices.iter_mut().zip(&self.kinds) {
+        self.sh.mode = mode;
+        for (d, k) in self.sh.devices.iter_mut().zip(&self.kinds) {
             if let Some(wanted) = k.default_features(mode) {
                 d.feat.hw_features = wanted;
                 d.feat.wanted = wanted;
             }
         }
-        for i in 0..self.devices.len() {
+        for i in 0..self.sh.devices.len() {
             self.recompute_one(DeviceId(i));
         }
     }
 
     /// The engine clock (ns) used for ageing and timeouts.
     pub fn now_ns(&self) -> u64 {
-        self.now_ns
+        self.sh.now_ns
     }
 
     /// Sets the engine clock.
     pub fn set_time(&mut self, now_ns: u64) {
-        self.now_ns = now_ns;
+        self.sh.now_ns = now_ns;
     }
 
     /// All devices, in creation order (lowers before uppers).
     pub fn devices(&self) -> &[Device] {
-        &self.devices
+        &self.sh.devices
     }
 
     /// One device.
     pub fn device(&self, id: DeviceId) -> &Device {
-        &self.devices[id.0]
+        &self.sh.devices[id.0]
     }
 
     /// One device, writable (changing features directly skips propagation:
     /// use [`Graph::set_features`]).
     pub fn device_mut(&mut self, id: DeviceId) -> &mut Device {
-        &mut self.devices[id.0]
+        &mut self.sh.devices[id.0]
     }
 
     /// The kind-specific part of device `id`.
@@ -343,12 +341,12 @@ impl Graph {
 
     /// Counters of a device.
     pub fn counters(&self, id: DeviceId) -> &DeviceCounters {
-        &self.devices[id.0].counters
+        &self.sh.devices[id.0].counters
     }
 
     /// Resets every device's counters.
     pub fn reset_counters(&mut self) {
-        for d in &mut self.devices {
+        for d in &mut self.sh.devices {
             d.counters = DeviceCounters::default();
         }
     }
@@ -385,14 +383,14 @@ impl Graph {
         if self.names.contains_key(name) {
             return Err(DeviceError::NameTaken(name.to_string()));
         }
-        let id = DeviceId(self.devices.len());
+        let id = DeviceId(self.sh.devices.len());
         let mac = MacAddr([0x02, 0x53, 0x50, 0, (id.0 >> 8) as u8, self.next_mac]);
         self.next_mac = self.next_mac.wrapping_add(1);
         let (check, medium) = match kind.as_any().downcast_ref::<PortDevice>() {
             Some(p) => (p.driver.features_check(), p.driver.medium()),
             None => (FeaturesCheck::Any, Medium::Ethernet),
         };
-        let feat = match kind.default_features(self.mode) {
+        let feat = match kind.default_features(self.sh.mode) {
             Some(wanted) => {
                 let mut f = DeviceFeatures::new(wanted);
                 f.hw_features = wanted;
@@ -400,7 +398,7 @@ impl Graph {
             }
             None => feat,
         };
-        self.devices.push(Device {
+        self.sh.devices.push(Device {
             name: name.to_string(),
             kind: kind.kind(),
             feat,
@@ -447,19 +445,21 @@ impl Graph {
         if vid == 0 || vid > 4094 {
             return Err(DeviceError::BadVid(vid));
         }
-        let dup =
-            self.devices[lower.0].vlan_uppers.iter().any(|u| self.kinds[u.0].vlan_tag() == Some((proto.tpid(), vid)));
+        let dup = self.sh.devices[lower.0]
+            .vlan_uppers
+            .iter()
+            .any(|u| self.kinds[u.0].vlan_tag() == Some((proto.tpid(), vid)));
         if dup {
-            return Err(DeviceError::DuplicateVlan { lower: self.devices[lower.0].name.clone(), vid });
+            return Err(DeviceError::DuplicateVlan { lower: self.sh.devices[lower.0].name.clone(), vid });
         }
         let id = self.add_device(name, Box::new(Vlan { proto, vid }), DeviceFeatures::default())?;
-        let mac = self.devices[lower.0].mac;
-        let mtu = self.devices[lower.0].mtu;
-        let d = &mut self.devices[id.0];
+        let mac = self.sh.devices[lower.0].mac;
+        let mtu = self.sh.devices[lower.0].mtu;
+        let d = &mut self.sh.devices[id.0];
         d.lowers.push(lower);
         d.mac = mac;
         d.mtu = mtu;
-        self.devices[lower.0].vlan_uppers.push(id);
+        self.sh.devices[lower.0].vlan_uppers.push(id);
         self.recompute(id);
         Ok(id)
     }
@@ -530,7 +530,7 @@ impl Graph {
     /// with a connected route.
     pub fn add_address(&mut self, dev: DeviceId, addr: IpAddr, len: u8) {
         self.router_mut().add_address(dev, addr, len);
-        self.devices[dev.0].l3_upper = self.router;
+        self.sh.devices[dev.0].l3_upper = self.router;
     }
 
     /// Enslaves `lower` to the bond, team or bridge `master` (bridge ports
@@ -541,32 +541,32 @@ impl Graph {
     pub fn enslave(&mut self, master: DeviceId, lower: DeviceId) -> Result<(), DeviceError> {
         if !self.kinds[master.0].is_master() {
             return Err(DeviceError::WrongKind {
-                name: self.devices[master.0].name.clone(),
+                name: self.sh.devices[master.0].name.clone(),
                 expected: "bond, team or bridge",
             });
         }
-        if self.devices[lower.0].master.is_some() || lower == master {
-            return Err(DeviceError::AlreadyEnslaved(self.devices[lower.0].name.clone()));
+        if self.sh.devices[lower.0].master.is_some() || lower == master {
+            return Err(DeviceError::AlreadyEnslaved(self.sh.devices[lower.0].name.clone()));
         }
-        self.devices[lower.0].master = Some(master);
-        self.devices[master.0].lowers.push(lower);
-        let mtu = self.devices[lower.0].mtu;
-        let m = &mut self.devices[master.0];
+        self.sh.devices[lower.0].master = Some(master);
+        self.sh.devices[master.0].lowers.push(lower);
+        let mtu = self.sh.devices[lower.0].mtu;
+        let m = &mut self.sh.devices[master.0];
         if m.lowers.len() == 1 {
             m.mtu = mtu;
         }
         self.kinds[master.0].enslaved(lower);
-        self.kinds[master.0].lowers_changed(master, &self.devices);
+        self.kinds[master.0].lowers_changed(master, &self.sh.devices);
         self.recompute(master);
         Ok(())
     }
 
     /// Removes `lower` from its master.
     pub fn release(&mut self, lower: DeviceId) {
-        let Some(master) = self.devices[lower.0].master.take() else { return };
-        self.devices[master.0].lowers.retain(|l| *l != lower);
+        let Some(master) = self.sh.devices[lower.0].master.take() else { return };
+        self.sh.devices[master.0].lowers.retain(|l| *l != lower);
         self.kinds[master.0].released(lower);
-        self.kinds[master.0].lowers_changed(master, &self.devices);
+        self.kinds[master.0].lowers_changed(master, &self.sh.devices);
         self.recompute(master);
     }
 
@@ -580,17 +580,17 @@ impl Graph {
             b.self_vlans = vlans;
             return Ok(());
         }
-        let master = self.devices[port.0].master;
+        let master = self.sh.devices[port.0].master;
         match master.and_then(|m| self.kind_as_mut::<Bridge>(m)).map(|b| b.set_port_vlans(port, vlans)) {
             Some(true) => Ok(()),
-            _ => Err(DeviceError::WrongKind { name: self.devices[port.0].name.clone(), expected: "bridge port" }),
+            _ => Err(DeviceError::WrongKind { name: self.sh.devices[port.0].name.clone(), expected: "bridge port" }),
         }
     }
 
     /// Sets or clears wanted features of a device (`ethtool -K`): the
     /// device's features are recomputed, then every upper's (6.4, 6.5).
     pub fn set_features(&mut self, id: DeviceId, on: NetdevFeatures, off: NetdevFeatures) {
-        let f = &mut self.devices[id.0].feat;
+        let f = &mut self.sh.devices[id.0].feat;
         f.wanted = (f.wanted | on).without(off);
         self.recompute(id);
     }
@@ -600,36 +600,36 @@ impl Graph {
     pub fn set_bond_primary(&mut self, bond: DeviceId, primary: Option<DeviceId>) {
         if let Some(b) = self.kind_as_mut::<Bond>(bond) {
             b.primary = primary;
-            self.kinds[bond.0].lowers_changed(bond, &self.devices);
+            self.kinds[bond.0].lowers_changed(bond, &self.sh.devices);
         }
     }
 
     /// Sets the carrier of a device: bonds and teams over it fail over.
     pub fn set_carrier(&mut self, id: DeviceId, up: bool) {
-        self.devices[id.0].carrier = up;
-        if let Some(m) = self.devices[id.0].master {
-            self.kinds[m.0].lowers_changed(m, &self.devices);
+        self.sh.devices[id.0].carrier = up;
+        if let Some(m) = self.sh.devices[id.0].master {
+            self.kinds[m.0].lowers_changed(m, &self.sh.devices);
         }
     }
 
     /// Sets the MTU of a device.
     pub fn set_mtu(&mut self, id: DeviceId, mtu: usize) {
-        self.devices[id.0].mtu = mtu;
+        self.sh.devices[id.0].mtu = mtu;
     }
 
     /// Sets the MAC address of a device.
     pub fn set_mac(&mut self, id: DeviceId, mac: MacAddr) {
-        self.devices[id.0].mac = mac;
+        self.sh.devices[id.0].mac = mac;
     }
 
     /// Sets the features_check hook of a device.
     pub fn set_features_check(&mut self, id: DeviceId, check: FeaturesCheck) {
-        self.devices[id.0].check = check;
+        self.sh.devices[id.0].check = check;
     }
 
     /// Sets the GSO limits of a port (uppers follow).
     pub fn set_gso_limits(&mut self, id: DeviceId, max_size: usize, max_segs: u16) {
-        let f = &mut self.devices[id.0].feat;
+        let f = &mut self.sh.devices[id.0].feat;
         f.gso_max_size = max_size;
         f.gso_max_segs = max_segs;
         self.recompute(id);
@@ -638,8 +638,8 @@ impl Graph {
     /// Recomputes `id` and then every device above it.
     fn recompute(&mut self, id: DeviceId) {
         self.recompute_one(id);
-        let mut uppers = self.devices[id.0].vlan_uppers.clone();
-        if let Some(m) = self.devices[id.0].master {
+        let mut uppers = self.sh.devices[id.0].vlan_uppers.clone();
+        if let Some(m) = self.sh.devices[id.0].master {
             uppers.push(m);
         }
         for u in uppers {
@@ -649,10 +649,10 @@ impl Graph {
 
     /// Recomputes one device's features from its lowers.
     fn recompute_one(&mut self, id: DeviceId) {
-        let d = &self.devices[id.0];
-        let lowers: Vec<DeviceFeatures> = d.lowers.iter().map(|l| self.devices[l.0].feat).collect();
-        let new = self.kinds[id.0].compute_features(&d.feat, &lowers, self.mode);
-        self.devices[id.0].feat = new;
+        let d = &self.sh.devices[id.0];
+        let lowers: Vec<DeviceFeatures> = d.lowers.iter().map(|l| self.sh.devices[l.0].feat).collect();
+        let new = self.kinds[id.0].compute_features(&d.feat, &lowers, self.sh.mode);
+        self.sh.devices[id.0].feat = new;
     }
 
     /// How full every device's bounded tables are (see [`super::tables`]).
@@ -683,7 +683,7 @@ impl Graph {
     /// [`Graph::receive`] without the link replies: a raw-IP port's driver
     /// frames the packet first.
     fn receive_one(&mut self, port: DeviceId, pkt: Packet) {
-        let d = &mut self.devices[port.0];
+        let d = &mut self.sh.devices[port.0];
         let pkt = match self.kinds[port.0].port_driver() {
             Some(driver) if d.medium == Medium::Ip => match driver.link_input(pkt, d.mac) {
                 Ok(p) => p,
@@ -702,7 +702,7 @@ impl Graph {
     /// ([`super::LinkOutput::Reply`]) on their ports, at most [`MAX_LINK_REPLIES`].
     fn receive_link_replies(&mut self) {
         for _ in 0..MAX_LINK_REPLIES {
-            let Some((port, pkt)) = self.link_replies.pop_front() else { return };
+            let Some((port, pkt)) = self.sh.link_replies.pop_front() else { return };
             let len = pkt.total_len();
             self.walk(Hop::Receive(port), pkt, len, 0);
         }
@@ -712,7 +712,7 @@ impl Graph {
     /// ones until none is left.
     fn walk(&mut self, hop: Hop, pkt: Packet, len: usize, depth: usize) {
         self.walk_chain(hop, pkt, len, depth);
-        while let Some(s) = self.steps.pop_front() {
+        while let Some(s) = self.sh.steps.pop_front() {
             self.walk_chain(s.hop, s.pkt, s.len, s.depth);
         }
     }
@@ -731,7 +731,7 @@ impl Graph {
 
     /// Queued steps only (after work that queued without a packet of its own).
     fn drain_steps(&mut self) {
-        if let Some(s) = self.steps.pop_front() {
+        if let Some(s) = self.sh.steps.pop_front() {
             self.walk(s.hop, s.pkt, s.len, s.depth);
         }
     }
@@ -743,14 +743,14 @@ impl Graph {
             Hop::Transmit(id) => (id, id, id, false),
             Hop::L3(id, from) => (id, id, from, true),
             Hop::Receive(id) => {
-                let d = &self.devices[id.0];
+                let d = &self.sh.devices[id.0];
                 match d.master.or_else(|| self.vlan_upper(id, pkt)) {
                     Some(h) => (id, h, id, true),
                     None => {
                         if !self.count_step(id, pkt, len, depth, true) {
                             return None;
                         }
-                        let d = &mut self.devices[id.0];
+                        let d = &mut self.sh.devices[id.0];
                         return match d.l3_upper {
                             // Handed to the L3 device: a receive step of its own.
                             Some(l3) => {
@@ -766,7 +766,7 @@ impl Graph {
         if !self.count_step(id, pkt, len, depth, rx) {
             return None;
         }
-        if !rx && self.mode == StackMode::Legacy && pkt.meta.is_gso() && !self.is_port(id) {
+        if !rx && self.sh.mode == StackMode::Legacy && pkt.meta.is_gso() && !self.is_port(id) {
             return self.legacy_segment(id, pkt, len, depth);
         }
         let (kind, mut cx) = self.cx(handler, depth);
@@ -780,16 +780,7 @@ impl Graph {
     /// A context for device `me`'s handler.
     #[inline(always)]
     fn cx(&mut self, me: DeviceId, depth: usize) -> (&mut dyn NetDevice, Cx<'_>) {
-        let cx = Cx {
-            me,
-            depth,
-            devices: &mut self.devices,
-            now_ns: self.now_ns,
-            mode: self.mode,
-            segmenter: &mut self.segmenter,
-            steps: &mut self.steps,
-            link_replies: &mut self.link_replies,
-        };
+        let cx = Cx { me, depth, sh: &mut self.sh };
         (self.kinds[me.0].as_mut(), cx)
     }
 
@@ -798,7 +789,7 @@ impl Graph {
     /// next hop if it has one (`Up`: `h` receives it next).
     #[inline(always)]
     fn settle(&mut self, id: DeviceId, h: DeviceId, pkt: &mut Packet, verdict: Verdict) -> Option<(Hop, usize)> {
-        let c = &mut self.devices[id.0].counters;
+        let c = &mut self.sh.devices[id.0].counters;
         match verdict {
             Verdict::Transmit(next, n) => {
                 c.forwarded += 1;
@@ -812,12 +803,12 @@ impl Graph {
             Verdict::Consumed => c.delivered += 1,
             Verdict::Pass => {
                 c.delivered += 1;
-                self.devices[id.0].local.push_back(std::mem::take(pkt));
+                self.sh.devices[id.0].local.push_back(std::mem::take(pkt));
             }
             Verdict::Held => c.held += 1,
             Verdict::Dropped { on, reason } => {
                 c.refused += 1;
-                self.devices[on.0].counters.drop_n(reason, 1);
+                self.sh.devices[on.0].counters.drop_n(reason, 1);
             }
         }
         None
@@ -827,7 +818,7 @@ impl Graph {
     /// Returns `false` (and counts the drop) past [`MAX_DEPTH`].
     #[inline(always)]
     fn count_step(&mut self, id: DeviceId, pkt: &Packet, len: usize, depth: usize, rx: bool) -> bool {
-        let c = &mut self.devices[id.0].counters;
+        let c = &mut self.sh.devices[id.0].counters;
         let (packets, bytes, superpackets) = if rx {
             (&mut c.rx_packets, &mut c.rx_bytes, &mut c.rx_superpackets)
         } else {
@@ -850,9 +841,9 @@ impl Graph {
     /// GSO type segments it, and its transmit takes the segments one by
     /// one, each continuing down the stack before the next.
     fn legacy_segment(&mut self, id: DeviceId, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
-        let d = &self.devices[id.0];
+        let d = &self.sh.devices[id.0];
         let info = PacketInfo::of_len(pkt, len);
-        let f = effective_features(&d.feat, &info, &d.check, self.mode);
+        let f = effective_features(&d.feat, &info, &d.check, self.sh.mode);
         if gso_ok(f, &info) {
             let (kind, mut cx) = self.cx(id, depth);
             let verdict = kind.transmit(&mut cx, pkt, len);
@@ -860,19 +851,19 @@ impl Graph {
         }
         let caps = target_caps(f, &d.feat, d.mtu);
         let mut sink = PacketSink::default();
-        match self.segmenter.segment(pkt, &caps, &mut sink) {
-            Ok(outcome) => record_outcome(&mut self.devices[id.0].counters, &outcome),
+        match self.sh.segmenter.segment(pkt, &caps, &mut sink) {
+            Ok(outcome) => record_outcome(&mut self.sh.devices[id.0].counters, &outcome),
             Err(e) => return self.settle(id, id, pkt, Verdict::Dropped { on: id, reason: e.reason() }),
         }
-        self.devices[id.0].counters.forwarded += 1;
+        self.sh.devices[id.0].counters.forwarded += 1;
         for mut seg in sink.out {
             let n = seg.total_len();
             let (kind, mut cx) = self.cx(id, depth);
             match kind.transmit(&mut cx, &mut seg, n) {
                 Verdict::Transmit(next, n) => self.walk_chain(Hop::Transmit(next), seg, n, depth + 1),
                 Verdict::Up(n) => self.walk_chain(Hop::Receive(id), seg, n, depth + 1),
-                Verdict::Pass => self.devices[id.0].local.push_back(seg),
-                Verdict::Dropped { on, reason } => self.devices[on.0].counters.drop_n(reason, 1),
+                Verdict::Pass => self.sh.devices[id.0].local.push_back(seg),
+                Verdict::Dropped { on, reason } => self.sh.devices[on.0].counters.drop_n(reason, 1),
                 Verdict::Forwarded | Verdict::Consumed | Verdict::Held => {}
             }
         }
@@ -882,7 +873,7 @@ impl Graph {
     /// The VLAN device on `id` whose tag `pkt` carries outermost (Linux's
     /// `vlan_do_receive` lookup).
     fn vlan_upper(&self, id: DeviceId, pkt: &Packet) -> Option<DeviceId> {
-        let uppers = &self.devices[id.0].vlan_uppers;
+        let uppers = &self.sh.devices[id.0].vlan_uppers;
         if uppers.is_empty() {
             return None;
         }
@@ -894,7 +885,7 @@ impl Graph {
     /// returns the packets processed.
     pub fn poll(&mut self) -> usize {
         let mut n = 0;
-        for i in 0..self.devices.len() {
+        for i in 0..self.sh.devices.len() {
             while let Some(p) = self.kinds[i].port_driver().and_then(|d| d.recv()) {
                 self.receive_one(DeviceId(i), p);
                 n += 1;
@@ -909,14 +900,14 @@ impl Graph {
     /// ([`PortDriver::take_drops`]) to the port's counters.
     pub fn collect_driver_drops(&mut self, id: DeviceId) {
         if let Some(driver) = self.kinds[id.0].port_driver() {
-            let counters = &mut self.devices[id.0].counters;
+            let counters = &mut self.sh.devices[id.0].counters;
             driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
         }
     }
 
     /// Counts `n` drops of `reason` on device `id`.
     pub fn count_drops(&mut self, id: DeviceId, reason: &'static str, n: u64) {
-        self.devices[id.0].counters.drop_n(reason, n);
+        self.sh.devices[id.0].counters.drop_n(reason, n);
     }
 
     /// Discards every packet waiting in a [`Device::local`] queue, counting
@@ -924,7 +915,7 @@ impl Graph {
     /// which has no host stack above its devices. Returns how many.
     pub fn discard_local(&mut self) -> u64 {
         let mut total = 0;
-        for d in &mut self.devices {
+        for d in &mut self.sh.devices {
             let n = d.local.len() as u64;
             if n > 0 {
                 d.local.clear();
@@ -937,7 +928,7 @@ impl Graph {
 
     /// Takes the oldest packet delivered locally on `id`.
     pub fn take_local(&mut self, id: DeviceId) -> Option<Packet> {
-        self.devices[id.0].local.pop_front()
+        self.sh.devices[id.0].local.pop_front()
     }
 
     /// Periodic work at the engine clock `now_ns` (the worker calls it every
@@ -945,7 +936,7 @@ impl Graph {
     /// the router's reassembly lifetimes, neighbour solicitations and
     /// give-ups). What they send is transmitted like any other output.
     pub fn housekeeping(&mut self, now_ns: u64) {
-        self.now_ns = now_ns;
+        self.sh.now_ns = now_ns;
         for i in 0..self.kinds.len() {
             let (kind, mut cx) = self.cx(DeviceId(i), 0);
             kind.housekeeping(&mut cx);

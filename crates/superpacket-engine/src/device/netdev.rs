@@ -88,20 +88,23 @@ pub(crate) struct Step {
     pub(crate) depth: usize,
 }
 
+/// The graph's state every handler may touch: the devices' common
+/// attributes, the clock, the mode, the segmenter and the step queues.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub(crate) devices: Vec<Device>,
+    pub(crate) now_ns: u64,
+    pub(crate) mode: StackMode,
+    pub(crate) segmenter: Segmenter,
+    pub(crate) steps: VecDeque<Step>,
+    pub(crate) link_replies: VecDeque<(DeviceId, Packet)>,
+}
+
 /// What a handler sees of the graph: see the module documentation.
 pub struct Cx<'a> {
     pub(crate) me: DeviceId,
     pub(crate) depth: usize,
-    /// Every device's common attributes, indexed by [`DeviceId`].
-    pub devices: &'a mut [Device],
-    /// The engine clock (ns).
-    pub now_ns: u64,
-    /// How the stack segments (offload-rules 6.3).
-    pub mode: StackMode,
-    /// The graph's segmenter (scratch state shared by every port).
-    pub segmenter: &'a mut Segmenter,
-    pub(crate) steps: &'a mut VecDeque<Step>,
-    pub(crate) link_replies: &'a mut VecDeque<(DeviceId, Packet)>,
+    pub(crate) sh: &'a mut Shared,
 }
 
 impl<'a> Cx<'a> {
@@ -110,31 +113,57 @@ impl<'a> Cx<'a> {
         self.me
     }
 
+    /// Every device's common attributes, indexed by [`DeviceId`].
+    pub fn devices(&self) -> &[Device] {
+        &self.sh.devices
+    }
+
+    /// Every device's common attributes, writable (counters).
+    pub fn devices_mut(&mut self) -> &mut [Device] {
+        &mut self.sh.devices
+    }
+
+    /// The engine clock (ns).
+    pub fn now_ns(&self) -> u64 {
+        self.sh.now_ns
+    }
+
+    /// How the stack segments (offload-rules 6.3).
+    pub fn mode(&self) -> StackMode {
+        self.sh.mode
+    }
+
+    /// The graph's segmenter (scratch state shared by every port) and the
+    /// devices' common attributes.
+    pub fn segmenter(&mut self) -> (&mut Segmenter, &mut [Device]) {
+        (&mut self.sh.segmenter, &mut self.sh.devices)
+    }
+
     /// Its common attributes.
     pub fn dev(&self) -> &Device {
-        &self.devices[self.me.0]
+        &self.sh.devices[self.me.0]
     }
 
     /// Its common attributes, writable (counters).
     pub fn dev_mut(&mut self) -> &mut Device {
-        &mut self.devices[self.me.0]
+        &mut self.sh.devices[self.me.0]
     }
 
     /// Another device's common attributes.
     pub fn device(&self, id: DeviceId) -> &Device {
-        &self.devices[id.0]
+        &self.sh.devices[id.0]
     }
 
     /// Queues the transmission of `pkt` (total length `len`) through `dev`
     /// (for a handler with more than one successor; one successor is
     /// [`Verdict::Transmit`]).
     pub fn transmit(&mut self, dev: DeviceId, pkt: Packet, len: usize) {
-        self.steps.push_back(Step { hop: Hop::Transmit(dev), pkt, len, depth: self.depth + 1 });
+        self.sh.steps.push_back(Step { hop: Hop::Transmit(dev), pkt, len, depth: self.depth + 1 });
     }
 
     /// Queues the reception of `pkt` (total length `len`) by `dev`.
     pub fn receive(&mut self, dev: DeviceId, pkt: Packet, len: usize) {
-        self.steps.push_back(Step { hop: Hop::Receive(dev), pkt, len, depth: self.depth + 1 });
+        self.sh.steps.push_back(Step { hop: Hop::Receive(dev), pkt, len, depth: self.depth + 1 });
     }
 
     /// A drop of the handler's own device.
@@ -145,13 +174,13 @@ impl<'a> Cx<'a> {
     /// Counts `n` drops of `reason` on `dev` for packets that are not the
     /// step's own (held packets given up, refused fragments).
     pub fn count_drops(&mut self, dev: DeviceId, reason: &'static str, n: u64) {
-        self.devices[dev.0].counters.drop_n(reason, n);
+        self.sh.devices[dev.0].counters.drop_n(reason, n);
     }
 
     /// A frame a raw-IP port's driver answered itself: received on the
     /// port once the current operation is done ([`super::LinkOutput::Reply`]).
     pub fn link_reply(&mut self, port: DeviceId, pkt: Packet) {
-        self.link_replies.push_back((port, pkt));
+        self.sh.link_replies.push_back((port, pkt));
     }
 }
 

@@ -494,6 +494,47 @@ pub(crate) fn record_outcome(c: &mut DeviceCounters, o: &GsoOutcome) {
     }
 }
 
+impl PortDevice {
+    /// The validate step proper: the packet (Ethernet or, on a raw-IP
+    /// port, already stripped) to the driver whole, or through the
+    /// segmenter for what the port lacks.
+    fn validate_and_send(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize, info: &PacketInfo) -> Verdict {
+        let me = cx.me();
+        let mode = cx.mode();
+        let d = &cx.devices()[me.0];
+        let f = effective_features(&d.feat, info, &d.check, mode);
+        let driver = &mut self.driver;
+        if takes_as_is(f, info) {
+            cx.devices_mut()[me.0].counters.tx_passthrough += 1;
+            return match driver.xmit_len(std::mem::take(pkt), len) {
+                Ok(()) => Verdict::Forwarded,
+                Err(e) => cx.drop(e.reason),
+            };
+        }
+        let caps = target_caps(f, &d.feat, d.mtu).with_medium(d.medium);
+        let mut sink = PortSink { inner: driver.sink(), passed_through: None };
+        let (segmenter, devices) = cx.segmenter();
+        let outcome = segmenter.segment(pkt, &caps, &mut sink);
+        let passed_through = sink.passed_through;
+        let counters = &mut devices[me.0].counters;
+        let mut verdict = match outcome {
+            Ok(o) => {
+                record_outcome(counters, &o);
+                Verdict::Forwarded
+            }
+            Err(e) => Verdict::Dropped { on: me, reason: e.reason() },
+        };
+        if let Some(meta) = passed_through {
+            pkt.meta = meta;
+            if let Err(e) = driver.xmit_len(std::mem::take(pkt), len) {
+                verdict = Verdict::Dropped { on: me, reason: e.reason };
+            }
+        }
+        driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
+        verdict
+    }
+}
+
 impl NetDevice for PortDevice {
     fn kind(&self) -> &'static str {
         "port"
@@ -506,63 +547,31 @@ impl NetDevice for PortDevice {
     /// itself).
     fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
         let me = cx.me();
-        let pkt = std::mem::take(pkt);
-        let mode = cx.mode;
-        let d = &cx.devices[me.0];
+        let d = &cx.devices()[me.0];
         if !d.carrier {
             return cx.drop("no-carrier");
         }
-        let mut info = PacketInfo::of_len(&pkt, len);
+        let mut info = PacketInfo::of_len(pkt, len);
         if !info.is_gso() && info.len > d.mtu + ETHERNET_HEADER_LEN + 4 * info.vlan_tags as usize {
             return cx.drop("exceeds-mtu");
         }
-        let medium = d.medium;
-        let driver = &mut self.driver;
-        let (pkt, len) = match medium {
-            Medium::Ethernet => (pkt, len),
-            Medium::Ip => match driver.link_output(pkt) {
+        let mut len = len;
+        if d.medium == Medium::Ip {
+            // The packet stays in the walk's slot, now raw IP.
+            match self.driver.link_output(std::mem::take(pkt)) {
                 LinkOutput::Send(p) => {
-                    info.len = len - ETHERNET_HEADER_LEN;
-                    (p, info.len)
+                    *pkt = p;
+                    len -= ETHERNET_HEADER_LEN;
+                    info.len = len;
                 }
                 LinkOutput::Reply(reply) => {
                     cx.link_reply(me, reply);
                     return Verdict::Consumed;
                 }
                 LinkOutput::Drop(reason) => return cx.drop(reason),
-            },
-        };
-        let d = &cx.devices[me.0];
-        let f = effective_features(&d.feat, &info, &d.check, mode);
-        if takes_as_is(f, &info) {
-            let c = &mut cx.devices[me.0].counters;
-            c.tx_passthrough += 1;
-            return match driver.xmit_len(pkt, len) {
-                Ok(()) => Verdict::Forwarded,
-                Err(e) => cx.drop(e.reason),
-            };
-        }
-        let caps = target_caps(f, &d.feat, d.mtu).with_medium(medium);
-        let mut sink = PortSink { inner: driver.sink(), passed_through: None };
-        let outcome = cx.segmenter.segment(&pkt, &caps, &mut sink);
-        let passed_through = sink.passed_through;
-        let counters = &mut cx.devices[me.0].counters;
-        let mut verdict = match outcome {
-            Ok(o) => {
-                record_outcome(counters, &o);
-                Verdict::Forwarded
-            }
-            Err(e) => Verdict::Dropped { on: me, reason: e.reason() },
-        };
-        if let Some(meta) = passed_through {
-            let mut pkt = pkt;
-            pkt.meta = meta;
-            if let Err(e) = driver.xmit_len(pkt, len) {
-                verdict = Verdict::Dropped { on: me, reason: e.reason };
             }
         }
-        driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
-        verdict
+        self.validate_and_send(cx, pkt, len, &info)
     }
 
     fn port_driver(&mut self) -> Option<&mut dyn PortDriver> {

@@ -813,7 +813,7 @@ impl Router {
         op: impl FnOnce(&mut Router, &[Device], &mut Vec<(DeviceId, Packet, usize)>) -> T,
     ) -> T {
         let mut out = std::mem::take(&mut self.out);
-        let res = op(self, cx.devices, &mut out);
+        let res = op(self, cx.devices(), &mut out);
         for (dev, p, n) in out.drain(..) {
             cx.transmit(dev, p, n);
         }
@@ -858,7 +858,7 @@ impl NetDevice for Router {
 
     /// A locally generated packet ([`super::Graph::route_local`]).
     fn transmit(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, _len: usize) -> Verdict {
-        let now = cx.now_ns;
+        let now = cx.now_ns();
         let taken = std::mem::take(pkt);
         self.routed(cx, pkt, |r, devs, out| r.output_local(taken, now, devs, out))
     }
@@ -867,13 +867,13 @@ impl NetDevice for Router {
     /// forwarding with NAT. Refusals are counted on the router (as Linux
     /// counts IP input errors for the whole stack, not per device).
     fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
-        let now = cx.now_ns;
+        let now = cx.now_ns();
         let taken = std::mem::take(pkt);
         self.routed(cx, pkt, |r, devs, out| r.input(from, taken, len, now, devs, out))
     }
 
     fn housekeeping(&mut self, cx: &mut Cx<'_>) {
-        let now = cx.now_ns;
+        let now = cx.now_ns();
         self.with_output(cx, |r, _, out| r.housekeeping(now, out));
     }
 

@@ -57,9 +57,9 @@ impl NetDevice for Team {
             TeamMode::Roundrobin => {
                 let n = self.rr as usize;
                 self.rr = self.rr.wrapping_add(1);
-                nth_usable(cx.me(), cx.devices, n)
+                nth_usable(cx.me(), cx.devices(), n)
             }
-            TeamMode::Loadbalance => nth_usable(cx.me(), cx.devices, hash_layer34(pkt.linear()) as usize),
+            TeamMode::Loadbalance => nth_usable(cx.me(), cx.devices(), hash_layer34(pkt.linear()) as usize),
         };
         to_slave(cx, slave, len)
     }

@@ -593,9 +593,14 @@ impl Packet {
         }
         self.push(4)?;
         let h = self.head;
-        self.storage.copy_within(h + 4..h + 16, h);
-        self.storage[h + 12..h + 14].copy_from_slice(&tpid.to_be_bytes());
-        self.storage[h + 14..h + 16].copy_from_slice(&tci.to_be_bytes());
+        // Fixed-size moves (no memmove call): this runs once per VLAN
+        // device a packet leaves through.
+        let header = &mut self.storage[h..h + 16];
+        let mut macs = [0u8; 12];
+        macs.copy_from_slice(&header[4..16]);
+        header[..12].copy_from_slice(&macs);
+        header[12..14].copy_from_slice(&tpid.to_be_bytes());
+        header[14..16].copy_from_slice(&tci.to_be_bytes());
         Ok(())
     }
 
@@ -623,7 +628,10 @@ impl Packet {
             return Err(PacketError::ChecksumStartPulled { pulled: 4, csum_start: start });
         }
         let h = self.head;
-        self.storage.copy_within(h..h + 12, h + 4);
+        let header = &mut self.storage[h..h + 16];
+        let mut macs = [0u8; 12];
+        macs.copy_from_slice(&header[..12]);
+        header[4..16].copy_from_slice(&macs);
         self.pull(4)?;
         Ok((tpid, tci))
     }
