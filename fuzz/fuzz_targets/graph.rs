@@ -79,12 +79,12 @@
 //!    validity, and so is everything the router sends, bar rule (c): the IP
 //!    layer must be valid on every routed frame, and a valid transport layer
 //!    must stay valid.
-//! 3. Tables stay within their bounds: every `TableUsage` of the router
-//!    (`neighbours`, `neighbour-queue`, `conntrack`, `reasm-bytes`,
-//!    `reasm-queues`) has `size <= limit` and `size <= peak` (`reasm-bytes`
-//!    may pass its limit by one fragment's truesize, Linux's admission rule:
-//!    by at most the largest truesize fed), and every bridge's FDB holds at
-//!    most `fdb_max` entries.
+//! 3. Tables stay within their bounds: every `TableUsage` of every device
+//!    (`Graph::table_usage`: the router's `neighbours`, `neighbour-queue`,
+//!    `conntrack`, `reasm-bytes`, `reasm-queues`) has `size <= limit` and
+//!    `size <= peak` (`reasm-bytes` may pass its limit by one fragment's
+//!    truesize, Linux's admission rule: by at most the largest truesize
+//!    fed), and every bridge's FDB holds at most `fdb_max` entries.
 //! 4. Held packets drain: after the input, the clock advances in 2 s steps
 //!    past the neighbour give-up (3 solicitations 1 s apart) and then by an
 //!    hour (past every reassembly lifetime), with housekeeping at each step:
@@ -92,8 +92,11 @@
 //!    `reasm-bytes` / `reasm-queues` are 0.
 //! 5. Accounting ([`check_accounting`]): every drop reason of every device is
 //!    a non-empty kebab-case name; no counter (packets, bytes, each drop
-//!    reason) ever decreases; [`check_conservation`] checks what today's
-//!    counters allow per port (see there).
+//!    reason) ever decreases; conservation ([`check_conservation`]): on
+//!    every device (the router included) every step ends in one verdict,
+//!    `rx_packets + tx_packets == forwarded + delivered + held + refused`;
+//!    the refusals of all devices are at most their drops; per port, the
+//!    rx/tx counts match what was fed and taken (see there).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -109,9 +112,10 @@ use superpacket::wire::{
     ArpOperation, ArpPacket, ArpRepr, EtherType, FrameHeaders, Icmpv6Packet, Icmpv6Repr, L3Kind, L4Kind, MacAddr,
     TcpFlags,
 };
+use superpacket_engine::device::bridge::Bridge;
 use superpacket_engine::device::router::{SOLICIT_INTERVAL_NS, SOLICIT_PROBES};
 use superpacket_engine::device::topology::{BuildOptions, Topology};
-use superpacket_engine::device::{DeviceCounters, DeviceId, DeviceKind, Graph, MemoryDriver, StackMode, TableUsage};
+use superpacket_engine::device::{DeviceCounters, DeviceId, Graph, MemoryDriver, StackMode, TableUsage};
 use superpacket_fuzz::{bytes_of, problems};
 
 /// Most frames fed per input.
@@ -942,10 +946,7 @@ impl Run {
         let idx = usize::from(data0 & 0x7f) % TOPOLOGIES.len();
         let opts = BuildOptions { mode: legacy.then_some(StackMode::Legacy), ..BuildOptions::default() };
         let g = PARSED[idx].build_with(&opts).unwrap_or_else(|e| panic!("topology {} does not build: {e}", topo.name));
-        let ports: Vec<DeviceId> = (0..g.devices().len())
-            .map(DeviceId)
-            .filter(|id| matches!(g.device(*id).kind, DeviceKind::Port(_)))
-            .collect();
+        let ports: Vec<DeviceId> = (0..g.devices().len()).map(DeviceId).filter(|id| g.is_port(*id)).collect();
         let own_macs = g.devices().iter().map(|d| d.mac).collect();
         let n = g.devices().len();
         let mut r = Run {
@@ -1076,14 +1077,14 @@ impl Run {
     /// Invariant 3.
     fn check_tables(&self) {
         let mut usage: Vec<TableUsage> = Vec::new();
-        self.g.router.table_usage(&mut usage);
+        self.g.table_usage(&mut usage);
         for u in &usage {
             let slack = if u.name == "reasm-bytes" { self.max_truesize as u64 } else { 0 };
             assert!(u.size <= u.limit + slack, "{}: table {} over its bound: {u:?}", self.where_(), u.name);
             assert!(u.size <= u.peak, "{}: table {} above its peak: {u:?}", self.where_(), u.name);
         }
-        for d in self.g.devices() {
-            if let DeviceKind::Bridge(b) = &d.kind {
+        for (i, d) in self.g.devices().iter().enumerate() {
+            if let Some(b) = self.g.kind_as::<Bridge>(DeviceId(i)) {
                 assert!(
                     b.fdb.len() <= b.max_entries,
                     "{}: bridge {} FDB holds {} > fdb_max {}",
@@ -1263,12 +1264,23 @@ impl Run {
         }
         self.advance(3600 * S);
         let w = self.where_();
-        assert_eq!(self.g.router.pending(), 0, "{w}: packets still wait for a neighbour after every give-up");
-        assert_eq!(self.g.router.resolving(), 0, "{w}: neighbours still being resolved after every give-up");
+        if let Some(router) = self.g.router() {
+            assert_eq!(router.pending(), 0, "{w}: packets still wait for a neighbour after every give-up");
+            assert_eq!(router.resolving(), 0, "{w}: neighbours still being resolved after every give-up");
+        }
         let mut usage: Vec<TableUsage> = Vec::new();
-        self.g.router.table_usage(&mut usage);
+        self.g.table_usage(&mut usage);
         for u in usage.iter().filter(|u| u.name.starts_with("reasm-")) {
             assert_eq!(u.size, 0, "{w}: {} not empty after every reassembly lifetime: {u:?}", u.name);
+        }
+        if self.debug {
+            for d in self.g.devices() {
+                let c = &d.counters;
+                eprintln!(
+                    "{} ({}): rx {} tx {} = forwarded {} delivered {} held {} refused {}; drops {:?}",
+                    d.name, d.kind, c.rx_packets, c.tx_packets, c.forwarded, c.delivered, c.held, c.refused, c.drops
+                );
+            }
         }
     }
 }
@@ -1354,9 +1366,9 @@ fn reply_to(f: &[u8], variant: u8) -> Option<Vec<u8>> {
     }
 }
 
-/// Invariant 5, as far as today's counters allow: every drop reason is a
-/// non-empty kebab-case name; no counter ever decreases (packets, bytes,
-/// superpackets, segments, checksums, each drop reason); then
+/// Invariant 5: every drop reason is a non-empty kebab-case name; no
+/// counter ever decreases (packets, bytes, superpackets, segments,
+/// checksums, verdicts, each drop reason); then
 /// [`check_conservation`].
 fn check_accounting(run: &mut Run) {
     let w = run.where_();
@@ -1386,6 +1398,10 @@ fn check_accounting(run: &mut Run) {
             ("tx_segmented", p.tx_segmented, c.tx_segmented),
             ("segments_produced", p.segments_produced, c.segments_produced),
             ("checksums_completed", p.checksums_completed, c.checksums_completed),
+            ("forwarded", p.forwarded, c.forwarded),
+            ("delivered", p.delivered, c.delivered),
+            ("held", p.held, c.held),
+            ("refused", p.refused, c.refused),
             ("dropped", p.dropped(), c.dropped()),
         ];
         for (name, before, now) in pairs {
@@ -1400,21 +1416,42 @@ fn check_accounting(run: &mut Run) {
     check_conservation(run);
 }
 
-/// Per-device conservation, as far as today's counters allow (ports only).
-/// For every port:
+/// Conservation of packets (invariant 5).
+///
+/// Every device (ports, VLAN devices, bonds, teams, bridges, the router):
+/// each step of the walk on it (a packet it received, or was given to
+/// transmit) ends in exactly one verdict, so `rx_packets + tx_packets ==
+/// forwarded + delivered + held + refused` (`DeviceCounters`); and every
+/// refusal is counted under a drop reason (on the refusing device or the
+/// handler's), so the sum of `refused` over the devices is at most the sum
+/// of their drops (`dropped()`; drops have more sources: held packets given
+/// up, refused fragments, `discard_local`, segments of a legacy software
+/// GSO).
+///
+/// For every port besides:
 /// - `rx_packets` = frames fed to it (by `receive` or through its driver and `poll`);
 /// - the frames taken from its driver = the driver's `tx_frames`;
 /// - `tx_passthrough + tx_segmented <= tx_packets` (each packet given to the
 ///   port leaves whole, is cut or completed once, or is dropped);
 /// - `tx_passthrough + segments_produced <= driver tx_frames` (the rest are
 ///   checksum completions, which have no packet counter yet).
-///
-/// TO DO (the lead, once the per-device counters of issue 22 land): for
-/// every device, `rx_packets + tx_packets == forwarded + delivered + held +
-/// refused`, with `held` the packets in the neighbour queue and the
-/// reassembly queues attributed to their device, draining to 0 (invariant 4).
 fn check_conservation(run: &mut Run) {
     let w = run.where_();
+    let (mut refused, mut dropped) = (0u64, 0u64);
+    for d in run.g.devices() {
+        let c = &d.counters;
+        let steps = c.rx_packets + c.tx_packets;
+        let verdicts = c.forwarded + c.delivered + c.held + c.refused;
+        assert_eq!(
+            steps, verdicts,
+            "{w}: device {} ({}): {} received + {} transmitted != {} forwarded + {} delivered + {} held + {} refused \
+             (drops {:?})",
+            d.name, d.kind, c.rx_packets, c.tx_packets, c.forwarded, c.delivered, c.held, c.refused, c.drops
+        );
+        refused += c.refused;
+        dropped += c.dropped();
+    }
+    assert!(refused <= dropped, "{w}: {refused} steps refused in all, but only {dropped} drops counted");
     for pi in 0..run.ports.len() {
         let port = run.ports[pi];
         let c = run.g.device(port).counters.clone();

@@ -14,11 +14,11 @@
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use std::net::Ipv4Addr;
-use superpacket_engine::device::ingress::ipv4_header;
-use superpacket_engine::device::nat::{Nat, Tuple, rewrite, tuple_of};
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::validate;
 use superpacket::wire::{FrameHeaders, L3Kind};
+use superpacket_engine::device::ingress::ipv4_header;
+use superpacket_engine::device::nat::{Nat, Tuple, rewrite, tuple_of};
 use superpacket_fuzz::{Flows, FrameRecipe, is_valid, problems};
 
 #[derive(Debug, Arbitrary, Clone, Copy)]
