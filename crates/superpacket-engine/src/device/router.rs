@@ -223,7 +223,19 @@ fn ndp_message(b: &[u8], ip: &Ipv6Input) -> Result<Ndp, &'static str> {
     }
     let msg = b.get(ip.upper_offset..ip.end()).ok_or("bad-icmpv6")?;
     let p = Icmpv6Packet::new_checked(msg).map_err(|_| "bad-icmpv6")?;
-    Ok(match Icmpv6Repr::parse(&p).map_err(|_| "bad-icmpv6")? {
+    let repr = Icmpv6Repr::parse(&p).map_err(|_| "bad-icmpv6")?;
+    if matches!(repr, Icmpv6Repr::NeighborSolicit { .. } | Icmpv6Repr::NeighborAdvert { .. }) {
+        // Only on-link senders may write the neighbour table: RFC 4861
+        // 7.1.1/7.1.2 and Linux's `ndisc_rcv` drop neighbour discovery with
+        // a hop limit below 255, `icmpv6_rcv` one with a bad checksum.
+        if ip.hop_limit != 255 {
+            return Err(NDP_HOP_LIMIT);
+        }
+        if !p.verify_checksum(&ip.src, &ip.dst) {
+            return Err(ICMPV6_CHECKSUM);
+        }
+    }
+    Ok(match repr {
         Icmpv6Repr::NeighborSolicit { target_addr, source_lladdr } => {
             Ndp::Solicit { src: ip.src, target: target_addr, source_lladdr }
         }
@@ -233,6 +245,14 @@ fn ndp_message(b: &[u8], ip: &Ipv6Input) -> Result<Ndp, &'static str> {
         _ => Ndp::Other,
     })
 }
+
+/// Drop reason: neighbour discovery whose hop limit is not 255 (it may
+/// come from off the link: RFC 4861 7.1.1, Linux's `ndisc_rcv`).
+pub const NDP_HOP_LIMIT: &str = "ndp-hop-limit";
+
+/// Drop reason: an ICMPv6 neighbour discovery message with a bad checksum
+/// (Linux's `icmpv6_rcv`).
+pub const ICMPV6_CHECKSUM: &str = "icmpv6-checksum";
 
 /// The drop reason of a packet the router would forward although it came
 /// in a link-layer broadcast or multicast frame: `ip_forward` and

@@ -587,3 +587,54 @@ fn well_formed_packets_still_forward_and_padding_is_trimmed() {
     assert_eq!(Ipv6Packet::new_unchecked(&wan[0].linear()[L3..]).hop_limit(), 63);
     assert!(net.drops().is_empty(), "{:?}", net.drops());
 }
+
+/// A neighbour advertisement from `src` (at `lladdr`) to the router's LAN
+/// address with hop limit `hop_limit`; `corrupt` flips a checksum bit.
+fn neighbour_advert_frame(dst_mac: MacAddr, src: Ipv6Addr, lladdr: MacAddr, hop_limit: u8, corrupt: bool) -> Vec<u8> {
+    let na = superpacket::wire::Icmpv6Repr::NeighborAdvert {
+        router: false,
+        solicited: false,
+        override_: true,
+        target_addr: src,
+        target_lladdr: Some(lladdr),
+    };
+    let mut buf = [0u8; 128];
+    let n = na.emit_ipv6_packet(src, "fd01::1".parse().unwrap(), hop_limit, &mut buf).unwrap();
+    if corrupt {
+        buf[40 + 2] ^= 0x01;
+    }
+    let mut f = Vec::with_capacity(14 + n);
+    f.extend_from_slice(&dst_mac.0);
+    f.extend_from_slice(&lladdr.0);
+    f.extend_from_slice(&0x86DDu16.to_be_bytes());
+    f.extend_from_slice(&buf[..n]);
+    f
+}
+
+#[test]
+fn ndisc_rcv_only_on_link_neighbour_discovery_writes_the_neighbour_table() {
+    let src: Ipv6Addr = "fd01::77".parse().unwrap();
+    let lladdr = MacAddr([0x02, 0x77, 0, 0, 0, 1]);
+    let cases: [(&str, u8, bool, Option<&str>); 3] = [
+        ("ndisc_rcv: ipv6_hdr(skb)->hop_limit != 255", 64, false, Some(super::router::NDP_HOP_LIMIT)),
+        ("icmpv6_rcv: skb_checksum_validate", 255, true, Some(super::router::ICMPV6_CHECKSUM)),
+        ("ndisc_rcv: a valid advertisement is learned", 255, false, None),
+    ];
+    for (name, hop_limit, corrupt, want) in cases {
+        let mut net = Net::new();
+        let frame = neighbour_advert_frame(net.lan_mac(), src, lladdr, hop_limit, corrupt);
+        let (wan, lan) = net.send(&frame);
+        assert!(wan.is_empty() && lan.is_empty(), "{name}");
+        let learned = net.g.router().unwrap().neighbours.get(&IpAddr::V6(src)).copied();
+        match want {
+            Some(reason) => {
+                assert_eq!(learned, None, "{name}: not learned");
+                assert_eq!(net.drops(), BTreeMap::from([(reason, 1)]), "{name}");
+            }
+            None => {
+                assert_eq!(learned, Some(lladdr), "{name}");
+                assert!(net.drops().is_empty(), "{name}: {:?}", net.drops());
+            }
+        }
+    }
+}
