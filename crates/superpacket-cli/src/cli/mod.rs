@@ -13,6 +13,7 @@ mod pcap_defrag;
 mod pcap_gro;
 mod pcap_gso;
 mod pcap_media;
+mod pcap_output;
 mod progress;
 mod pv_peer;
 mod run;
@@ -97,18 +98,21 @@ enum PcapCommand {
     Check(pcap_check::CheckArgs),
     /// Reassemble IPv4/IPv6 fragments: each datagram written once, other
     /// frames unchanged. Reads Ethernet (linktype 1) or raw IP (101, 228,
-    /// 229) captures and writes the same medium (1 or 101); other link types
-    /// are refused. Exit 0 ok, 1 if fragments were dropped or left
+    /// 229) captures and writes the same medium (1 or 101), as classic pcap
+    /// when OUT ends in `.pcap` and pcapng otherwise; other link types are
+    /// refused. Exit 0 ok, 1 if fragments were dropped or left
     /// incomplete, 2 on error.
     Defrag(pcap_defrag::DefragArgs),
     /// Segment superpackets (annotated GSO frames, or with --gso-size every
     /// TCP/UDP frame longer than one segment) into frames with complete
     /// checksums. Reads Ethernet (linktype 1) or raw IP (101, 228, 229)
-    /// captures and writes the same medium (1 or 101); other link types are
+    /// captures and writes the same medium (1 or 101), as classic pcap when
+    /// OUT ends in `.pcap` and pcapng otherwise; other link types are
     /// refused. Exit 0 ok, 1 if frames were dropped as bad, 2 on error.
     Gso(pcap_gso::GsoArgs),
     /// Receive offload (GRO, or LRO with --lro): coalesce TCP/UDP flows into
-    /// superpackets, written as annotated pcapng in delivery order. Reads
+    /// superpackets, written in delivery order (annotated pcapng; classic
+    /// pcap, without the annotations, when OUT ends in `.pcap`). Reads
     /// Ethernet (linktype 1) or raw IP (101, 228, 229) captures and writes
     /// the same medium (1 or 101); other link types are refused. Exit 0 ok,
     /// 1 if frames were dropped (not of their link type's IP version), 2 on

@@ -9,7 +9,9 @@
 //!
 //! Link types (see [`super::pcap_media`]): Ethernet (1) and raw IP (101, 228,
 //! 229; what a TUN device carries) are read, reassembled as that medium, and
-//! written in it (linktype 1, or 101 for raw IP), in the input's format. Any
+//! written in it (linktype 1, or 101 for raw IP), in the format OUT's
+//! extension names (classic pcap for `.pcap`, pcapng otherwise; see
+//! [`super::pcap_output`]). Any
 //! other link type is refused (exit 2); a frame of linktype 228/229 not of
 //! that IP version is dropped and counted (exit 1).
 //!
@@ -20,6 +22,7 @@
 //! version, 2 on usage or I/O errors.
 
 use super::pcap_media::{FrameMedium, MediumGate};
+use super::pcap_output;
 use super::{CliError, EXIT_ERROR, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::Args;
 use serde::Serialize;
@@ -28,7 +31,7 @@ use superpacket::offload::frag::{
     DropReason, Family, ManualClock, ReasmConfig, ReasmCounters, Reassembler, Scope, Verdict, flatten,
 };
 use superpacket::packet::Packet;
-use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, LinkType, WriterOptions};
+use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation};
 use superpacket::validate::{self, Medium};
 use superpacket::wire::VlanStack;
 
@@ -38,8 +41,9 @@ pub struct DefragArgs {
     /// Input capture (pcap or pcapng): Ethernet (linktype 1) or raw IP (101,
     /// 228, 229); other link types are refused.
     pub input: PathBuf,
-    /// Output capture, in the input's format and medium: Ethernet (linktype
-    /// 1) or raw IP (101).
+    /// Output capture, in the input's medium: Ethernet (linktype 1) or raw IP
+    /// (101). Classic pcap if its name ends in `.pcap` (any case), pcapng
+    /// otherwise.
     pub output: PathBuf,
     /// Print one JSON object: {"medium", "packets_in", "packets_out",
     /// "datagrams_reassembled", "wrong_ip_version", "counters": {...}, ...}.
@@ -87,11 +91,7 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
     let mut icmp = Vec::new();
     let mut buf = Vec::new();
     let mut now = 0u64;
-    let open = |medium: Medium| {
-        let opts = WriterOptions { strip_annotations: true, ..WriterOptions::default() };
-        CaptureWriter::create_with_options(&args.output, format, LinkType::for_medium(medium), opts)
-            .map_err(|e| CliError::context(args.output.display(), e))
-    };
+    let open = |medium: Medium| pcap_output::create(&args.output, format, medium);
     loop {
         let frame = match reader.next_frame() {
             Ok(Some(f)) => f,
@@ -178,6 +178,7 @@ pub fn run(args: &DefragArgs) -> Result<u8, CliError> {
         None => open(medium)?,
     };
     report.packets_out = w.frames_written();
+    pcap_output::warn_dropped("pcap defrag", &args.output, &w);
     w.finish().map_err(|e| CliError::context(args.output.display(), e))?;
 
     if args.json {

@@ -4,10 +4,12 @@
 //! Frames are read in order (their annotation becomes their offload
 //! metadata, their timestamp their arrival time) and given to the engine;
 //! every held aggregate is flushed after each `--batch` input frames (the NAPI
-//! budget, 64 by default) and at the end. OUT is pcapng, in delivery order,
+//! budget, 64 by default) and at the end. OUT is written in delivery order,
 //! each frame annotated with its metadata (`gso_type=... gso_size=...
 //! gso_segs=... csum=partial` for superpackets) and stamped with the arrival
-//! time of its first segment.
+//! time of its first segment. Its format follows its extension (see
+//! [`super::pcap_output`]): pcapng, or classic pcap for `.pcap`, which cannot
+//! carry the annotations: they are dropped and a warning says so on stderr.
 //!
 //! Defaults are current Linux plus UDP segment GRO (`--udp forward`, Linux's
 //! `rx-udp-gro-forwarding`): a userspace forwarder wants UDP flows as UDP_L4
@@ -22,6 +24,7 @@
 //! version is dropped and counted (exit 1).
 
 use super::pcap_media::{FrameMedium, MediumGate};
+use super::pcap_output;
 use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::{Args, ValueEnum};
 use serde::Serialize;
@@ -30,7 +33,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use superpacket::offload::gro::{self, CwrRule, FixedIdRule, Gro, GroConfig, GroCounters, UdpGroMode};
 use superpacket::packet::Packet;
-use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError};
+use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, PcapError};
 use superpacket::wire::Medium;
 
 /// UDP GRO mode on the command line.
@@ -50,8 +53,9 @@ pub struct GroArgs {
     /// Input capture (pcap or pcapng): Ethernet (linktype 1) or raw IP (101,
     /// 228, 229); other link types are refused.
     pub input: PathBuf,
-    /// Output capture (pcapng, annotated), in the input's medium: Ethernet
-    /// (linktype 1) or raw IP (101).
+    /// Output capture, in the input's medium: Ethernet (linktype 1) or raw IP
+    /// (101). Classic pcap if its name ends in `.pcap` (any case; offload
+    /// annotations are then lost, with a warning), annotated pcapng otherwise.
     pub output: PathBuf,
     /// Flush every held aggregate after each N input frames (the NAPI budget).
     #[arg(long, value_name = "N", default_value_t = gro::NAPI_BUDGET, value_parser = parse_batch)]
@@ -159,9 +163,9 @@ pub fn run(args: &GroArgs) -> Result<u8, CliError> {
     let mut reader = CaptureReader::open(&args.input).map_err(input_err)?;
     let mut gate = MediumGate::new("pcap gro", &args.input, &reader)?;
     // The engine and the output, made once the medium is known.
+    let format = reader.format();
     let start = |medium: Medium| -> Result<(Gro, Output), CliError> {
-        let writer = CaptureWriter::create(&args.output, CaptureFormat::PcapNg, LinkType::for_medium(medium))
-            .map_err(|e| CliError::context(args.output.display(), e))?;
+        let writer = pcap_output::create(&args.output, format, medium)?;
         Ok((Gro::new(args.config().with_medium(medium)), Output { writer, buf: Vec::new() }))
     };
     let mut run: Option<(Gro, Output)> = None;
@@ -194,8 +198,9 @@ pub fn run(args: &GroArgs) -> Result<u8, CliError> {
     };
     gro.flush();
     out.write_all(&mut gro).map_err(output_err)?;
-    out.writer.finish().map_err(output_err)?;
     bar.finish_and_clear();
+    pcap_output::warn_dropped("pcap gro", &args.output, &out.writer);
+    out.writer.finish().map_err(output_err)?;
 
     let c = *gro.counters();
     let report = GroReport {

@@ -12,11 +12,14 @@
 //!
 //! Link types (see [`super::pcap_media`]): Ethernet (1) and raw IP (101, 228,
 //! 229; what a TUN device carries) are read, segmented as that medium, and
-//! written in it (linktype 1, or 101 for raw IP), in the input's format. Any
+//! written in it (linktype 1, or 101 for raw IP), in the format OUT's
+//! extension names (classic pcap for `.pcap`, pcapng otherwise; see
+//! [`super::pcap_output`]). Any
 //! other link type is refused (exit 2); a frame of linktype 228/229 not of
 //! that IP version is dropped and counted (exit 1).
 
 use super::pcap_media::{FrameMedium, MediumGate};
+use super::pcap_output;
 use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
 use clap::Args;
 use serde::Serialize;
@@ -25,7 +28,7 @@ use std::io::BufWriter;
 use std::path::PathBuf;
 use superpacket::offload::gso::{GsoCounters, SegmentSink, Segmenter, SgFrame, TargetCaps};
 use superpacket::packet::{GsoType, OffloadMeta, Packet};
-use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, LinkType, PcapError};
+use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, PcapError};
 use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, Medium};
 
 /// Arguments of `pcap gso`.
@@ -34,8 +37,9 @@ pub struct GsoArgs {
     /// Input capture (pcap or pcapng): Ethernet (linktype 1) or raw IP (101,
     /// 228, 229); other link types are refused.
     pub input: PathBuf,
-    /// Output capture, in the input's format and medium: Ethernet (linktype
-    /// 1) or raw IP (101).
+    /// Output capture, in the input's medium: Ethernet (linktype 1) or raw IP
+    /// (101). Classic pcap if its name ends in `.pcap` (any case), pcapng
+    /// otherwise.
     pub output: PathBuf,
     /// Also segment un-annotated TCP/UDP frames with more than N payload bytes into N-byte segments.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
@@ -68,8 +72,7 @@ pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
     let mut gate = MediumGate::new("pcap gso", &args.input, &reader)?;
     let format = reader.format();
     let open = |medium: Medium| -> Result<PcapSink, CliError> {
-        let writer = CaptureWriter::create(&args.output, format, LinkType::for_medium(medium))
-            .map_err(|e| CliError::context(args.output.display(), e))?;
+        let writer = pcap_output::create(&args.output, format, medium)?;
         Ok(PcapSink { writer, timestamp_ns: 0, buf: Vec::new(), error: None })
     };
     let mut sink: Option<PcapSink> = None;
@@ -116,6 +119,7 @@ pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
         None => open(medium)?,
     };
     let packets_out = sink.writer.frames_written();
+    pcap_output::warn_dropped("pcap gso", &args.output, &sink.writer);
     sink.writer.finish().map_err(|e| io_err(args, e))?;
 
     let c = seg.counters;

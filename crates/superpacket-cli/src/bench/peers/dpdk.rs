@@ -1,5 +1,9 @@
-//! DPDK 22.11 as a peer: runs the `dpdk_peer` program (built from
-//! `peers/dpdk/dpdk_peer.c` by `build.rs` when libdpdk-dev is installed).
+//! DPDK 22.11 as a peer: runs the `dpdk_peer` program, built from
+//! `peers/dpdk/dpdk_peer.c` by `build.rs` when libdpdk-dev is installed at
+//! build time, or else by `bench peers` itself at run time into a cache
+//! directory ([`locate`]): the order in which the crate and `dpdk-dev` were
+//! installed does not matter. Without libdpdk the peer is missing and
+//! [`locate`] says why.
 //!
 //! [`run`] writes the frames to a temporary classic pcap, starts the program
 //! on it and reads back its one JSON line. The program starts DPDK's EAL with
@@ -50,8 +54,20 @@ use superpacket::pcap::{CaptureFormat, CaptureWriter, FrameAnnotation, LinkType,
 /// precedence over the one `build.rs` built. (`cargo run` and `cargo test`
 /// set it themselves, to the built program: they pass `build.rs`'s
 /// `rustc-env` variables on at run time too. Run the binary directly to
-/// override it.)
+/// override it.) The value [`BUILD_NOW`] skips `build.rs`'s program and
+/// uses the cached one, building it first if needed.
 pub const PEER_ENV: &str = "SUPERPACKET_DPDK_PEER";
+
+/// `SUPERPACKET_DPDK_PEER=build`: ignore `build.rs`'s program, build (or
+/// reuse) the one in the cache directory.
+pub const BUILD_NOW: &str = "build";
+
+/// Environment variable naming the cache directory of the run-time build
+/// (default `$XDG_CACHE_HOME/superpacket`, else `~/.cache/superpacket`).
+pub const CACHE_ENV: &str = "SUPERPACKET_CACHE_DIR";
+
+/// The peer's C source, for building it at run time.
+const PEER_SOURCE: &str = include_str!("../../../peers/dpdk/dpdk_peer.c");
 
 /// `RTE_GRO_MAX_BURST_ITEM_NUM` of DPDK 22.11: the most packets one
 /// `rte_gro_reassemble_burst` call keeps in its tables.
@@ -82,8 +98,8 @@ impl DpdkMode {
 /// Why DPDK produced no figures.
 #[derive(Debug, thiserror::Error)]
 pub enum PeerError {
-    /// The program was not built (libdpdk missing or the compile failed).
-    #[error("DPDK peer not built: {0}")]
+    /// The program is missing (libdpdk missing or the compile failed).
+    #[error("DPDK peer missing: {0}")]
     NotBuilt(String),
     /// The EAL did not start; the reason is the program's own (rte_strerror,
     /// the EAL arguments tried and the EAL's log).
@@ -167,18 +183,155 @@ struct ErrorReport {
     error: String,
 }
 
-/// The `dpdk_peer` program: `$SUPERPACKET_DPDK_PEER` if set, else the one
-/// `build.rs` built; otherwise why there is none.
+/// Where the `dpdk_peer` program came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PeerOrigin {
+    /// Named by `$SUPERPACKET_DPDK_PEER`.
+    Env,
+    /// Built by `build.rs` with the crate.
+    BuildRs,
+    /// Built at run time into the cache directory, by this run (`built_now`)
+    /// or an earlier one.
+    Cache {
+        /// This run compiled it.
+        built_now: bool,
+        /// libdpdk's version (`pkg-config --modversion`).
+        libdpdk: String,
+    },
+}
+
+/// The `dpdk_peer` program found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DpdkPeer {
+    /// The program.
+    pub path: PathBuf,
+    /// Where it came from.
+    pub origin: PeerOrigin,
+}
+
+impl DpdkPeer {
+    /// A stable word for `--json`: `env`, `build.rs`, `cache` or `built now`.
+    pub fn origin_key(&self) -> &'static str {
+        match self.origin {
+            PeerOrigin::Env => "env",
+            PeerOrigin::BuildRs => "build.rs",
+            PeerOrigin::Cache { built_now: false, .. } => "cache",
+            PeerOrigin::Cache { built_now: true, .. } => "built now",
+        }
+    }
+
+    /// For people: the path and where it came from.
+    pub fn describe(&self) -> String {
+        let from = match &self.origin {
+            PeerOrigin::Env => format!("from ${PEER_ENV}"),
+            PeerOrigin::BuildRs => "built with the crate".to_string(),
+            PeerOrigin::Cache { built_now: true, libdpdk } => format!("built now against libdpdk {libdpdk}"),
+            PeerOrigin::Cache { built_now: false, libdpdk } => format!("cached build against libdpdk {libdpdk}"),
+        };
+        format!("{} ({from})", self.path.display())
+    }
+}
+
+/// How [`locate`] looks for the program: [`Lookup::from_env`] in the
+/// product, explicit values in tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lookup {
+    /// `$SUPERPACKET_DPDK_PEER` (not [`BUILD_NOW`]): use this program.
+    pub env_path: Option<PathBuf>,
+    /// The program `build.rs` built, if it built one and it is not skipped.
+    pub build_rs: Option<PathBuf>,
+    /// Where the run-time build goes (`None`: no usable directory).
+    pub cache_dir: Option<PathBuf>,
+    /// The `pkg-config` program (`$SUPERPACKET_PKG_CONFIG`, default `pkg-config`).
+    pub pkg_config: String,
+    /// The C compiler (`$CC`, default `cc`).
+    pub cc: String,
+}
+
+impl Lookup {
+    /// The settings of this process's environment.
+    pub fn from_env() -> Lookup {
+        let var = std::env::var_os(PEER_ENV).filter(|p| !p.is_empty());
+        let build_now = var.as_deref() == Some(std::ffi::OsStr::new(BUILD_NOW));
+        let env_path = var.filter(|_| !build_now).map(PathBuf::from);
+        let build_rs = option_env!("SUPERPACKET_DPDK_PEER").filter(|_| !build_now).map(PathBuf::from);
+        Lookup {
+            env_path,
+            build_rs,
+            cache_dir: default_cache_dir(),
+            pkg_config: super::dpdk_build::pkg_config_program(),
+            cc: super::dpdk_build::cc_program(),
+        }
+    }
+}
+
+/// `$SUPERPACKET_CACHE_DIR`, else `$XDG_CACHE_HOME/superpacket`, else
+/// `$HOME/.cache/superpacket`, else `superpacket-cache` in the temporary
+/// directory.
+fn default_cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from);
+    var(CACHE_ENV)
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("superpacket")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("superpacket")))
+        .or_else(|| Some(std::env::temp_dir().join("superpacket-cache")))
+}
+
+/// Finds the `dpdk_peer` program: `lookup.env_path` if set; else the one
+/// `build.rs` built if it still exists; else the one built earlier into the
+/// cache directory for this source and this libdpdk, compiling it now if
+/// there is none (`pkg-config --cflags --libs libdpdk` and `cc`, exactly as
+/// `build.rs` does). Otherwise why there is none, in words (e.g. "libdpdk
+/// not found by pkg-config: apt-get install dpdk-dev pkg-config").
+pub fn locate(lookup: &Lookup) -> Result<DpdkPeer, String> {
+    if let Some(p) = &lookup.env_path {
+        // `cargo run` and `cargo test` name build.rs's program here.
+        let origin = if lookup.build_rs.as_ref() == Some(p) { PeerOrigin::BuildRs } else { PeerOrigin::Env };
+        return if p.is_file() {
+            Ok(DpdkPeer { path: p.clone(), origin })
+        } else {
+            Err(format!("{PEER_ENV}={} is not a file", p.display()))
+        };
+    }
+    if let Some(p) = lookup.build_rs.as_ref().filter(|p| p.is_file()) {
+        return Ok(DpdkPeer { path: p.clone(), origin: PeerOrigin::BuildRs });
+    }
+    let flags = super::dpdk_build::dpdk_flags(&lookup.pkg_config)?;
+    let dir = lookup.cache_dir.as_ref().ok_or("no cache directory to build it in")?;
+    let hash = super::dpdk_build::fnv64(&[
+        PEER_SOURCE.as_bytes(),
+        flags.version.as_bytes(),
+        flags.cflags.as_bytes(),
+        flags.libs.as_bytes(),
+        lookup.cc.as_bytes(),
+    ]);
+    let exe = dir.join(format!("dpdk_peer-{hash:016x}"));
+    let libdpdk = flags.version.clone();
+    if exe.is_file() {
+        return Ok(DpdkPeer { path: exe, origin: PeerOrigin::Cache { built_now: false, libdpdk } });
+    }
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the cache directory {}: {e}", dir.display()))?;
+    // Build under names of our own and rename: runs in parallel never see a
+    // half-written program.
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let tag = format!("{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
+    let source = TempFile(dir.join(format!("dpdk_peer-{hash:016x}.{tag}.c")));
+    let partial = TempFile(dir.join(format!("dpdk_peer-{hash:016x}.{tag}.partial")));
+    std::fs::write(&source.0, PEER_SOURCE).map_err(|e| format!("cannot write {}: {e}", source.0.display()))?;
+    super::dpdk_build::compile(&lookup.cc, &flags, &source.0, &partial.0)?;
+    std::fs::rename(&partial.0, &exe).map_err(|e| format!("cannot move the program to {}: {e}", exe.display()))?;
+    Ok(DpdkPeer { path: exe, origin: PeerOrigin::Cache { built_now: true, libdpdk } })
+}
+
+/// The `dpdk_peer` program of this process ([`locate`] with
+/// [`Lookup::from_env`], once: a later call returns the same answer).
+pub fn dpdk_peer() -> Result<DpdkPeer, String> {
+    static PEER: std::sync::OnceLock<Result<DpdkPeer, String>> = std::sync::OnceLock::new();
+    PEER.get_or_init(|| locate(&Lookup::from_env())).clone()
+}
+
+/// The path of [`dpdk_peer`].
 pub fn dpdk_peer_path() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os(PEER_ENV).filter(|p| !p.is_empty()) {
-        let p = PathBuf::from(p);
-        return if p.is_file() { Ok(p) } else { Err(format!("{PEER_ENV}={} is not a file", p.display())) };
-    }
-    match option_env!("SUPERPACKET_DPDK_PEER") {
-        Some(p) if Path::new(p).is_file() => Ok(PathBuf::from(p)),
-        Some(p) => Err(format!("{p} (built by build.rs) no longer exists: rebuild")),
-        None => Err(option_env!("SUPERPACKET_DPDK_PEER_MISSING").unwrap_or("build.rs did not run").to_string()),
-    }
+    dpdk_peer().map(|p| p.path)
 }
 
 /// A temporary file removed on drop.
@@ -334,6 +487,26 @@ mod tests {
         let hdr = FlowSpec::new(Transport::Tcp, false, 3).header_len() as u64;
         assert_eq!(r.bytes_out, 2 * (segs * hdr + payload as u64));
         assert_eq!(r.samples_secs.len(), 3);
+    }
+
+    /// The lookup order: `$SUPERPACKET_DPDK_PEER`, then `build.rs`'s program
+    /// if it still exists, then the run-time build, else why there is none.
+    #[test]
+    fn locate_says_why_the_peer_is_missing() {
+        let nowhere = Lookup {
+            env_path: None,
+            build_rs: Some(PathBuf::from("/nonexistent/dpdk_peer")),
+            cache_dir: Some(PathBuf::from("/nonexistent/cache")),
+            pkg_config: "/nonexistent/pkg-config".to_string(),
+            cc: "cc".to_string(),
+        };
+        let why = locate(&nowhere).unwrap_err();
+        assert!(why.starts_with("libdpdk not found") && why.contains("apt-get install dpdk-dev"), "{why}");
+        let named = Lookup { env_path: Some(PathBuf::from("/nonexistent/peer")), ..nowhere.clone() };
+        assert!(locate(&named).unwrap_err().contains("SUPERPACKET_DPDK_PEER=/nonexistent/peer is not a file"));
+        let exe = std::env::current_exe().expect("test binary");
+        let built = Lookup { build_rs: Some(exe.clone()), ..nowhere };
+        assert_eq!(locate(&built), Ok(DpdkPeer { path: exe, origin: PeerOrigin::BuildRs }));
     }
 
     /// The default MSS fits a 1500-byte MTU; frames that are not TCP/IPv4 fail clearly.

@@ -36,6 +36,7 @@
 //! 1.2x DPDK.
 
 pub mod dpdk;
+pub mod dpdk_build;
 pub mod kernel;
 pub mod superpacket;
 pub mod tunrs;
@@ -210,6 +211,8 @@ pub struct PeersReport {
     pub rows: Vec<Row>,
     /// The kernel reference, when asked for (or why it could not run).
     pub kernel: Option<Result<kernel::KernelReference, String>>,
+    /// The DPDK peer program, or why it is missing ([`dpdk::locate`]).
+    pub dpdk_peer: Result<dpdk::DpdkPeer, String>,
 }
 
 /// The engines of a GRO row, in measuring order.
@@ -315,6 +318,9 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
     let total = if opts.quick { 256 } else { 1024 };
     let measurements = (GRO_ENGINES.len() * 2 + UDP_GRO_ENGINES.len() * 2 + GSO_ENGINES.len()) * opts.rounds.max(1);
     let mut progress = Progress { done: 0, total: measurements, on_step };
+    // Found (or compiled) before anything is timed.
+    (progress.on_step)("locating the DPDK peer (compiling it if needed)", 0, measurements);
+    let dpdk_peer = dpdk::dpdk_peer();
     let on_step = &mut progress;
     let mut rows = Vec::new();
     let tcp_work = [64, 1].into_iter().map(|f| GroWorkload::tcp4(f, total, opts.batch));
@@ -360,7 +366,7 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
         kernel::measure(secs)
     });
     (progress.on_step)("done", measurements, measurements);
-    PeersReport { options: opts.clone(), rows, kernel }
+    PeersReport { options: opts.clone(), rows, kernel, dpdk_peer }
 }
 
 impl PeersReport {
@@ -368,20 +374,48 @@ impl PeersReport {
     /// `<kind>_<workload>_<engine>_{mpps,gbps,out_packets}`, equal-work
     /// flags, the issue's headline keys (`gro_*_mpps` on 64 flows,
     /// `gso_*_gbps` on 64 KB superpackets), ratios and target verdicts.
+    /// An engine that did not run has NaN figures; [`PeersReport::missing`]
+    /// says why.
     pub fn to_bench_report(&self) -> BenchReport {
+        self.report_and_missing().0
+    }
+
+    /// Why figures of [`PeersReport::to_bench_report`] are missing (or, for
+    /// a `target_*_pass`, why the target could not be met): `(name, reason)`.
+    pub fn missing(&self) -> Vec<(String, String)> {
+        self.report_and_missing().1
+    }
+
+    fn report_and_missing(&self) -> (BenchReport, Vec<(String, String)>) {
         let mut report = BenchReport::new("peers");
+        let mut missing = Vec::new();
         for row in &self.rows {
             for e in &row.engines {
-                let Ok(run) = &e.run else { continue };
                 let prefix = format!("{}_{}_{}", row.kind, row.workload, e.key);
-                report.push(format!("{prefix}_mpps"), run.mpps(), "Mpps");
-                report.push(format!("{prefix}_gbps"), run.gbps(row.bytes_per_sample), "Gbps");
-                report.push(format!("{prefix}_out_packets"), run.packets_out as f64, "packets");
+                match &e.run {
+                    Ok(run) => {
+                        report.push(format!("{prefix}_mpps"), run.mpps(), "Mpps");
+                        report.push(format!("{prefix}_gbps"), run.gbps(row.bytes_per_sample), "Gbps");
+                        report.push(format!("{prefix}_out_packets"), run.packets_out as f64, "packets");
+                    }
+                    Err(why) => {
+                        for (suffix, unit) in [("mpps", "Mpps"), ("gbps", "Gbps"), ("out_packets", "packets")] {
+                            report.push(format!("{prefix}_{suffix}"), f64::NAN, unit);
+                            missing.push((format!("{prefix}_{suffix}"), format!("{} did not run: {why}", e.engine)));
+                        }
+                    }
+                }
             }
             report.push(format!("equal_work_{}_{}", row.kind, row.workload), row.equal_work() as u8 as f64, "bool");
         }
         for (name, value, unit) in self.headlines() {
-            report.push(name, value, unit);
+            match value {
+                Ok(v) => report.push(name, v, unit),
+                Err(why) => {
+                    report.push(name.clone(), f64::NAN, unit);
+                    missing.push((name, why));
+                }
+            }
         }
         if let Some(Ok(k)) = &self.kernel {
             report.push("kernel_veth_tcp_gbps", k.veth.gbps, "Gbps");
@@ -392,24 +426,32 @@ impl PeersReport {
         for (name, min) in TARGETS {
             let v = report.get(name).unwrap_or(f64::NAN);
             report.push(format!("target_{name}_pass"), if v >= min { 1.0 } else { 0.0 }, "bool");
+            if let Some((_, why)) = missing.iter().find(|(n, _)| n == name) {
+                missing.push((format!("target_{name}_pass"), why.clone()));
+            }
         }
-        report
+        (report, missing)
     }
 
-    /// The issue's headline figures and ratios (NaN where an engine did not run).
-    fn headlines(&self) -> Vec<(String, f64, &'static str)> {
-        let figure = |kind: &str, workload: &str, key: &str| -> f64 {
-            let Some(row) = self.rows.iter().find(|r| r.kind == kind && r.workload == workload) else {
-                return f64::NAN;
-            };
-            match (kind, row.run(key)) {
-                ("gro", Some(run)) => run.mpps(),
-                (_, Some(run)) => run.gbps(row.bytes_per_sample),
-                (_, None) => f64::NAN,
+    /// The issue's headline figures and ratios, or why an engine they need
+    /// did not run.
+    fn headlines(&self) -> Vec<(String, Result<f64, String>, &'static str)> {
+        let figure = |kind: &str, workload: &str, key: &str| -> Result<f64, String> {
+            let row = self
+                .rows
+                .iter()
+                .find(|r| r.kind == kind && r.workload == workload)
+                .ok_or_else(|| format!("no {kind} {workload} row"))?;
+            let e = row.engines.iter().find(|e| e.key == key).ok_or_else(|| format!("no {key} in {workload}"))?;
+            match (kind, &e.run) {
+                ("gro", Ok(run)) => Ok(run.mpps()),
+                (_, Ok(run)) => Ok(run.gbps(row.bytes_per_sample)),
+                (_, Err(why)) => Err(format!("{} did not run: {why}", e.engine)),
             }
         };
         let gro = |key: &str| figure("gro", "tcp4_64flows", key);
         let gso = |key: &str| figure("gso", "tcp4_64k", key);
+        let ratio = |a: Result<f64, String>, b: Result<f64, String>| Ok(a? / b?);
         vec![
             ("gro_superpacket_mpps".into(), gro("superpacket_verify"), "Mpps"),
             ("gro_superpacket_trusted_mpps".into(), gro("superpacket_trusted"), "Mpps"),
@@ -419,12 +461,46 @@ impl PeersReport {
             ("gso_superpacket_linear_gbps".into(), gso("superpacket_linear"), "Gbps"),
             ("gso_tunrs_gbps".into(), gso("tunrs"), "Gbps"),
             ("gso_dpdk_gbps".into(), gso("dpdk"), "Gbps"),
-            ("gro_ratio_tunrs".into(), gro("superpacket_verify") / gro("tunrs"), "x"),
-            ("gro_ratio_dpdk".into(), gro("superpacket_trusted") / gro("dpdk"), "x"),
-            ("gso_ratio_tunrs".into(), gso("superpacket_sg") / gso("tunrs"), "x"),
-            ("gso_ratio_dpdk".into(), gso("superpacket_sg") / gso("dpdk"), "x"),
-            ("gso_ratio_tunrs_linear".into(), gso("superpacket_linear") / gso("tunrs"), "x"),
+            ("gro_ratio_tunrs".into(), ratio(gro("superpacket_verify"), gro("tunrs")), "x"),
+            ("gro_ratio_dpdk".into(), ratio(gro("superpacket_trusted"), gro("dpdk")), "x"),
+            ("gso_ratio_tunrs".into(), ratio(gso("superpacket_sg"), gso("tunrs")), "x"),
+            ("gso_ratio_dpdk".into(), ratio(gso("superpacket_sg"), gso("dpdk")), "x"),
+            ("gso_ratio_tunrs_linear".into(), ratio(gso("superpacket_linear"), gso("tunrs")), "x"),
         ]
+    }
+
+    /// `--json`: the [`BenchReport`] shape (`{"scenario", "results"}`), where
+    /// every result without a figure (`"value": null`) carries
+    /// `"missing": "reason"`, plus `"peers"`: `{"dpdk": {"path", "origin"}}`
+    /// or `{"dpdk": {"missing": "reason"}}`, and `{"tunrs": {...}}`.
+    pub fn to_json(&self) -> String {
+        use serde_json::{Value, json};
+        let (report, missing) = self.report_and_missing();
+        let mut doc = serde_json::to_value(&report).expect("a report always serialises");
+        if let Some(results) = doc.get_mut("results").and_then(Value::as_array_mut) {
+            for r in results {
+                let Some(name) = r.get("name").and_then(Value::as_str) else { continue };
+                if let Some((_, why)) = missing.iter().find(|(n, _)| n == name) {
+                    r["missing"] = Value::String(why.clone());
+                } else if r.get("value").is_some_and(Value::is_null) {
+                    r["missing"] = Value::String(format!("{name} is not a finite number"));
+                }
+            }
+        }
+        let dpdk = match &self.dpdk_peer {
+            Ok(p) => json!({ "path": p.path.display().to_string(), "origin": p.origin_key() }),
+            Err(why) => json!({ "missing": why }),
+        };
+        let tunrs_failure = self.rows.iter().flat_map(|r| &r.engines).find_map(|e| match &e.run {
+            Err(why) if e.key == "tunrs" => Some(why.clone()),
+            _ => None,
+        });
+        let tunrs = match tunrs_failure {
+            None => json!({ "linked": "in process (crate tun-rs 2.8)" }),
+            Some(why) => json!({ "missing": why }),
+        };
+        doc["peers"] = json!({ "dpdk": dpdk, "tunrs": tunrs });
+        doc.to_string()
     }
 
     /// The table people read: per row, every engine's rate, output and
@@ -437,6 +513,14 @@ impl PeersReport {
              {} rounds x {} samples, median\n",
             o.rounds, o.samples
         );
+        match &self.dpdk_peer {
+            Ok(p) => {
+                let _ = writeln!(out, "DPDK peer: {}", p.describe());
+            }
+            Err(why) => {
+                let _ = writeln!(out, "DPDK peer: missing ({why})");
+            }
+        }
         for row in &self.rows {
             let _ = writeln!(out, "\n{}", row.description);
             let _ = writeln!(
@@ -490,10 +574,14 @@ impl PeersReport {
             }
             None => {}
         }
-        let report = self.to_bench_report();
+        let (report, missing) = self.report_and_missing();
         let _ = writeln!(out);
         for (name, min) in TARGETS {
             let v = report.get(name).unwrap_or(f64::NAN);
+            if let Some((_, why)) = missing.iter().find(|(n, _)| n == name) {
+                let _ = writeln!(out, "target {name} >= {min}: not measured ({why})");
+                continue;
+            }
             let pass = if v >= min { "PASS" } else { "FAIL" };
             let _ = writeln!(out, "target {name} >= {min}: {v:.2}x {pass}");
         }
