@@ -66,8 +66,10 @@
 
 pub mod cputime;
 pub mod error;
+pub mod ethtool;
 pub mod event;
 pub mod frame;
+pub mod netlink;
 pub mod netns;
 #[cfg(feature = "af-packet")]
 pub mod packet_ring;
