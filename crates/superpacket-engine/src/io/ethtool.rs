@@ -173,7 +173,8 @@ impl Features {
 
     /// The text `ethtool -k DEV` prints: `Features for DEV:`, then each
     /// alias (`tcp-segmentation-offload: on`) with its features indented by
-    /// a tab when it has more than one, then the other features;
+    /// a tab when it has more than one, then the other features (aliases
+    /// without a feature and unnamed feature bits are left out);
     /// `[fixed]`, `[requested on]` and `[requested off]` as ethtool adds them.
     pub fn to_ethtool_text(&self) -> String {
         let mut out = format!("Features for {}:\n", self.device);
@@ -192,9 +193,8 @@ impl Features {
             let members: Vec<usize> =
                 (0..self.features.len()).filter(|&i| matches(pattern, &self.features[i].name)).collect();
             match members.as_slice() {
-                [] => {
-                    let _ = writeln!(out, "{long}: off [fixed]");
-                }
+                // An alias with no feature on this kernel is not shown.
+                [] => {}
                 [one] => {
                     grouped[*one] = true;
                     line(&mut out, "", long, &self.features[*one]);
@@ -209,8 +209,9 @@ impl Features {
                 }
             }
         }
+        // Unnamed bits (features retired from the kernel) are not shown either.
         for (i, f) in self.features.iter().enumerate() {
-            if !grouped[i] {
+            if !grouped[i] && !f.name.is_empty() {
                 line(&mut out, "", &f.name, f);
             }
         }

@@ -87,6 +87,8 @@ pub mod tuntap;
 
 #[cfg(all(test, feature = "tap", feature = "af-packet"))]
 mod tests;
+#[cfg(test)]
+mod tests_netlink;
 #[cfg(all(test, feature = "tun"))]
 mod tests_tun;
 
