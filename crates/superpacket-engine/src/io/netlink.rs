@@ -15,9 +15,9 @@ use super::error::{IoError, Result};
 use super::netns::NetNs;
 use super::sys::check_ifname;
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_EXCL, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
 };
-use netlink_packet_route::address::{AddressAttribute, AddressMessage};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState};
 use netlink_packet_route::route::{
@@ -286,7 +286,16 @@ impl Netlink {
     /// # Errors
     /// No such link, a prefix too long for the family, or the kernel refusing.
     pub fn add_address(&mut self, name: &str, addr: IpAddr, prefix: u8) -> Result<()> {
-        let what = || format!("add address {addr}/{prefix} to {name}");
+        self.add_address_with(name, addr, prefix, false)
+    }
+
+    /// [`Netlink::add_address`], with `nodad` skipping IPv6 duplicate address
+    /// detection (`ip addr add ... nodad`: usable at once).
+    ///
+    /// # Errors
+    /// As [`Netlink::add_address`].
+    pub fn add_address_with(&mut self, name: &str, addr: IpAddr, prefix: u8, nodad: bool) -> Result<()> {
+        let what = || format!("add address {addr}/{prefix} to {name}{}", if nodad { " nodad" } else { "" });
         check_prefix(addr, prefix, &what)?;
         let index = self.link_index(name)?;
         let mut msg = AddressMessage::default();
@@ -297,40 +306,60 @@ impl Netlink {
             msg.attributes.push(AddressAttribute::Local(addr));
         }
         msg.attributes.push(AddressAttribute::Address(addr));
+        if nodad {
+            msg.attributes.push(AddressAttribute::Flags(AddressFlags::Nodad));
+        }
         self.request("RTM_NEWADDR", &what, RouteNetlinkMessage::NewAddress(msg), NLM_F_CREATE | NLM_F_EXCL).map(drop)
     }
 
     /// Adds a route to `dest/prefix` in the main table, through gateway
-    /// `via` and/or out of link `dev` (at least one of them).
+    /// `via` and/or out of link `dev` (at least one of them). A prefix of 0
+    /// is the default route.
     ///
     /// # Errors
     /// Neither `via` nor `dev`, mixed families, no such link, or the kernel
     /// refusing (`ENETUNREACH` for an unreachable gateway, `EEXIST`).
     pub fn add_route(&mut self, dest: IpAddr, prefix: u8, via: Option<IpAddr>, dev: Option<&str>) -> Result<()> {
-        let what = || {
-            let mut s = format!("add route {dest}/{prefix}");
-            if let Some(v) = via {
-                s += &format!(" via {v}");
-            }
-            if let Some(d) = dev {
-                s += &format!(" dev {d}");
-            }
-            s
+        let (msg, what) = self.route_message(dest, prefix, via, dev)?;
+        self.request("RTM_NEWROUTE", &|| what.clone(), RouteNetlinkMessage::NewRoute(msg), NLM_F_CREATE | NLM_F_EXCL)
+            .map(drop)
+    }
+
+    /// Deletes the route [`Netlink::add_route`] with the same arguments added.
+    ///
+    /// # Errors
+    /// As [`Netlink::add_route`]; `ESRCH` when there is no such route.
+    pub fn del_route(&mut self, dest: IpAddr, prefix: u8, via: Option<IpAddr>, dev: Option<&str>) -> Result<()> {
+        let (msg, what) = self.route_message(dest, prefix, via, dev)?;
+        let what = what.replacen("add", "delete", 1);
+        self.request("RTM_DELROUTE", &|| what.clone(), RouteNetlinkMessage::DelRoute(msg), 0).map(drop)
+    }
+
+    fn route_message(
+        &mut self,
+        dest: IpAddr,
+        prefix: u8,
+        via: Option<IpAddr>,
+        dev: Option<&str>,
+    ) -> Result<(RouteMessage, String)> {
+        let mut what = format!("add route {dest}/{prefix}");
+        if let Some(v) = via {
+            what += &format!(" via {v}");
+        }
+        if let Some(d) = dev {
+            what += &format!(" dev {d}");
+        }
+        let invalid = |reason: &str| IoError::Syscall {
+            call: "RTM_NEWROUTE",
+            what: what.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, reason.to_string()),
         };
-        check_prefix(dest, prefix, &what)?;
+        check_prefix(dest, prefix, &|| what.clone())?;
         if via.is_none() && dev.is_none() {
-            return Err(IoError::Syscall {
-                call: "RTM_NEWROUTE",
-                what: what(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, "a route needs a gateway or a device"),
-            });
+            return Err(invalid("a route needs a gateway or a device"));
         }
         if via.is_some_and(|v| v.is_ipv4() != dest.is_ipv4()) {
-            return Err(IoError::Syscall {
-                call: "RTM_NEWROUTE",
-                what: what(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, "gateway and destination of different families"),
-            });
+            return Err(invalid("gateway and destination of different families"));
         }
         let oif = match dev {
             Some(d) => Some(self.link_index(d)?),
@@ -352,7 +381,41 @@ impl Netlink {
         if let Some(i) = oif {
             msg.attributes.push(RouteAttribute::Oif(i));
         }
-        self.request("RTM_NEWROUTE", &what, RouteNetlinkMessage::NewRoute(msg), NLM_F_CREATE | NLM_F_EXCL).map(drop)
+        Ok((msg, what))
+    }
+
+    /// The link-layer address of the neighbour entry for `ip` (on any link),
+    /// if the kernel has one (`ip neigh show IP`).
+    ///
+    /// # Errors
+    /// The dump failing.
+    pub fn neighbour_mac(&mut self, ip: IpAddr) -> Result<Option<[u8; 6]>> {
+        let mut msg = NeighbourMessage::default();
+        msg.header.family = family(ip);
+        let replies = self.request(
+            "RTM_GETNEIGH",
+            &|| format!("neighbour {ip}"),
+            RouteNetlinkMessage::GetNeighbour(msg),
+            NLM_F_DUMP,
+        )?;
+        let want = match ip {
+            IpAddr::V4(a) => NeighbourAddress::Inet(a),
+            IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+        };
+        for reply in replies {
+            let RouteNetlinkMessage::NewNeighbour(n) = reply else { continue };
+            if !n.attributes.iter().any(|a| matches!(a, NeighbourAttribute::Destination(d) if *d == want)) {
+                continue;
+            }
+            for a in &n.attributes {
+                if let NeighbourAttribute::LinkLayerAddress(mac) = a
+                    && let Ok(mac) = <[u8; 6]>::try_from(mac.as_slice())
+                {
+                    return Ok(Some(mac));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Adds a permanent neighbour entry `ip` -> `mac` on link `dev`

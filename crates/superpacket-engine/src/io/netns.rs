@@ -223,6 +223,59 @@ impl NetNs {
         self.netlink()?.add_address(dev, addr, prefix)
     }
 
+    /// [`NetNs::add_addr`] without IPv6 duplicate address detection (`ip
+    /// addr add CIDR dev DEV nodad`): the address is usable at once.
+    ///
+    /// # Errors
+    /// Bad name or address, or the kernel refusing.
+    pub fn add_addr_nodad(&self, dev: &str, cidr: &str) -> Result<()> {
+        check_ifname(dev)?;
+        let (addr, prefix) = parse_cidr(cidr)?;
+        self.netlink()?.add_address_with(dev, addr, prefix, true)
+    }
+
+    /// Adds a route, as `ip route add DEST [via GW] [dev DEV]` takes it:
+    /// `dest` is a CIDR or `default` (of the gateway's family; IPv4 without
+    /// one), through netlink.
+    ///
+    /// # Errors
+    /// Bad arguments, no such link, or the kernel refusing.
+    pub fn add_route(&self, dest: &str, via: Option<&str>, dev: Option<&str>) -> Result<()> {
+        let (dest, prefix, via) = route_args(dest, via, dev)?;
+        self.netlink()?.add_route(dest, prefix, via, dev)
+    }
+
+    /// Deletes the route [`NetNs::add_route`] with the same arguments added.
+    ///
+    /// # Errors
+    /// Bad arguments, no such route (`ESRCH`), or the kernel refusing.
+    pub fn del_route(&self, dest: &str, via: Option<&str>, dev: Option<&str>) -> Result<()> {
+        let (dest, prefix, via) = route_args(dest, via, dev)?;
+        self.netlink()?.del_route(dest, prefix, via, dev)
+    }
+
+    /// The link-layer address the namespace has for neighbour `ip`, if any.
+    ///
+    /// # Errors
+    /// The netlink dump failing.
+    pub fn neighbour_mac(&self, ip: std::net::IpAddr) -> Result<Option<[u8; 6]>> {
+        self.netlink()?.neighbour_mac(ip)
+    }
+
+    /// Creates a persistent TAP `name` with a virtio-net header (what `ip
+    /// tuntap add dev NAME mode tap vnet_hdr` makes), down and without
+    /// addresses; it stays until deleted ([`Netlink::del_link`]) or the
+    /// namespace goes.
+    ///
+    /// # Errors
+    /// Bad name, the name in use by another kind of device, or the ioctls failing.
+    #[cfg(feature = "tap")]
+    pub fn create_persistent_tap(&self, name: &str) -> Result<()> {
+        let cfg = super::tap::TapConfig::named(name);
+        let tap = super::tap::TapDevice::open_in(self, &cfg)?;
+        tap.set_persist(true)
+    }
+
     /// Sets the MAC address of `dev`, through netlink.
     ///
     /// # Errors
@@ -353,6 +406,33 @@ impl NetNs {
         self.sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
         self.sysctl("net.ipv6.conf.default.disable_ipv6", "1")
     }
+}
+
+/// `ip route` arguments as netlink values.
+fn route_args(
+    dest: &str,
+    via: Option<&str>,
+    dev: Option<&str>,
+) -> Result<(std::net::IpAddr, u8, Option<std::net::IpAddr>)> {
+    if let Some(d) = dev {
+        check_ifname(d)?;
+    }
+    let via = match via {
+        Some(v) => Some(
+            v.parse::<std::net::IpAddr>()
+                .map_err(|_| IoError::InvalidName { name: v.into(), reason: "gateway is not an IP address" })?,
+        ),
+        None => None,
+    };
+    let (dest, prefix) = if dest == "default" {
+        match via {
+            Some(std::net::IpAddr::V6(_)) => (std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0),
+            _ => (std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+        }
+    } else {
+        parse_cidr(dest)?
+    };
+    Ok((dest, prefix, via))
 }
 
 /// Gives the calling thread a private mount namespace with a sysfs of its

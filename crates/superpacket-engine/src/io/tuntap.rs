@@ -68,6 +68,7 @@ pub const IFF_VNET_HDR: u16 = 0x4000;
 
 // _IOW('T', 202, int) etc. Computed here so as not to depend on libc's coverage.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETPERSIST: libc::c_ulong = 0x4004_54cb;
 const TUNGETFEATURES: libc::c_ulong = 0x8004_54cf;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const TUNGETVNETHDRSZ: libc::c_ulong = 0x8004_54d7;
@@ -292,6 +293,21 @@ impl<K: TunTapKind> TunTapDevice<K> {
         }
         let restore = if self.existed { self.netdev_offloads().ok() } else { None };
         held.push(Held { key, queues: 1, restore });
+    }
+
+    /// Makes the device persistent (`TUNSETPERSIST 1`: it stays when its
+    /// last queue closes, as `ip tuntap add` leaves it) or not (`0`: it goes
+    /// with its last queue).
+    ///
+    /// # Errors
+    /// The ioctl failing.
+    pub fn set_persist(&self, on: bool) -> Result<()> {
+        // SAFETY: TUNSETPERSIST takes its argument by value (an int flag); `self.fd` is an
+        // attached tun queue that lives across the call.
+        if unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETPERSIST as _, libc::c_ulong::from(on)) } < 0 {
+            return Err(IoError::last_os("ioctl(TUNSETPERSIST)", self.name.clone()));
+        }
+        Ok(())
     }
 
     /// Whether the device existed before this queue was opened (a persistent
