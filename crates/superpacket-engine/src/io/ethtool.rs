@@ -11,7 +11,7 @@ use super::error::{IoError, Result};
 use super::sys::{check_chars, check_ifname};
 use std::fmt::Write as _;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 const SIOCETHTOOL: libc::c_ulong = 0x8946;
 const ETHTOOL_GSTRINGS: u32 = 0x1b;
@@ -101,7 +101,7 @@ struct IfReqData {
 /// Runs `SIOCETHTOOL` on `dev` with the command buffer `buf` (its first
 /// 32-bit word is the `ETHTOOL_*` command); returns the ioctl's
 /// non-negative result.
-fn ethtool_ioctl(sock: &OwnedFd, dev: &str, call: &'static str, buf: &mut [u64]) -> Result<i32> {
+fn ethtool_ioctl(sock: BorrowedFd<'_>, dev: &str, call: &'static str, buf: &mut [u64]) -> Result<i32> {
     let mut req = IfReqData { name: [0; libc::IFNAMSIZ], data: buf.as_mut_ptr().cast(), _pad: [0; 16] };
     req.name[..dev.len()].copy_from_slice(dev.as_bytes());
     // SAFETY: `req` is a valid ifreq whose name is NUL-terminated (check_ifname: at most 15
@@ -140,15 +140,24 @@ impl Features {
     /// Bad name, no such device, or the ioctl failing.
     pub fn read(dev: &str) -> Result<Features> {
         check_ifname(dev)?;
-        let sock = ioctl_socket(dev)?;
-        let names = feature_names(&sock, dev)?;
+        Features::read_on(ioctl_socket(dev)?.as_fd(), dev)
+    }
+
+    /// Reads the features of `dev` through `sock`, a socket of the
+    /// device's namespace (any thread may call it).
+    ///
+    /// # Errors
+    /// Bad name, no such device, or the ioctl failing.
+    pub fn read_on(sock: BorrowedFd<'_>, dev: &str) -> Result<Features> {
+        check_ifname(dev)?;
+        let names = feature_names(sock, dev)?;
         let n = names.len();
         let blocks = n.div_ceil(32);
         // struct ethtool_gfeatures: cmd, size, then `blocks` x {available, requested, active, never_changed}.
         let mut buf = vec![0u64; 1 + blocks * 2];
         set_word(&mut buf, 0, ETHTOOL_GFEATURES);
         set_word(&mut buf, 1, blocks as u32);
-        ethtool_ioctl(&sock, dev, "ioctl(ETHTOOL_GFEATURES)", &mut buf)?;
+        ethtool_ioctl(sock, dev, "ioctl(ETHTOOL_GFEATURES)", &mut buf)?;
         let features = names
             .into_iter()
             .enumerate()
@@ -220,7 +229,7 @@ impl Features {
 }
 
 /// The `ETH_SS_FEATURES` names of `dev`.
-fn feature_names(sock: &OwnedFd, dev: &str) -> Result<Vec<String>> {
+fn feature_names(sock: BorrowedFd<'_>, dev: &str) -> Result<Vec<String>> {
     // struct ethtool_sset_info: cmd, reserved, sset_mask (u64), data[1] (u32).
     let mut info = vec![0u64; 3];
     set_word(&mut info, 0, ETHTOOL_GSSET_INFO);
@@ -317,7 +326,7 @@ pub fn set(dev: &str, changes: &[(&str, &str)]) -> Result<()> {
         let list: Vec<String> = changes.iter().map(|(n, v)| format!("{n} {v}")).collect();
         format!("{dev} {}", list.join(" "))
     };
-    let rc = ethtool_ioctl(&sock, dev, "ioctl(ETHTOOL_SFEATURES)", &mut buf).map_err(|e| {
+    let rc = ethtool_ioctl(sock.as_fd(), dev, "ioctl(ETHTOOL_SFEATURES)", &mut buf).map_err(|e| {
         if let IoError::Syscall { call, source, .. } = e { IoError::Syscall { call, what: what(), source } } else { e }
     })?;
     if rc & ETHTOOL_F_UNSUPPORTED != 0 {
