@@ -232,3 +232,48 @@ fn sys_mounts() -> usize {
     let mounts = std::fs::read_to_string("/proc/self/mountinfo").unwrap();
     mounts.lines().filter(|l| l.split_whitespace().nth(4) == Some("/sys")).count()
 }
+
+#[cfg(feature = "tap")]
+#[test]
+fn lab_plumbing_matches_ip() {
+    if !require_privileges() {
+        return;
+    }
+    let a = NetNs::create("spnl").unwrap();
+    // A persistent TAP with a virtio-net header, as `ip tuntap add ... vnet_hdr` makes it.
+    a.create_persistent_tap("spnltap").unwrap();
+    let l = link(&a, "spnltap");
+    assert_eq!(l["linkinfo"]["info_kind"], "tun", "{l}");
+    assert_eq!(l["linkinfo"]["info_data"]["type"], "tap", "{l}");
+    assert_eq!(l["linkinfo"]["info_data"]["vnet_hdr"], true, "{l}");
+    assert_eq!(l["linkinfo"]["info_data"]["persist"], true, "{l}");
+    a.add_addr("spnltap", "10.235.0.2/24").unwrap();
+    a.add_addr_nodad("spnltap", "fd00:235::2/64").unwrap();
+    a.link_up("spnltap").unwrap();
+    let addrs = ip_json(&a, &["-6", "addr", "show", "dev", "spnltap"]);
+    let v6 = addrs[0]["addr_info"].as_array().unwrap().iter().find(|i| i["local"] == "fd00:235::2").cloned().unwrap();
+    assert_eq!(v6["nodad"], true, "{v6}");
+    // Default routes of both families, a device route, and its removal.
+    a.add_route("default", Some("10.235.0.1"), None).unwrap();
+    a.add_route("default", Some("fd00:235::1"), None).unwrap();
+    a.add_route("10.236.0.0/24", None, Some("spnltap")).unwrap();
+    let v4 = ip_json(&a, &["route", "show"]);
+    let default = v4.as_array().unwrap().iter().find(|r| r["dst"] == "default").cloned().unwrap();
+    assert_eq!(default["gateway"], "10.235.0.1");
+    let v6 = ip_json(&a, &["-6", "route", "show"]);
+    let default6 = v6.as_array().unwrap().iter().find(|r| r["dst"] == "default").cloned().unwrap();
+    assert_eq!(default6["gateway"], "fd00:235::1");
+    assert!(v4.as_array().unwrap().iter().any(|r| r["dst"] == "10.236.0.0/24"));
+    a.del_route("10.236.0.0/24", None, Some("spnltap")).unwrap();
+    assert!(!ip_json(&a, &["route", "show"]).as_array().unwrap().iter().any(|r| r["dst"] == "10.236.0.0/24"));
+    let gone = a.del_route("10.236.0.0/24", None, Some("spnltap")).unwrap_err();
+    assert_eq!(gone.raw_os_error(), Some(libc::ESRCH), "{gone}");
+    // Neighbour lookup, as `ip neigh show IP`.
+    let ip: IpAddr = "10.235.0.7".parse().unwrap();
+    assert_eq!(a.neighbour_mac(ip).unwrap(), None);
+    a.netlink().unwrap().add_neighbour("spnltap", ip, [0x02, 0, 0, 0, 0, 7]).unwrap();
+    assert_eq!(a.neighbour_mac(ip).unwrap(), Some([0x02, 0, 0, 0, 0, 7]));
+    // The persistent TAP is deleted like any link.
+    a.netlink().unwrap().del_link("spnltap").unwrap();
+    assert!(!a.netlink().unwrap().link_exists("spnltap").unwrap());
+}
