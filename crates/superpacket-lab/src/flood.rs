@@ -169,17 +169,10 @@ pub fn flood_frame(kind: FloodKind, rng: &mut Rng, router_mac: [u8; 6], src_mac:
     }
 }
 
-/// The MAC address `ns` has learned for `ip` (`ip neigh`), if any.
+/// The MAC address `ns` has learned for `ip` (its neighbour table, read
+/// through netlink), if any.
 pub fn neighbour_mac(ns: &NetNs, ip: Ipv4Addr) -> Option<[u8; 6]> {
-    let out = ns.exec(&["ip", "neigh", "show", &ip.to_string()]).ok()?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    let word = text.split_whitespace().skip_while(|w| *w != "lladdr").nth(1)?;
-    let mut mac = [0u8; 6];
-    let mut parts = word.split(':');
-    for b in &mut mac {
-        *b = u8::from_str_radix(parts.next()?, 16).ok()?;
-    }
-    Some(mac)
+    ns.neighbour_mac(ip.into()).ok().flatten()
 }
 
 /// An AF_PACKET socket on `dev` in `ns` that bypasses the qdisc (a frame the

@@ -53,7 +53,7 @@ impl Lab {
     /// appended). With `ipv6` false, IPv6 is disabled in all three.
     ///
     /// # Errors
-    /// Any `ip` command failing (needs root).
+    /// Any namespace, link, address or route operation failing (needs root).
     pub fn create(prefix: &str, ipv6: bool) -> Result<Lab, IoError> {
         let a = NetNs::create(&format!("{prefix}-a"))?;
         let b = NetNs::create(&format!("{prefix}-b"))?;
@@ -68,15 +68,15 @@ impl Lab {
             (&b, TAP_B, HOST_B_V4, HOST_B_V6, "10.72.0.1", "fd72::1"),
         ];
         for (ns, tap, v4, v6, gw4, gw6) in hosts {
-            ns.ip(&["tuntap", "add", "dev", tap, "mode", "tap", "vnet_hdr"])?;
+            ns.create_persistent_tap(tap)?;
             ns.add_addr(tap, &format!("{v4}/24"))?;
             if ipv6 {
-                ns.ip(&["addr", "add", &format!("{v6}/64"), "dev", tap, "nodad"])?;
+                ns.add_addr_nodad(tap, &format!("{v6}/64"))?;
             }
             ns.link_up(tap)?;
-            ns.ip(&["route", "add", "default", "via", gw4])?;
+            ns.add_route("default", Some(gw4), None)?;
             if ipv6 {
-                ns.ip(&["-6", "route", "add", "default", "via", gw6])?;
+                ns.add_route("default", Some(gw6), None)?;
             }
         }
         let trunk = make_trunk(&t)?;
@@ -105,7 +105,7 @@ impl Lab {
     /// Re-creates the trunk veth after [`Lab::remove_trunk`].
     ///
     /// # Errors
-    /// `ip` failing.
+    /// Creating the veth failing.
     pub fn restore_trunk(&mut self) -> Result<(), IoError> {
         if self.trunk.is_none() {
             self.trunk = Some(make_trunk(&self.t)?);

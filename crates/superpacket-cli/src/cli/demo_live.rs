@@ -225,17 +225,17 @@ struct RelayRoutes<'a> {
 
 impl<'a> RelayRoutes<'a> {
     fn add(lab: &'a Lab) -> Result<RelayRoutes<'a>, String> {
-        lab.a.ip(&["route", "add", "10.72.0.0/24", "dev", TAP_A]).map_err(|e| e.to_string())?;
+        lab.a.add_route("10.72.0.0/24", None, Some(TAP_A)).map_err(|e| e.to_string())?;
         let r = RelayRoutes { lab };
-        lab.b.ip(&["route", "add", "10.71.0.0/24", "dev", TAP_B]).map_err(|e| e.to_string())?;
+        lab.b.add_route("10.71.0.0/24", None, Some(TAP_B)).map_err(|e| e.to_string())?;
         Ok(r)
     }
 }
 
 impl Drop for RelayRoutes<'_> {
     fn drop(&mut self) {
-        let _ = self.lab.a.ip(&["route", "del", "10.72.0.0/24", "dev", TAP_A]);
-        let _ = self.lab.b.ip(&["route", "del", "10.71.0.0/24", "dev", TAP_B]);
+        let _ = self.lab.a.del_route("10.72.0.0/24", None, Some(TAP_A));
+        let _ = self.lab.b.del_route("10.71.0.0/24", None, Some(TAP_B));
     }
 }
 

@@ -1,5 +1,5 @@
-//! Real I/O: network namespaces, TAP and TUN devices, AF_PACKET sockets and
-//! the pv shared-memory ring (offload-rules section 4). The kernel oracles
+//! Real I/O: network namespaces, rtnetlink and ethtool-ioctl host configuration,
+//! TAP and TUN devices, AF_PACKET sockets and the pv shared-memory ring (offload-rules section 4). The kernel oracles
 //! built on them are in the `superpacket-lab` crate.
 //!
 //! This is the only module of the crate that uses libc `unsafe`; every block
@@ -9,22 +9,40 @@
 //!
 //! ```text
 //! // privileges (netns.rs)
-//! io::privileges_available() -> Result<(), String>     // root/CAP_NET_ADMIN, /dev/net/tun, `ip`, `ethtool`
+//! io::privileges_available() -> Result<(), String>     // root/CAP_NET_ADMIN+CAP_SYS_ADMIN, /dev/net/tun (no tool needed)
 //! io::require_privileges() -> bool                     // test guard: true = go on; false = skipped
 //!                                                      // (SUPERPACKET_SKIP_PRIVILEGED=1); else panics with the reason
 //! // namespaces (netns.rs)
-//! NetNs::create(prefix: &str) -> Result<NetNs>         // "<prefix>-<pid>-<n>", deleted on Drop
+//! NetNs::create(prefix: &str) -> Result<NetNs>         // "<prefix>-<pid>-<n>", deleted on Drop (as `ip netns add/del`, no process)
+//! NetNs::attach(name) -> Result<NetNs>                 // an existing /run/netns/NAME, left alone on Drop
+//! netns::create_named(name) / delete_named(name)       // the raw namespace file operations
+//! NetNs::fd(&self) -> BorrowedFd                       // for Netlink::set_netns / add_veth
+//! NetNs::netlink(&self) -> Result<Netlink>             // an rtnetlink socket bound to NAME
 //! NetNs::name(&self) -> &str
-//! NetNs::run(&self, args: &[&str]) -> Result<()>       // `ip netns exec NAME args...`, fails on non-zero exit
+//! NetNs::run(&self, args: &[&str]) -> Result<()>       // `ip netns exec NAME args...` (tests only; to go), fails on non-zero exit
 //! NetNs::exec(&self, args: &[&str]) -> Result<Output>  // same, returns the Output whatever the status
 //! NetNs::ip(&self, args: &[&str]) -> Result<()>        // `ip -n NAME args...`
 //! NetNs::enter_scoped(&self, f: impl FnOnce() -> R + Send) -> Result<R>   // f runs on a thread inside NAME
-//! NetNs::link_up(&self, dev) / add_addr(&self, dev, "10.0.0.1/24") / set_mac(&self, dev, [u8; 6])
-//! NetNs::set_mtu(&self, dev, u32) / set_offloads(&self, dev, &[("tx", "off"), ...])
+//! NetNs::link_up(&self, dev) / link_down / add_addr(&self, dev, "10.0.0.1/24") / add_addr_nodad / set_mac(&self, dev, [u8; 6])
+//! NetNs::set_mtu(&self, dev, u32) / set_promisc(&self, dev, bool)
+//! NetNs::add_route(&self, "10.0.0.0/24" | "default", via: Option<&str>, dev: Option<&str>) / del_route(...)
+//! NetNs::neighbour_mac(&self, IpAddr) -> Result<Option<[u8; 6]>> / create_persistent_tap(&self, name)
+//! NetNs::set_offloads(&self, dev, &[("tx", "off"), ...])   // ethtool -K names and aliases, via SIOCETHTOOL
+//! NetNs::features(&self, dev) -> Result<ethtool::Features> / offloads(&self, dev) -> Result<String>  // `ethtool -k` text
 //! NetNs::write_sysfs(&self, dev, attr, value) / read_sysfs(&self, dev, attr) -> Result<String>
 //! NetNs::sysctl(&self, key, value) / disable_ipv6(&self)
 //! io::netns::set_offloads(ns: &NetNs, dev, features) -> Result<()>
 //! VethPair::create(ns_a: &NetNs, name_a, ns_b: &NetNs, name_b) -> Result<VethPair>   // deleted on Drop
+//!
+//! // rtnetlink (netlink.rs): the opening thread's namespace
+//! Netlink::open() -> Result<Netlink>; netlink::in_netns(name, f)   // f on a thread inside /run/netns/NAME
+//! Netlink::link_index / link_exists / set_up / set_mtu / set_mac / set_promisc / set_netns(name, fd)
+//! Netlink::add_veth(name, peer, Option<peer netns fd>) / add_bridge / set_master(name, Option<master>) / del_link
+//! Netlink::add_address(name, IpAddr, prefix) / add_address_with(.., nodad)
+//! Netlink::add_route(dest, prefix, via, dev) / del_route / add_neighbour(dev, ip, mac) / neighbour_mac(ip)
+//!
+//! // offload features (ethtool.rs): SIOCETHTOOL in the calling thread's namespace
+//! ethtool::Features::read(dev) / to_ethtool_text(); ethtool::set(dev, &[("tso", "off"), ...])
 //!
 //! // TAP (tap.rs)
 //! TapConfig { name, napi, napi_frags, multi_queue, vnet_hdr_len, nonblocking }   (Default: tap, 10-byte hdr)
@@ -59,15 +77,17 @@
 //! `tap` (tap.rs), `tun` (tun.rs), `af-packet` (packet_socket.rs,
 //! packet_ring.rs) and `pv` (pv/); tuntap.rs comes with `tap` or `tun`.
 //!
-//! All errors are [`IoError`], naming the failing syscall/command and the
-//! errno text. Everything created (namespaces, veths, taps) is deleted on
+//! All errors are [`IoError`], naming the failing syscall, netlink request or
+//! command, what was asked, and the errno. Everything created (namespaces, veths, taps) is deleted on
 //! drop, including during a panic unwind; [`netns::cleanup_stale`] removes
 //! namespaces left by killed processes of this crate.
 
 pub mod cputime;
 pub mod error;
+pub mod ethtool;
 pub mod event;
 pub mod frame;
+pub mod netlink;
 pub mod netns;
 #[cfg(feature = "af-packet")]
 pub mod packet_ring;
@@ -85,6 +105,8 @@ pub mod tuntap;
 
 #[cfg(all(test, feature = "tap", feature = "af-packet"))]
 mod tests;
+#[cfg(test)]
+mod tests_netlink;
 #[cfg(all(test, feature = "tun"))]
 mod tests_tun;
 

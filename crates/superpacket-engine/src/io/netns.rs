@@ -1,5 +1,10 @@
-//! Network namespace plumbing for tests and tools, via iproute2 (`ip`) and
-//! `setns(2)`.
+//! Network namespace plumbing for the engine, the lab, tests and tools:
+//! namespaces made and removed as `ip netns add/del` does (a bind mount of a
+//! namespace on `/run/netns/NAME`), entered with `setns(2)`, and configured
+//! through rtnetlink ([`super::netlink`]) and the `SIOCETHTOOL` ioctl
+//! ([`super::ethtool`]). No typed method starts a process; [`NetNs::run`],
+//! [`NetNs::exec`] and [`NetNs::ip`] still run commands for the callers not
+//! yet converted.
 //!
 //! - [`NetNs`]: a uniquely named namespace (`<prefix>-<pid>-<n>`), deleted on
 //!   drop (also during a panic unwind). [`NetNs::enter_scoped`] runs a
@@ -8,21 +13,25 @@
 //!   namespace and keep working from any thread.
 //! - [`VethPair`]: a veth created directly inside its namespaces (the host
 //!   never sees it), deleted on drop.
-//! - Helpers: link up, addresses, MAC, MTU, `ethtool -K`, sysfs and
-//!   `/proc/sys/net` writes inside the namespace.
+//! - Helpers: link up, addresses, MAC, MTU, promiscuity, offload features,
+//!   sysfs and `/proc/sys/net` reads and writes inside the namespace.
 //! - [`privileges_available`] / [`require_privileges`]: the guard of every
 //!   privileged test (`SUPERPACKET_SKIP_PRIVILEGED=1` turns a failure into a
 //!   printed skip).
 //!
 //! Network safety: only namespaces and links created here are touched; no
-//! address or route is ever added outside them. Sysfs and sysctl writes go
-//! through `ip netns exec`, which remounts `/sys` for the namespace, so only
-//! the namespace's own devices are visible.
+//! address or route is ever added outside them. Sysfs is read and written
+//! from a thread that has entered the namespace and mounted a sysfs of its
+//! own in a private mount namespace (as `ip netns exec` does), so only the
+//! namespace's own devices are visible.
 
 use super::error::{IoError, Result};
+use super::ethtool::{self, Features};
+use super::netlink::{Netlink, parse_cidr};
 use super::sys::{check_chars, check_ifname};
+use std::ffi::CString;
 use std::fs::File;
-use std::os::fd::{AsFd, AsRawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
@@ -63,13 +72,14 @@ pub struct NetNs {
 }
 
 impl NetNs {
-    /// Creates a namespace named `<prefix>-<pid>-<n>` with `ip netns add` and
-    /// brings its loopback up. Namespaces of the same prefix left behind by
+    /// Creates a namespace named `<prefix>-<pid>-<n>` (as `ip netns add`
+    /// does, see [`create_named`]) and brings its loopback up. Namespaces of the same prefix left behind by
     /// dead processes are removed first (once per prefix and process).
     ///
     /// # Errors
-    /// Invalid prefix (use `[A-Za-z0-9_.-]`, at most 32 bytes), `ip` failing
-    /// (e.g. without root), or the handle not opening.
+    /// Invalid prefix (use `[A-Za-z0-9_.-]`, at most 32 bytes), the
+    /// namespace not being created (e.g. without root), or the handle not
+    /// opening.
     pub fn create(prefix: &str) -> Result<NetNs> {
         check_chars(prefix)?;
         if prefix.len() > 32 {
@@ -77,15 +87,16 @@ impl NetNs {
         }
         cleanup_stale_once(prefix);
         let name = format!("{prefix}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::Relaxed));
-        checked(Command::new("ip").args(["netns", "add", &name]))?;
-        let path = format!("/run/netns/{name}");
+        create_named(&name)?;
+        let path = format!("{NETNS_RUN_DIR}/{name}");
         let handle = match File::open(&path) {
             Ok(f) => f,
             Err(source) => {
-                let _ = output_of(Command::new("ip").args(["netns", "del", &name]));
+                let _ = delete_named(&name);
                 return Err(IoError::Syscall { call: "open", what: path, source });
             }
         };
+        // Dropped (and deleted) if bringing the loopback up fails.
         let ns = NetNs { name, handle, owned: true };
         ns.link_up("lo")?;
         Ok(ns)
@@ -116,6 +127,20 @@ impl NetNs {
     /// The namespace name (as `ip netns list` shows it).
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The namespace's file descriptor (`/run/netns/NAME`), e.g. for
+    /// [`Netlink::set_netns`] or [`Netlink::add_veth`].
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.handle.as_fd()
+    }
+
+    /// An rtnetlink socket bound to this namespace (usable from any thread).
+    ///
+    /// # Errors
+    /// `setns` or the socket failing.
+    pub fn netlink(&self) -> Result<Netlink> {
+        self.enter_scoped(Netlink::open)?
     }
 
     /// Runs `ip netns exec NAME args...`; a non-zero exit is an error.
@@ -169,77 +194,148 @@ impl NetNs {
         })
     }
 
-    /// `ip link set DEV up`.
+    /// Sets link `dev` up (`ip link set DEV up`), through netlink.
     ///
     /// # Errors
-    /// Bad name or `ip` failure.
+    /// Bad name, no such link, or the kernel refusing.
     pub fn link_up(&self, dev: &str) -> Result<()> {
         check_ifname(dev)?;
-        self.ip(&["link", "set", "dev", dev, "up"])
+        self.netlink()?.set_up(dev, true)
     }
 
-    /// `ip addr add CIDR dev DEV` (e.g. `"10.77.0.1/24"`, `"fd00:77::1/64"`).
+    /// Sets link `dev` down.
     ///
     /// # Errors
-    /// Bad name or `ip` failure.
+    /// Bad name, no such link, or the kernel refusing.
+    pub fn link_down(&self, dev: &str) -> Result<()> {
+        check_ifname(dev)?;
+        self.netlink()?.set_up(dev, false)
+    }
+
+    /// Adds an address: `cidr` as `ip addr add CIDR dev DEV` takes it
+    /// (`"10.77.0.1/24"`, `"fd00:77::1/64"`), through netlink.
+    ///
+    /// # Errors
+    /// Bad name or address, or the kernel refusing.
     pub fn add_addr(&self, dev: &str, cidr: &str) -> Result<()> {
         check_ifname(dev)?;
-        self.ip(&["addr", "add", cidr, "dev", dev])
+        let (addr, prefix) = parse_cidr(cidr)?;
+        self.netlink()?.add_address(dev, addr, prefix)
     }
 
-    /// `ip link set DEV address MAC`.
+    /// [`NetNs::add_addr`] without IPv6 duplicate address detection (`ip
+    /// addr add CIDR dev DEV nodad`): the address is usable at once.
     ///
     /// # Errors
-    /// Bad name or `ip` failure.
+    /// Bad name or address, or the kernel refusing.
+    pub fn add_addr_nodad(&self, dev: &str, cidr: &str) -> Result<()> {
+        check_ifname(dev)?;
+        let (addr, prefix) = parse_cidr(cidr)?;
+        self.netlink()?.add_address_with(dev, addr, prefix, true)
+    }
+
+    /// Adds a route, as `ip route add DEST [via GW] [dev DEV]` takes it:
+    /// `dest` is a CIDR or `default` (of the gateway's family; IPv4 without
+    /// one), through netlink.
+    ///
+    /// # Errors
+    /// Bad arguments, no such link, or the kernel refusing.
+    pub fn add_route(&self, dest: &str, via: Option<&str>, dev: Option<&str>) -> Result<()> {
+        let (dest, prefix, via) = route_args(dest, via, dev)?;
+        self.netlink()?.add_route(dest, prefix, via, dev)
+    }
+
+    /// Deletes the route [`NetNs::add_route`] with the same arguments added.
+    ///
+    /// # Errors
+    /// Bad arguments, no such route (`ESRCH`), or the kernel refusing.
+    pub fn del_route(&self, dest: &str, via: Option<&str>, dev: Option<&str>) -> Result<()> {
+        let (dest, prefix, via) = route_args(dest, via, dev)?;
+        self.netlink()?.del_route(dest, prefix, via, dev)
+    }
+
+    /// The link-layer address the namespace has for neighbour `ip`, if any.
+    ///
+    /// # Errors
+    /// The netlink dump failing.
+    pub fn neighbour_mac(&self, ip: std::net::IpAddr) -> Result<Option<[u8; 6]>> {
+        self.netlink()?.neighbour_mac(ip)
+    }
+
+    /// Creates a persistent TAP `name` with a virtio-net header (what `ip
+    /// tuntap add dev NAME mode tap vnet_hdr` makes), down and without
+    /// addresses; it stays until deleted ([`Netlink::del_link`]) or the
+    /// namespace goes.
+    ///
+    /// # Errors
+    /// Bad name, the name in use by another kind of device, or the ioctls failing.
+    #[cfg(feature = "tap")]
+    pub fn create_persistent_tap(&self, name: &str) -> Result<()> {
+        let cfg = super::tap::TapConfig::named(name);
+        let tap = super::tap::TapDevice::open_in(self, &cfg)?;
+        tap.set_persist(true)
+    }
+
+    /// Sets the MAC address of `dev`, through netlink.
+    ///
+    /// # Errors
+    /// Bad name or the kernel refusing.
     pub fn set_mac(&self, dev: &str, mac: [u8; 6]) -> Result<()> {
         check_ifname(dev)?;
-        let m = format_mac(mac);
-        self.ip(&["link", "set", "dev", dev, "address", &m])
+        self.netlink()?.set_mac(dev, mac)
     }
 
-    /// `ip link set DEV mtu MTU`.
+    /// Sets the MTU of `dev`, through netlink.
     ///
     /// # Errors
-    /// Bad name or `ip` failure.
+    /// Bad name or the kernel refusing.
     pub fn set_mtu(&self, dev: &str, mtu: u32) -> Result<()> {
         check_ifname(dev)?;
-        self.ip(&["link", "set", "dev", dev, "mtu", &mtu.to_string()])
+        self.netlink()?.set_mtu(dev, mtu)
     }
 
-    /// `ip link set DEV promisc on|off`.
+    /// Turns promiscuous mode of `dev` on or off, through netlink.
     ///
     /// # Errors
-    /// Bad name or `ip` failure.
+    /// Bad name or the kernel refusing.
     pub fn set_promisc(&self, dev: &str, on: bool) -> Result<()> {
         check_ifname(dev)?;
-        self.ip(&["link", "set", "dev", dev, "promisc", if on { "on" } else { "off" }])
+        self.netlink()?.set_promisc(dev, on)
     }
 
-    /// `ethtool -K DEV feature value ...` inside the namespace, e.g.
-    /// `&[("tx", "off"), ("tso", "off"), ("gso", "off")]`.
+    /// Sets offload features of `dev` as `ethtool -K DEV feature value ...`
+    /// does (aliases such as `tso` included), e.g.
+    /// `&[("tx", "off"), ("tso", "off"), ("gso", "off")]`, through the
+    /// `SIOCETHTOOL` ioctl ([`ethtool::set`]).
     ///
     /// # Errors
-    /// Bad names, `ethtool` missing or refusing a feature.
+    /// Bad names, an unknown feature, or the device refusing a feature.
     pub fn set_offloads(&self, dev: &str, features: &[(&str, &str)]) -> Result<()> {
         check_ifname(dev)?;
-        let mut args = vec!["ethtool", "-K", dev];
-        for (feature, value) in features {
-            check_chars(feature)?;
-            check_chars(value)?;
-            args.push(feature);
-            args.push(value);
-        }
-        self.run(&args)
+        let features: Vec<(String, String)> = features.iter().map(|(f, v)| (f.to_string(), v.to_string())).collect();
+        let dev = dev.to_string();
+        self.enter_scoped(move || {
+            let pairs: Vec<(&str, &str)> = features.iter().map(|(f, v)| (f.as_str(), v.as_str())).collect();
+            ethtool::set(&dev, &pairs)
+        })?
     }
 
-    /// `ethtool -k DEV` inside the namespace (the feature list as text).
+    /// The offload features of `dev` (`SIOCETHTOOL`).
     ///
     /// # Errors
-    /// Bad name, `ethtool` missing or failing.
-    pub fn offloads(&self, dev: &str) -> Result<String> {
+    /// Bad name, no such device, or the ioctl failing.
+    pub fn features(&self, dev: &str) -> Result<Features> {
         check_ifname(dev)?;
-        let out = checked(Command::new("ip").args(["netns", "exec", &self.name, "ethtool", "-k", dev]))?;
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        self.enter_scoped(|| Features::read(dev))?
+    }
+
+    /// The offload features of `dev` as the text `ethtool -k DEV` prints
+    /// ([`Features::to_ethtool_text`]).
+    ///
+    /// # Errors
+    /// Bad name, no such device, or the ioctl failing.
+    pub fn offloads(&self, dev: &str) -> Result<String> {
+        Ok(self.features(dev)?.to_ethtool_text())
     }
 
     /// Writes `value` to `/sys/class/net/DEV/ATTR` as seen from inside the
@@ -250,7 +346,15 @@ impl NetNs {
     pub fn write_sysfs(&self, dev: &str, attr: &str, value: &str) -> Result<()> {
         check_ifname(dev)?;
         check_chars(attr)?;
-        self.write_file(&format!("/sys/class/net/{dev}/{attr}"), value)
+        let path = format!("/sys/class/net/{dev}/{attr}");
+        self.enter_scoped(|| {
+            mount_own_sysfs()?;
+            std::fs::write(&path, format!("{value}\n")).map_err(|source| IoError::Syscall {
+                call: "write",
+                what: format!("{path} in netns {}", self.name),
+                source,
+            })
+        })?
     }
 
     /// Reads `/sys/class/net/DEV/ATTR` inside the namespace, trimmed.
@@ -261,12 +365,20 @@ impl NetNs {
         check_ifname(dev)?;
         check_chars(attr)?;
         let path = format!("/sys/class/net/{dev}/{attr}");
-        let out = checked(Command::new("ip").args(["netns", "exec", &self.name, "cat", &path]))?;
-        Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+        self.enter_scoped(|| {
+            mount_own_sysfs()?;
+            std::fs::read_to_string(&path).map(|s| s.trim().to_string()).map_err(|source| IoError::Syscall {
+                call: "read",
+                what: format!("{path} in netns {}", self.name),
+                source,
+            })
+        })?
     }
 
     /// Sets a network sysctl of this namespace: `key` in dotted form
-    /// (`net.ipv6.conf.all.disable_ipv6`), written to `/proc/sys/...`.
+    /// (`net.ipv6.conf.all.disable_ipv6`), written to `/proc/sys/...` from a
+    /// thread inside the namespace (`/proc/sys/net` follows the writer's
+    /// namespace).
     ///
     /// # Errors
     /// The key is not under `net.`, has bad characters, or the write fails.
@@ -275,7 +387,14 @@ impl NetNs {
         if !key.starts_with("net.") {
             return Err(IoError::InvalidName { name: key.into(), reason: "only net.* sysctls are per namespace" });
         }
-        self.write_file(&format!("/proc/sys/{}", key.replace('.', "/")), value)
+        let path = format!("/proc/sys/{}", key.replace('.', "/"));
+        self.enter_scoped(|| {
+            std::fs::write(&path, format!("{value}\n")).map_err(|source| IoError::Syscall {
+                call: "write",
+                what: format!("{path} in netns {}", self.name),
+                source,
+            })
+        })?
     }
 
     /// Disables IPv6 on every current and future link of the namespace, so
@@ -287,12 +406,65 @@ impl NetNs {
         self.sysctl("net.ipv6.conf.all.disable_ipv6", "1")?;
         self.sysctl("net.ipv6.conf.default.disable_ipv6", "1")
     }
+}
 
-    /// `sh -c 'printf "%s\n" "$1" > "$2"'` inside the namespace (value and path
-    /// passed as arguments, never interpolated into the script).
-    fn write_file(&self, path: &str, value: &str) -> Result<()> {
-        self.run(&["sh", "-c", "printf '%s\\n' \"$1\" > \"$2\"", "sh", value, path])
+/// `ip route` arguments as netlink values.
+fn route_args(
+    dest: &str,
+    via: Option<&str>,
+    dev: Option<&str>,
+) -> Result<(std::net::IpAddr, u8, Option<std::net::IpAddr>)> {
+    if let Some(d) = dev {
+        check_ifname(d)?;
     }
+    let via = match via {
+        Some(v) => Some(
+            v.parse::<std::net::IpAddr>()
+                .map_err(|_| IoError::InvalidName { name: v.into(), reason: "gateway is not an IP address" })?,
+        ),
+        None => None,
+    };
+    let (dest, prefix) = if dest == "default" {
+        match via {
+            Some(std::net::IpAddr::V6(_)) => (std::net::IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED), 0),
+            _ => (std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), 0),
+        }
+    } else {
+        parse_cidr(dest)?
+    };
+    Ok((dest, prefix, via))
+}
+
+/// Gives the calling thread a private mount namespace with a sysfs of its
+/// current network namespace on `/sys` (what `ip netns exec` does for its
+/// child), so `/sys/class/net` lists that namespace's devices. Only for
+/// short-lived threads ([`NetNs::enter_scoped`]): the thread keeps the
+/// mount namespace until it exits, and nothing is seen outside it.
+fn mount_own_sysfs() -> Result<()> {
+    // SAFETY: unshare(2) with a constant flag; it affects only this thread (which gets its own
+    // fs_struct), and the thread is a scoped helper that exits after its closure.
+    if unsafe { libc::unshare(libc::CLONE_NEWNS) } != 0 {
+        return Err(IoError::last_os("unshare(CLONE_NEWNS)", "sysfs of the namespace"));
+    }
+    let root = c"/";
+    let sys = c"/sys";
+    // SAFETY: NUL-terminated constant strings; MS_SLAVE|MS_REC on "/" only changes the
+    // propagation of this thread's new mount namespace, so nothing below reaches the host's.
+    if unsafe {
+        libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_SLAVE | libc::MS_REC, std::ptr::null())
+    } != 0
+    {
+        return Err(IoError::last_os("mount(/, MS_SLAVE|MS_REC)", "sysfs of the namespace"));
+    }
+    // SAFETY: NUL-terminated constant path; detaches /sys in this private mount namespace only.
+    // A failure (nothing mounted there) is fine: the mount below covers it.
+    unsafe { libc::umount2(sys.as_ptr(), libc::MNT_DETACH) };
+    // SAFETY: NUL-terminated constant strings; mounts a sysfs of the current network namespace
+    // on /sys in this thread's private mount namespace.
+    if unsafe { libc::mount(c"sysfs".as_ptr(), sys.as_ptr(), c"sysfs".as_ptr(), 0, std::ptr::null()) } != 0 {
+        return Err(IoError::last_os("mount(sysfs, /sys)", "sysfs of the namespace"));
+    }
+    Ok(())
 }
 
 impl Drop for NetNs {
@@ -300,14 +472,8 @@ impl Drop for NetNs {
         if !self.owned {
             return;
         }
-        match output_of(Command::new("ip").args(["netns", "del", &self.name])) {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => eprintln!(
-                "superpacket: `ip netns del {}` failed: {}",
-                self.name,
-                String::from_utf8_lossy(&out.stderr).trim()
-            ),
-            Err(e) => eprintln!("superpacket: cannot delete namespace {}: {e}", self.name),
+        if let Err(e) = delete_named(&self.name) {
+            eprintln!("superpacket: cannot delete namespace {}: {e}", self.name);
         }
     }
 }
@@ -336,16 +502,16 @@ pub struct VethPair {
 }
 
 impl VethPair {
-    /// `ip -n A link add NAME_A type veth peer name NAME_B netns B`: both
-    /// ends are created directly in their namespaces, down and without
-    /// addresses.
+    /// `ip -n A link add NAME_A type veth peer name NAME_B netns B`, through
+    /// netlink: both ends are created directly in their namespaces, down and
+    /// without addresses.
     ///
     /// # Errors
-    /// Bad names or `ip` failure.
+    /// Bad names, a name in use, or the kernel refusing.
     pub fn create(ns_a: &NetNs, name_a: &str, ns_b: &NetNs, name_b: &str) -> Result<VethPair> {
         check_ifname(name_a)?;
         check_ifname(name_b)?;
-        ns_a.ip(&["link", "add", name_a, "type", "veth", "peer", "name", name_b, "netns", ns_b.name()])?;
+        ns_a.netlink()?.add_veth(name_a, name_b, Some(ns_b.fd()))?;
         Ok(VethPair {
             ns_a: ns_a.name().to_string(),
             name_a: name_a.to_string(),
@@ -373,9 +539,125 @@ impl VethPair {
 impl Drop for VethPair {
     fn drop(&mut self) {
         // Deleting one end deletes both. If the namespace is already gone, so is the veth.
-        if std::path::Path::new(&format!("/run/netns/{}", self.ns_a)).exists() {
-            let _ = output_of(Command::new("ip").args(["-n", &self.ns_a, "link", "del", &self.name_a]));
+        if let Ok(ns) = NetNs::attach(&self.ns_a)
+            && let Ok(mut nl) = ns.netlink()
+            && let Err(e) = nl.del_link(&self.name_a)
+            && e.raw_os_error() != Some(libc::ENODEV)
+        {
+            eprintln!("superpacket: cannot delete veth {} in {}: {e}", self.name_a, self.ns_a);
         }
+    }
+}
+
+/// Where named namespaces live (as iproute2 keeps them).
+pub const NETNS_RUN_DIR: &str = "/run/netns";
+
+fn c_path(path: &str) -> Result<CString> {
+    CString::new(path).map_err(|_| IoError::InvalidName { name: path.into(), reason: "NUL byte in a path" })
+}
+
+/// Makes [`NETNS_RUN_DIR`] a shared mount point (bind-mounting it on itself
+/// first if it is not a mount point), as `ip netns add` does, so that a
+/// namespace unmounted in one mount namespace is unmounted in all.
+fn prepare_run_dir() -> Result<()> {
+    std::fs::create_dir_all(NETNS_RUN_DIR).map_err(|source| IoError::Syscall {
+        call: "mkdir",
+        what: NETNS_RUN_DIR.into(),
+        source,
+    })?;
+    let dir = c_path(NETNS_RUN_DIR)?;
+    let mut bound = false;
+    loop {
+        // SAFETY: NUL-terminated strings; changes the propagation of the /run/netns mount only.
+        let rc = unsafe {
+            libc::mount(c"".as_ptr(), dir.as_ptr(), c"none".as_ptr(), libc::MS_SHARED | libc::MS_REC, std::ptr::null())
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        let err = IoError::last_os("mount(MS_SHARED)", NETNS_RUN_DIR);
+        if err.raw_os_error() != Some(libc::EINVAL) || bound {
+            return Err(err);
+        }
+        // SAFETY: NUL-terminated strings; bind-mounts /run/netns on itself to make it a mount point.
+        if unsafe {
+            libc::mount(dir.as_ptr(), dir.as_ptr(), c"none".as_ptr(), libc::MS_BIND | libc::MS_REC, std::ptr::null())
+        } != 0
+        {
+            return Err(IoError::last_os("mount(MS_BIND)", NETNS_RUN_DIR));
+        }
+        bound = true;
+    }
+}
+
+/// Creates the named network namespace `/run/netns/NAME` as `ip netns add
+/// NAME` does: the file, then a helper thread that unshares a new network
+/// namespace and bind-mounts its `/proc/thread-self/ns/net` on the file
+/// (which keeps the namespace alive after the thread exits).
+///
+/// # Errors
+/// Bad name, the name in use (`EEXIST`), or a failing syscall (without
+/// CAP_SYS_ADMIN: `EPERM`).
+pub fn create_named(name: &str) -> Result<()> {
+    check_chars(name)?;
+    prepare_run_dir()?;
+    let path = format!("{NETNS_RUN_DIR}/{name}");
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)
+        .map_err(|source| IoError::Syscall { call: "open(O_CREAT|O_EXCL)", what: path.clone(), source })?;
+    let target = c_path(&path)?;
+    let result = std::thread::scope(|s| {
+        s.spawn(|| -> Result<()> {
+            // SAFETY: unshare(2) with a constant flag; only this helper thread changes network
+            // namespace, and it exits right after the bind mount.
+            if unsafe { libc::unshare(libc::CLONE_NEWNET) } != 0 {
+                return Err(IoError::last_os("unshare(CLONE_NEWNET)", path.clone()));
+            }
+            // SAFETY: NUL-terminated strings; bind-mounts this thread's new network namespace
+            // on the file just created.
+            if unsafe {
+                libc::mount(
+                    c"/proc/thread-self/ns/net".as_ptr(),
+                    target.as_ptr(),
+                    c"none".as_ptr(),
+                    libc::MS_BIND,
+                    std::ptr::null(),
+                )
+            } != 0
+            {
+                return Err(IoError::last_os("mount(/proc/thread-self/ns/net, MS_BIND)", path.clone()));
+            }
+            Ok(())
+        })
+        .join()
+        .unwrap_or_else(|p| std::panic::resume_unwind(p))
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_file(&path);
+    }
+    result
+}
+
+/// Deletes the named network namespace as `ip netns del NAME` does: unmount
+/// `/run/netns/NAME` (`MNT_DETACH`) and remove the file. The namespace
+/// itself goes away when nothing else holds it (processes, open handles).
+///
+/// # Errors
+/// Bad name, or neither the unmount nor the removal succeeding.
+pub fn delete_named(name: &str) -> Result<()> {
+    check_chars(name)?;
+    let path = format!("{NETNS_RUN_DIR}/{name}");
+    let target = c_path(&path)?;
+    // SAFETY: NUL-terminated path; detaches the namespace bind mount (EINVAL if not mounted,
+    // which the removal below reports if the file is not there either).
+    let umount = unsafe { libc::umount2(target.as_ptr(), libc::MNT_DETACH) };
+    let umount_err = (umount != 0).then(|| IoError::last_os("umount2(MNT_DETACH)", path.clone()));
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(()),
+        Err(source) => Err(umount_err.unwrap_or(IoError::Syscall { call: "unlink", what: path, source })),
     }
 }
 
@@ -385,7 +667,7 @@ impl Drop for VethPair {
 /// touched.
 pub fn cleanup_stale(prefix: &str) -> Vec<String> {
     let mut deleted = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/run/netns") else {
+    let Ok(dir) = std::fs::read_dir(NETNS_RUN_DIR) else {
         return deleted;
     };
     for entry in dir.flatten() {
@@ -403,9 +685,7 @@ pub fn cleanup_stale(prefix: &str) -> Vec<String> {
         if pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists() {
             continue;
         }
-        if let Ok(out) = output_of(Command::new("ip").args(["netns", "del", &name]))
-            && out.status.success()
-        {
+        if delete_named(&name).is_ok() {
             deleted.push(name);
         }
     }
@@ -426,8 +706,9 @@ fn cleanup_stale_once(prefix: &str) {
 
 /// Whether this process can run the privileged tests: root or
 /// CAP_NET_ADMIN + CAP_SYS_ADMIN (namespaces, `setns`), `/dev/net/tun`
-/// openable, and the `ip` and `ethtool` commands present. `Err` explains
-/// what is missing.
+/// openable, and network namespaces supported. No command is needed:
+/// namespaces, links and features are configured through netlink and
+/// ioctls. `Err` explains what is missing.
 ///
 /// # Errors
 /// The reason, as text.
@@ -452,13 +733,6 @@ fn check_privileges() -> std::result::Result<(), String> {
     }
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/net/tun") {
         return Err(format!("cannot open /dev/net/tun: {e}"));
-    }
-    for tool in [["ip", "-V"], ["ethtool", "--version"]] {
-        match Command::new(tool[0]).arg(tool[1]).output() {
-            Ok(out) if out.status.success() => {}
-            Ok(out) => return Err(format!("`{} {}` failed: {}", tool[0], tool[1], out.status)),
-            Err(e) => return Err(format!("`{}` not available ({e}); scripts/test.sh installs it", tool[0])),
-        }
     }
     if !std::path::Path::new("/proc/self/ns/net").exists() {
         return Err("no network namespace support (/proc/self/ns/net missing)".into());

@@ -68,18 +68,11 @@ pub const IFF_VNET_HDR: u16 = 0x4000;
 
 // _IOW('T', 202, int) etc. Computed here so as not to depend on libc's coverage.
 const TUNSETIFF: libc::c_ulong = 0x4004_54ca;
+const TUNSETPERSIST: libc::c_ulong = 0x4004_54cb;
 const TUNGETFEATURES: libc::c_ulong = 0x8004_54cf;
 const TUNSETOFFLOAD: libc::c_ulong = 0x4004_54d0;
 const TUNGETVNETHDRSZ: libc::c_ulong = 0x8004_54d7;
 const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
-
-// ethtool ioctl (linux/sockios.h, linux/ethtool.h).
-const SIOCETHTOOL: libc::c_ulong = 0x8946;
-const ETHTOOL_GSTRINGS: u32 = 0x1b;
-const ETHTOOL_GSSET_INFO: u32 = 0x37;
-const ETHTOOL_GFEATURES: u32 = 0x3a;
-const ETH_SS_FEATURES: u32 = 4;
-const ETH_GSTRING_LEN: usize = 32;
 
 /// The netdev features (ethtool names) that `TUNSETOFFLOAD` switches, with
 /// the `TUN_F_*` flags that turn them on (drivers/net/tun.c `set_offload`).
@@ -102,14 +95,6 @@ pub fn offloads_from_features<'a>(active: impl IntoIterator<Item = &'a str>) -> 
         }
     }
     if flags & TUN_F_CSUM == 0 { 0 } else { flags }
-}
-
-/// `struct ifreq` with a pointer in its union (`SIOCETHTOOL`), 40 bytes.
-#[repr(C)]
-struct IfReqPtr {
-    name: [u8; libc::IFNAMSIZ],
-    data: *mut libc::c_void,
-    _pad: [u8; 16],
 }
 
 /// Which device a queue belongs to: (network namespace inode, ifindex).
@@ -294,6 +279,21 @@ impl<K: TunTapKind> TunTapDevice<K> {
         held.push(Held { key, queues: 1, restore });
     }
 
+    /// Makes the device persistent (`TUNSETPERSIST 1`: it stays when its
+    /// last queue closes, as `ip tuntap add` leaves it) or not (`0`: it goes
+    /// with its last queue).
+    ///
+    /// # Errors
+    /// The ioctl failing.
+    pub fn set_persist(&self, on: bool) -> Result<()> {
+        // SAFETY: TUNSETPERSIST takes its argument by value (an int flag); `self.fd` is an
+        // attached tun queue that lives across the call.
+        if unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETPERSIST as _, libc::c_ulong::from(on)) } < 0 {
+            return Err(IoError::last_os("ioctl(TUNSETPERSIST)", self.name.clone()));
+        }
+        Ok(())
+    }
+
     /// Whether the device existed before this queue was opened (a persistent
     /// device, or a queue of a multi-queue device opened before).
     pub fn existed_before(&self) -> bool {
@@ -347,56 +347,8 @@ impl<K: TunTapKind> TunTapDevice<K> {
             .ctl
             .as_ref()
             .ok_or_else(|| IoError::Unsupported(format!("no control socket to query {}", self.name)))?;
-        // ETHTOOL_GSSET_INFO: how many feature names (struct ethtool_sset_info + one u32).
-        let mut info = [0u8; 20];
-        info[..4].copy_from_slice(&ETHTOOL_GSSET_INFO.to_ne_bytes());
-        info[8..16].copy_from_slice(&(1u64 << ETH_SS_FEATURES).to_ne_bytes());
-        self.ethtool(ctl, &mut info, "ioctl(SIOCETHTOOL GSSET_INFO)")?;
-        let mask = u64::from_ne_bytes(info[8..16].try_into().unwrap_or_default());
-        if mask & (1 << ETH_SS_FEATURES) == 0 {
-            return Err(IoError::Unsupported(format!("{}: no ethtool feature names", self.name)));
-        }
-        let count = u32::from_ne_bytes(info[16..20].try_into().unwrap_or_default()) as usize;
-        if count == 0 || count > 4096 {
-            return Err(IoError::Unsupported(format!("{}: {count} ethtool features", self.name)));
-        }
-        // ETHTOOL_GSTRINGS: the names (struct ethtool_gstrings + count x 32 bytes).
-        let mut names = vec![0u8; 12 + count * ETH_GSTRING_LEN];
-        names[..4].copy_from_slice(&ETHTOOL_GSTRINGS.to_ne_bytes());
-        names[4..8].copy_from_slice(&ETH_SS_FEATURES.to_ne_bytes());
-        names[8..12].copy_from_slice(&(count as u32).to_ne_bytes());
-        self.ethtool(ctl, &mut names, "ioctl(SIOCETHTOOL GSTRINGS)")?;
-        // ETHTOOL_GFEATURES: blocks of {available, requested, active, never_changed}.
-        let blocks = count.div_ceil(32);
-        let mut feats = vec![0u8; 8 + blocks * 16];
-        feats[..4].copy_from_slice(&ETHTOOL_GFEATURES.to_ne_bytes());
-        feats[4..8].copy_from_slice(&(blocks as u32).to_ne_bytes());
-        self.ethtool(ctl, &mut feats, "ioctl(SIOCETHTOOL GFEATURES)")?;
-        let mut active = Vec::new();
-        for i in 0..count {
-            let at = 8 + (i / 32) * 16 + 8;
-            let word = u32::from_ne_bytes(feats[at..at + 4].try_into().unwrap_or_default());
-            if word & (1 << (i % 32)) != 0 {
-                let raw = &names[12 + i * ETH_GSTRING_LEN..12 + (i + 1) * ETH_GSTRING_LEN];
-                let end = raw.iter().position(|&b| b == 0).unwrap_or(ETH_GSTRING_LEN);
-                active.push(String::from_utf8_lossy(&raw[..end]).into_owned());
-            }
-        }
-        Ok(active)
-    }
-
-    /// `SIOCETHTOOL` on this device with the command buffer `cmd`.
-    fn ethtool(&self, ctl: &OwnedFd, cmd: &mut [u8], call: &'static str) -> Result<()> {
-        let mut ifr = IfReqPtr { name: [0; libc::IFNAMSIZ], data: cmd.as_mut_ptr().cast(), _pad: [0; 16] };
-        let n = self.name.len().min(libc::IFNAMSIZ - 1);
-        ifr.name[..n].copy_from_slice(&self.name.as_bytes()[..n]);
-        // SAFETY: SIOCETHTOOL reads the 40-byte ifreq and the ethtool command its pointer names;
-        // `cmd` is a live, writable buffer sized for the command's reply (the kernel writes at
-        // most the lengths the command header states, which were computed from its size).
-        if unsafe { libc::ioctl(ctl.as_raw_fd(), SIOCETHTOOL as _, &mut ifr as *mut IfReqPtr) } < 0 {
-            return Err(IoError::last_os(call, self.name.clone()));
-        }
-        Ok(())
+        let features = super::ethtool::Features::read_on(ctl.as_fd(), &self.name)?;
+        Ok(features.features.into_iter().filter(|f| f.active).map(|f| f.name).collect())
     }
 
     /// Creates (or attaches to) the device inside `ns`: the descriptor is opened

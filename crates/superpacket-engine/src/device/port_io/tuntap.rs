@@ -13,7 +13,6 @@ use crate::io::tuntap::{
 };
 use crate::io::{IoError, NetNs};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
-use std::process::Command;
 use superpacket::packet::virtio::VirtioNetHdr;
 
 /// The `TUN_F_*` offloads a TAP (or TUN) port asks for.
@@ -63,25 +62,13 @@ impl<K: TunTapKind> IoEndpoint for TunTapDevice<K> {
 #[cfg(feature = "tap")]
 pub type TapDriver = IoPortDriver<crate::io::TapDevice>;
 
-/// `ip [-n NS] link set dev NAME up`.
+/// Sets link `name` up in `netns` (or the current namespace), through netlink.
 fn link_up(name: &str, netns: Option<&NetNs>) -> Result<(), DriverError> {
     match netns {
-        Some(ns) => ns.link_up(name).map_err(|e| io_driver_error(&format!("bringing {name} up"), e)),
-        None => {
-            let out = Command::new("ip")
-                .args(["link", "set", "dev", name, "up"])
-                .output()
-                .map_err(|e| DriverError::new("open-failed", format!("cannot run `ip`: {e}")))?;
-            if out.status.success() {
-                Ok(())
-            } else {
-                Err(DriverError::new(
-                    "open-failed",
-                    format!("`ip link set dev {name} up` failed: {}", String::from_utf8_lossy(&out.stderr).trim()),
-                ))
-            }
-        }
+        Some(ns) => ns.link_up(name),
+        None => crate::io::netlink::Netlink::open().and_then(|mut nl| nl.set_up(name, true)),
     }
+    .map_err(|e| io_driver_error(&format!("bringing {name} up"), e))
 }
 
 /// Opens a nonblocking queue of device `name` (created if missing) in

@@ -1,0 +1,494 @@
+//! Synchronous rtnetlink: links, addresses, routes and neighbours configured
+//! by messages to the kernel (`netlink-packet-route` builds and parses them,
+//! `netlink-sys` is the socket), never by starting `ip`.
+//!
+//! A [`Netlink`] socket is bound to the network namespace of the thread that
+//! opened it, for its whole life: open it inside a namespace
+//! ([`in_netns`], [`super::NetNs::enter_scoped`]) and it keeps configuring
+//! that namespace from any thread.
+//!
+//! Every failure is an [`IoError::Syscall`] whose `call` names the request
+//! (`RTM_NEWLINK`, ...), whose `what` says what was asked, and whose source
+//! carries the kernel's errno.
+
+use super::error::{IoError, Result};
+use super::netns::NetNs;
+use super::sys::check_ifname;
+use netlink_packet_core::{
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+};
+use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
+use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState};
+use netlink_packet_route::route::{
+    RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
+};
+use netlink_packet_route::{AddressFamily, RouteNetlinkMessage};
+use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_ROUTE};
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, BorrowedFd};
+
+/// Receive buffer: larger than any reply to the requests made here.
+const RECV_BUF: usize = 64 * 1024;
+
+/// An rtnetlink socket of one network namespace (the opening thread's).
+#[derive(Debug)]
+pub struct Netlink {
+    socket: Socket,
+    seq: u32,
+    buf: Vec<u8>,
+}
+
+/// Runs `f` on a thread inside the named namespace (`/run/netns/NAME`,
+/// entered with `setns`), returning its result. The caller's namespace
+/// never changes.
+///
+/// # Errors
+/// No such namespace, `setns` failing, or `f`'s own error.
+pub fn in_netns<R: Send>(name: &str, f: impl FnOnce() -> Result<R> + Send) -> Result<R> {
+    NetNs::attach(name)?.enter_scoped(f)?
+}
+
+impl Netlink {
+    /// Opens an rtnetlink socket in the calling thread's namespace.
+    ///
+    /// # Errors
+    /// The socket cannot be created or bound.
+    pub fn open() -> Result<Netlink> {
+        let sys = |call, source| IoError::Syscall { call, what: "NETLINK_ROUTE".into(), source };
+        let mut socket = Socket::new(NETLINK_ROUTE).map_err(|e| sys("socket(AF_NETLINK)", e))?;
+        socket.bind_auto().map_err(|e| sys("bind(AF_NETLINK)", e))?;
+        socket.connect(&SocketAddr::new(0, 0)).map_err(|e| sys("connect(AF_NETLINK)", e))?;
+        let _ = socket.set_ext_ack(true);
+        Ok(Netlink { socket, seq: 0, buf: Vec::with_capacity(RECV_BUF) })
+    }
+
+    /// Sends `msg` with `flags` (plus `NLM_F_REQUEST | NLM_F_ACK`) and waits
+    /// for the kernel's acknowledgement; returns the messages answered
+    /// before it (for a `GET`).
+    fn request(
+        &mut self,
+        call: &'static str,
+        what: &dyn Fn() -> String,
+        msg: RouteNetlinkMessage,
+        flags: u16,
+    ) -> Result<Vec<RouteNetlinkMessage>> {
+        let err = |source: io::Error| IoError::Syscall { call, what: what(), source };
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let mut header = NetlinkHeader::default();
+        header.flags = NLM_F_REQUEST | NLM_F_ACK | flags;
+        header.sequence_number = seq;
+        let mut packet = NetlinkMessage::new(header, NetlinkPayload::from(msg));
+        packet.finalize();
+        let mut out = vec![0u8; packet.buffer_len()];
+        packet.serialize(&mut out);
+        self.socket.send(&out, 0).map_err(err)?;
+        let mut replies = Vec::new();
+        loop {
+            self.buf.clear();
+            self.buf.reserve(RECV_BUF);
+            let n = self.socket.recv(&mut self.buf, 0).map_err(err)?;
+            if n > self.buf.len() {
+                return Err(err(io::Error::other(format!("netlink reply of {n} bytes truncated"))));
+            }
+            let mut off = 0;
+            while off + 16 <= self.buf.len() {
+                let len = u32::from_ne_bytes(self.buf[off..off + 4].try_into().expect("4 bytes")) as usize;
+                if len < 16 || off + len > self.buf.len() {
+                    return Err(err(io::Error::other("malformed netlink message")));
+                }
+                let reply = NetlinkMessage::<RouteNetlinkMessage>::deserialize(&self.buf[off..off + len])
+                    .map_err(|e| err(io::Error::other(format!("cannot parse the netlink reply: {e}"))))?;
+                off += (len + 3) & !3;
+                if reply.header.sequence_number != seq {
+                    continue;
+                }
+                match reply.payload {
+                    NetlinkPayload::Error(e) => {
+                        return match e.code {
+                            None => Ok(replies),
+                            Some(code) => Err(err(io::Error::from_raw_os_error(-code.get()))),
+                        };
+                    }
+                    NetlinkPayload::Done(_) => return Ok(replies),
+                    NetlinkPayload::InnerMessage(m) => replies.push(m),
+                    _ => {}
+                }
+            }
+        }
+    }
+
+    /// The index of link `name`.
+    ///
+    /// # Errors
+    /// Bad name, or no such link (`ENODEV`).
+    pub fn link_index(&mut self, name: &str) -> Result<u32> {
+        check_ifname(name)?;
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        let replies = self.request("RTM_GETLINK", &|| format!("link {name}"), RouteNetlinkMessage::GetLink(msg), 0)?;
+        replies
+            .iter()
+            .find_map(|m| match m {
+                RouteNetlinkMessage::NewLink(l) => Some(l.header.index),
+                _ => None,
+            })
+            .ok_or_else(|| IoError::Syscall {
+                call: "RTM_GETLINK",
+                what: format!("link {name}"),
+                source: io::Error::from_raw_os_error(libc::ENODEV),
+            })
+    }
+
+    /// Whether link `name` exists.
+    ///
+    /// # Errors
+    /// Bad name, or a failure other than "no such device".
+    pub fn link_exists(&mut self, name: &str) -> Result<bool> {
+        match self.link_index(name) {
+            Ok(_) => Ok(true),
+            Err(e) if e.raw_os_error() == Some(libc::ENODEV) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `RTM_SETLINK` on `name` with the header and attributes `build` sets.
+    fn set_link(&mut self, name: &str, what: &dyn Fn() -> String, build: impl FnOnce(&mut LinkMessage)) -> Result<()> {
+        let index = self.link_index(name)?;
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        build(&mut msg);
+        self.request("RTM_SETLINK", what, RouteNetlinkMessage::SetLink(msg), 0).map(drop)
+    }
+
+    /// Sets link `name` administratively up or down (`IFF_UP`).
+    ///
+    /// # Errors
+    /// No such link, or the kernel refusing.
+    pub fn set_up(&mut self, name: &str, up: bool) -> Result<()> {
+        self.set_flag(name, LinkFlags::Up, up, &|| format!("set {name} {}", if up { "up" } else { "down" }))
+    }
+
+    /// Turns promiscuous mode of `name` on or off (`IFF_PROMISC`).
+    ///
+    /// # Errors
+    /// No such link, or the kernel refusing.
+    pub fn set_promisc(&mut self, name: &str, on: bool) -> Result<()> {
+        self.set_flag(name, LinkFlags::Promisc, on, &|| format!("set {name} promisc {}", if on { "on" } else { "off" }))
+    }
+
+    fn set_flag(&mut self, name: &str, flag: LinkFlags, on: bool, what: &dyn Fn() -> String) -> Result<()> {
+        self.set_link(name, what, |m| {
+            m.header.change_mask = flag;
+            m.header.flags = if on { flag } else { LinkFlags::empty() };
+        })
+    }
+
+    /// Sets the MTU of `name`.
+    ///
+    /// # Errors
+    /// No such link, or an MTU the device refuses (`EINVAL`).
+    pub fn set_mtu(&mut self, name: &str, mtu: u32) -> Result<()> {
+        self.set_link(name, &|| format!("set {name} mtu {mtu}"), |m| m.attributes.push(LinkAttribute::Mtu(mtu)))
+    }
+
+    /// Sets the MAC address of `name`.
+    ///
+    /// # Errors
+    /// No such link, or an address the device refuses.
+    pub fn set_mac(&mut self, name: &str, mac: [u8; 6]) -> Result<()> {
+        self.set_link(name, &|| format!("set {name} address {}", super::netns::format_mac(mac)), |m| {
+            m.attributes.push(LinkAttribute::Address(mac.to_vec()))
+        })
+    }
+
+    /// Moves link `name` into the namespace whose file descriptor is
+    /// `netns` (e.g. an open `/run/netns/NAME`).
+    ///
+    /// # Errors
+    /// No such link, or the kernel refusing.
+    pub fn set_netns(&mut self, name: &str, netns: BorrowedFd<'_>) -> Result<()> {
+        let fd = netns.as_raw_fd();
+        self.set_link(name, &|| format!("move {name} to netns fd {fd}"), |m| {
+            m.attributes.push(LinkAttribute::NetNsFd(fd))
+        })
+    }
+
+    /// Enslaves `name` to bridge (or bond) `master`, or releases it with `None`.
+    ///
+    /// # Errors
+    /// No such link or master, or the kernel refusing.
+    pub fn set_master(&mut self, name: &str, master: Option<&str>) -> Result<()> {
+        let index = match master {
+            Some(m) => self.link_index(m)?,
+            None => 0,
+        };
+        self.set_link(name, &|| format!("set {name} master {master:?}"), |m| {
+            m.attributes.push(LinkAttribute::Controller(index))
+        })
+    }
+
+    /// `RTM_NEWLINK` with `NLM_F_CREATE | NLM_F_EXCL`.
+    fn new_link(&mut self, what: &dyn Fn() -> String, msg: LinkMessage) -> Result<()> {
+        self.request("RTM_NEWLINK", what, RouteNetlinkMessage::NewLink(msg), NLM_F_CREATE | NLM_F_EXCL).map(drop)
+    }
+
+    /// Creates a veth pair `name` <-> `peer` (down, no addresses). The peer
+    /// is created directly in the namespace `peer_netns` when given (a
+    /// namespace file descriptor), else next to `name`.
+    ///
+    /// # Errors
+    /// Bad names, a name in use (`EEXIST`), or the kernel refusing.
+    pub fn add_veth(&mut self, name: &str, peer: &str, peer_netns: Option<BorrowedFd<'_>>) -> Result<()> {
+        check_ifname(name)?;
+        check_ifname(peer)?;
+        let mut peer_msg = LinkMessage::default();
+        peer_msg.attributes.push(LinkAttribute::IfName(peer.to_string()));
+        if let Some(fd) = peer_netns {
+            peer_msg.attributes.push(LinkAttribute::NetNsFd(fd.as_raw_fd()));
+        }
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        msg.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Veth),
+            LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer_msg))),
+        ]));
+        self.new_link(&|| format!("add veth {name} peer {peer}"), msg)
+    }
+
+    /// Creates bridge `name` (down, default settings).
+    ///
+    /// # Errors
+    /// Bad name, a name in use, or the kernel refusing.
+    pub fn add_bridge(&mut self, name: &str) -> Result<()> {
+        check_ifname(name)?;
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        msg.attributes.push(LinkAttribute::LinkInfo(vec![LinkInfo::Kind(InfoKind::Bridge)]));
+        self.new_link(&|| format!("add bridge {name}"), msg)
+    }
+
+    /// Deletes link `name` (for a veth, both ends).
+    ///
+    /// # Errors
+    /// No such link, or the kernel refusing.
+    pub fn del_link(&mut self, name: &str) -> Result<()> {
+        let index = self.link_index(name)?;
+        let mut msg = LinkMessage::default();
+        msg.header.index = index;
+        self.request("RTM_DELLINK", &|| format!("delete link {name}"), RouteNetlinkMessage::DelLink(msg), 0).map(drop)
+    }
+
+    /// Adds `addr/prefix` to link `name` (`ip addr add` without options).
+    ///
+    /// # Errors
+    /// No such link, a prefix too long for the family, or the kernel refusing.
+    pub fn add_address(&mut self, name: &str, addr: IpAddr, prefix: u8) -> Result<()> {
+        self.add_address_with(name, addr, prefix, false)
+    }
+
+    /// [`Netlink::add_address`], with `nodad` skipping IPv6 duplicate address
+    /// detection (`ip addr add ... nodad`: usable at once).
+    ///
+    /// # Errors
+    /// As [`Netlink::add_address`].
+    pub fn add_address_with(&mut self, name: &str, addr: IpAddr, prefix: u8, nodad: bool) -> Result<()> {
+        let what = || format!("add address {addr}/{prefix} to {name}{}", if nodad { " nodad" } else { "" });
+        check_prefix(addr, prefix, &what)?;
+        let index = self.link_index(name)?;
+        let mut msg = AddressMessage::default();
+        msg.header.family = family(addr);
+        msg.header.prefix_len = prefix;
+        msg.header.index = index;
+        if addr.is_ipv4() {
+            msg.attributes.push(AddressAttribute::Local(addr));
+        }
+        msg.attributes.push(AddressAttribute::Address(addr));
+        if nodad {
+            msg.attributes.push(AddressAttribute::Flags(AddressFlags::Nodad));
+        }
+        self.request("RTM_NEWADDR", &what, RouteNetlinkMessage::NewAddress(msg), NLM_F_CREATE | NLM_F_EXCL).map(drop)
+    }
+
+    /// Adds a route to `dest/prefix` in the main table, through gateway
+    /// `via` and/or out of link `dev` (at least one of them). A prefix of 0
+    /// is the default route.
+    ///
+    /// # Errors
+    /// Neither `via` nor `dev`, mixed families, no such link, or the kernel
+    /// refusing (`ENETUNREACH` for an unreachable gateway, `EEXIST`).
+    pub fn add_route(&mut self, dest: IpAddr, prefix: u8, via: Option<IpAddr>, dev: Option<&str>) -> Result<()> {
+        let (msg, what) = self.route_message(dest, prefix, via, dev)?;
+        self.request("RTM_NEWROUTE", &|| what.clone(), RouteNetlinkMessage::NewRoute(msg), NLM_F_CREATE | NLM_F_EXCL)
+            .map(drop)
+    }
+
+    /// Deletes the route [`Netlink::add_route`] with the same arguments added.
+    ///
+    /// # Errors
+    /// As [`Netlink::add_route`]; `ESRCH` when there is no such route.
+    pub fn del_route(&mut self, dest: IpAddr, prefix: u8, via: Option<IpAddr>, dev: Option<&str>) -> Result<()> {
+        let (msg, what) = self.route_message(dest, prefix, via, dev)?;
+        let what = what.replacen("add", "delete", 1);
+        self.request("RTM_DELROUTE", &|| what.clone(), RouteNetlinkMessage::DelRoute(msg), 0).map(drop)
+    }
+
+    fn route_message(
+        &mut self,
+        dest: IpAddr,
+        prefix: u8,
+        via: Option<IpAddr>,
+        dev: Option<&str>,
+    ) -> Result<(RouteMessage, String)> {
+        let mut what = format!("add route {dest}/{prefix}");
+        if let Some(v) = via {
+            what += &format!(" via {v}");
+        }
+        if let Some(d) = dev {
+            what += &format!(" dev {d}");
+        }
+        let invalid = |reason: &str| IoError::Syscall {
+            call: "RTM_NEWROUTE",
+            what: what.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, reason.to_string()),
+        };
+        check_prefix(dest, prefix, &|| what.clone())?;
+        if via.is_none() && dev.is_none() {
+            return Err(invalid("a route needs a gateway or a device"));
+        }
+        if via.is_some_and(|v| v.is_ipv4() != dest.is_ipv4()) {
+            return Err(invalid("gateway and destination of different families"));
+        }
+        let oif = match dev {
+            Some(d) => Some(self.link_index(d)?),
+            None => None,
+        };
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = family(dest);
+        msg.header.destination_prefix_length = prefix;
+        msg.header.table = RouteHeader::RT_TABLE_MAIN;
+        msg.header.protocol = RouteProtocol::Boot;
+        msg.header.scope = if via.is_some() { RouteScope::Universe } else { RouteScope::Link };
+        msg.header.kind = RouteType::Unicast;
+        if prefix > 0 {
+            msg.attributes.push(RouteAttribute::Destination(RouteAddress::from(dest)));
+        }
+        if let Some(v) = via {
+            msg.attributes.push(RouteAttribute::Gateway(RouteAddress::from(v)));
+        }
+        if let Some(i) = oif {
+            msg.attributes.push(RouteAttribute::Oif(i));
+        }
+        Ok((msg, what))
+    }
+
+    /// The link-layer address of the neighbour entry for `ip` (on any link),
+    /// if the kernel has one (`ip neigh show IP`).
+    ///
+    /// # Errors
+    /// The dump failing.
+    pub fn neighbour_mac(&mut self, ip: IpAddr) -> Result<Option<[u8; 6]>> {
+        let mut msg = NeighbourMessage::default();
+        msg.header.family = family(ip);
+        let replies = self.request(
+            "RTM_GETNEIGH",
+            &|| format!("neighbour {ip}"),
+            RouteNetlinkMessage::GetNeighbour(msg),
+            NLM_F_DUMP,
+        )?;
+        let want = match ip {
+            IpAddr::V4(a) => NeighbourAddress::Inet(a),
+            IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+        };
+        for reply in replies {
+            let RouteNetlinkMessage::NewNeighbour(n) = reply else { continue };
+            if !n.attributes.iter().any(|a| matches!(a, NeighbourAttribute::Destination(d) if *d == want)) {
+                continue;
+            }
+            for a in &n.attributes {
+                if let NeighbourAttribute::LinkLayerAddress(mac) = a
+                    && let Ok(mac) = <[u8; 6]>::try_from(mac.as_slice())
+                {
+                    return Ok(Some(mac));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Adds a permanent neighbour entry `ip` -> `mac` on link `dev`
+    /// (`ip neigh add IP lladdr MAC dev DEV nud permanent`).
+    ///
+    /// # Errors
+    /// No such link, an existing entry (`EEXIST`), or the kernel refusing.
+    pub fn add_neighbour(&mut self, dev: &str, ip: IpAddr, mac: [u8; 6]) -> Result<()> {
+        let what = || format!("add neighbour {ip} lladdr {} dev {dev}", super::netns::format_mac(mac));
+        let index = self.link_index(dev)?;
+        let mut msg = NeighbourMessage::default();
+        msg.header.family = family(ip);
+        msg.header.ifindex = index;
+        msg.header.state = NeighbourState::Permanent;
+        msg.attributes.push(NeighbourAttribute::Destination(match ip {
+            IpAddr::V4(a) => NeighbourAddress::Inet(a),
+            IpAddr::V6(a) => NeighbourAddress::Inet6(a),
+        }));
+        msg.attributes.push(NeighbourAttribute::LinkLayerAddress(mac.to_vec()));
+        self.request("RTM_NEWNEIGH", &what, RouteNetlinkMessage::NewNeighbour(msg), NLM_F_CREATE | NLM_F_EXCL).map(drop)
+    }
+}
+
+fn family(addr: IpAddr) -> AddressFamily {
+    if addr.is_ipv4() { AddressFamily::Inet } else { AddressFamily::Inet6 }
+}
+
+fn check_prefix(addr: IpAddr, prefix: u8, what: &dyn Fn() -> String) -> Result<()> {
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    if prefix > max {
+        return Err(IoError::Syscall {
+            call: "netlink",
+            what: what(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, format!("prefix longer than {max}")),
+        });
+    }
+    Ok(())
+}
+
+/// Parses `ADDR/PREFIX` (`10.0.0.1/24`, `fd00::1/64`); a bare address is a
+/// host prefix (/32, /128).
+///
+/// # Errors
+/// Not an address, or a prefix too long for its family.
+pub fn parse_cidr(cidr: &str) -> Result<(IpAddr, u8)> {
+    let bad = |reason| IoError::InvalidName { name: cidr.to_string(), reason };
+    let (addr, prefix) = match cidr.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (cidr, None),
+    };
+    let addr: IpAddr = addr.parse().map_err(|_| bad("not an IP address (ADDR/PREFIX)"))?;
+    let max = if addr.is_ipv4() { 32 } else { 128 };
+    let prefix = match prefix {
+        Some(p) => p.parse::<u8>().map_err(|_| bad("prefix is not a number"))?,
+        None => max,
+    };
+    if prefix > max {
+        return Err(bad("prefix longer than the address"));
+    }
+    Ok((addr, prefix))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parsing() {
+        assert_eq!(parse_cidr("10.0.0.1/24").unwrap(), ("10.0.0.1".parse().unwrap(), 24));
+        assert_eq!(parse_cidr("fd00::1/64").unwrap(), ("fd00::1".parse().unwrap(), 64));
+        assert_eq!(parse_cidr("10.0.0.1").unwrap().1, 32);
+        for bad in ["10.0.0.1/33", "fd00::1/129", "x/1", "10.0.0.1/a", ""] {
+            assert!(parse_cidr(bad).is_err(), "{bad}");
+        }
+    }
+}
