@@ -17,6 +17,8 @@ use std::process::Command;
 
 mod common;
 
+use common::raw_ip::tcp_segments;
+
 use superpacket::offload::frag::{FragmentRequest, Fragmenter};
 use superpacket::packet::Packet;
 use superpacket::pcap::{CaptureFormat, CaptureReader, CaptureWriter, FrameAnnotation, LinkType, WriteRecord};
@@ -131,17 +133,6 @@ fn compare_media(
 fn check(path: &Path) -> (Option<i32>, serde_json::Value) {
     let r = run(&["check", "--json"], path, None);
     (r.code, r.json())
-}
-
-/// A TCP flow of `n` full segments, PSH on the last.
-fn tcp_segments(v6: bool, index: u32, n: usize) -> Frames {
-    let mut flow = Flow::new(FlowSpec::new(Transport::Tcp, v6, index));
-    (0..n)
-        .map(|i| {
-            let flags = if i + 1 == n { TcpFlags::PSH } else { TcpFlags::empty() };
-            (flow.frame(1448, flags).unwrap(), FrameAnnotation::NONE)
-        })
-        .collect()
 }
 
 /// Two flows' frames alternated.

@@ -4,7 +4,9 @@
 
 use superpacket::packet::OffloadMeta;
 use superpacket::packet::virtio::{F_NEEDS_CSUM, VirtioNetHdr};
-use superpacket::wire::{FrameHeaders, Medium};
+use superpacket::pcap::FrameAnnotation;
+use superpacket::traffic::{Flow, FlowSpec, Transport};
+use superpacket::wire::{FrameHeaders, Medium, TcpFlags};
 
 /// Bytes of the Ethernet header a raw IP packet lacks.
 pub const ETH_LEN: usize = 14;
@@ -104,4 +106,16 @@ pub fn check_coverage<T: std::fmt::Debug>(
     let missing: Vec<&String> =
         ethernet.iter().filter(|n| !raw_ip.contains(n) && !skip_list.iter().any(|(s, _)| s == n)).collect();
     assert!(missing.is_empty(), "Ethernet cases neither run as raw IP nor skipped: {missing:?}");
+}
+
+/// A TCP flow of `n` full segments, PSH on the last, each without an
+/// offload annotation: the frames of a capture.
+pub fn tcp_segments(v6: bool, index: u32, n: usize) -> Vec<(Vec<u8>, FrameAnnotation)> {
+    let mut flow = Flow::new(FlowSpec::new(Transport::Tcp, v6, index));
+    (0..n)
+        .map(|i| {
+            let flags = if i + 1 == n { TcpFlags::PSH } else { TcpFlags::empty() };
+            (flow.frame(1448, flags).unwrap(), FrameAnnotation::NONE)
+        })
+        .collect()
 }
