@@ -712,9 +712,7 @@ impl Graph {
     /// ones until none is left.
     fn walk(&mut self, hop: Hop, pkt: Packet, len: usize, depth: usize) {
         self.walk_chain(hop, pkt, len, depth);
-        while let Some(s) = self.sh.steps.pop_front() {
-            self.walk_chain(s.hop, s.pkt, s.len, s.depth);
-        }
+        self.drain_steps();
     }
 
     /// Takes steps from `hop` while each hands the packet on to one
@@ -731,8 +729,8 @@ impl Graph {
 
     /// Queued steps only (after work that queued without a packet of its own).
     fn drain_steps(&mut self) {
-        if let Some(s) = self.sh.steps.pop_front() {
-            self.walk(s.hop, s.pkt, s.len, s.depth);
+        while let Some(s) = self.sh.steps.pop_front() {
+            self.walk_chain(s.hop, s.pkt, s.len, s.depth);
         }
     }
 
