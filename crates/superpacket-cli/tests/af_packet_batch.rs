@@ -764,7 +764,7 @@ fn tap_port_gone_and_back() {
     let offloads = drv.offloads();
     assert!(drv.poll_fd().is_some());
     assert!(drv.recv().is_none() && !drv.is_gone());
-    ns.ip(&["link", "del", "sptg0"]).unwrap();
+    ns.del_link("sptg0").unwrap();
     assert!(drv.recv().is_none());
     assert!(drv.is_gone(), "{:?}", drv.stats());
     assert!(drv.stats().last_error.as_deref().is_some_and(|e| e.contains("readv")), "{:?}", drv.stats());
@@ -775,8 +775,7 @@ fn tap_port_gone_and_back() {
     drv.reopen().expect("reopen the TAP");
     assert!(!drv.is_gone());
     assert_eq!(drv.offloads(), offloads);
-    let out = ns.exec(&["ip", "link", "show", "sptg0"]).unwrap();
-    assert!(String::from_utf8_lossy(&out.stdout).contains(",UP"), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(ns.link_state("sptg0").unwrap().admin_up, "the reopened TAP is up");
     let mut sock = PacketSocket::open_in(&ns, "sptg0", &capture_cfg()).unwrap();
     sock.send(&VirtioNetHdr::default(), &[&frame]).unwrap();
     let got = drain(&mut drv, 1, Duration::from_secs(2));
@@ -816,7 +815,7 @@ fn qinq_superpacket_crosses_veth_whole() {
         return;
     }
     let ns = quiet_ns(PREFIX);
-    ns.ip(&["link", "add", "spq1", "mtu", "1600", "type", "veth", "peer", "name", "spq2", "mtu", "1600"]).unwrap();
+    ns.add_veth("spq1", "spq2", Some(1600)).unwrap();
     ns.link_up("spq1").unwrap();
     ns.link_up("spq2").unwrap();
     let mut cap = PacketSocket::open_in(&ns, "spq2", &capture_cfg()).unwrap();

@@ -40,9 +40,9 @@ fn setup() -> Oracle {
     ns.sysctl("net.ipv6.conf.default.accept_dad", "0").ok();
     ns.link_up("spdf0").unwrap();
     ns.add_addr("spdf0", "10.94.0.2/24").unwrap();
-    ns.ip(&["addr", "add", "fd00:5e::2/64", "dev", "spdf0", "nodad"]).unwrap();
+    ns.add_addr_nodad("spdf0", "fd00:5e::2/64").unwrap();
     // The sender is a static neighbour, so nothing waits on ARP/ND (no reply is sent anyway).
-    ns.ip(&["neigh", "add", "10.94.0.1", "lladdr", "02:5e:00:00:00:01", "dev", "spdf0"]).ok();
+    ns.add_neighbour("spdf0", "10.94.0.1", [0x02, 0x5e, 0, 0, 0, 0x01]).ok();
     let (sock4, sock6) = ns
         .enter_scoped(|| {
             let s4 = UdpSocket::bind(("10.94.0.2", PORT)).expect("bind v4");

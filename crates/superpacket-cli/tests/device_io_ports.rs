@@ -354,9 +354,8 @@ id = 10
     assert!(g.device(up).feat.features.contains(NetdevFeatures::TSO));
     let drv = g.driver_mut::<TapDriver>(up).expect("a TAP driver");
     assert_eq!(drv.endpoint().name(), "sptopo0");
-    let out = ns.exec(&["ip", "link", "show", "sptopo0"]).unwrap();
-    assert!(out.status.success(), "TAP missing in the namespace");
-    assert!(String::from_utf8_lossy(&out.stdout).contains(",UP"), "{}", String::from_utf8_lossy(&out.stdout));
+    let state = ns.link_state("sptopo0").expect("the TAP in the namespace");
+    assert!(state.admin_up, "{state:?}");
     drop(g);
 
     let missing = src.replace(ns.name(), "sp-ioport-no-such-ns");

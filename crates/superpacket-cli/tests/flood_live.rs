@@ -57,8 +57,7 @@ fn table(stats: &serde_json::Value, name: &str) -> Option<(u64, u64, u64, serde_
 }
 
 fn sysfs(ns: &NetNs, dev: &str, stat: &str) -> u64 {
-    let out = ns.exec(&["cat", &format!("/sys/class/net/{dev}/statistics/{stat}")]).unwrap();
-    String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    ns.link_statistic(dev, stat).unwrap()
 }
 
 /// Waits until A has resolved the router's address; returns its MAC.

@@ -353,7 +353,7 @@ ports = ["pvc", "tap"]
     let tap_mac = ns.read_sysfs(&tap, "address").unwrap();
     let tap_mac = superpacket_engine::device::topology::parse_mac(tap_mac.trim()).unwrap();
     // The client's address, known to the kernel without ARP.
-    ns.run(&["ip", "neigh", "replace", "10.77.0.2", "lladdr", "02:5e:00:00:00:0c", "dev", &tap]).unwrap();
+    ns.replace_neighbour(&tap, "10.77.0.2", [0x02, 0x5e, 0, 0, 0, 0x0c]).unwrap();
     let mut c = connect(dir.path(), "c.sock", PvClientConfig::default());
     let sock = ns
         .enter_scoped(|| {

@@ -40,7 +40,7 @@ fn pair() -> Pair {
         [(&a, "spsa0", "10.240.0.1/24", "fd00:240::1/64"), (&b, "spsb0", "10.240.0.2/24", "fd00:240::2/64")]
     {
         ns.add_addr(dev, v4).expect("IPv4 address");
-        ns.ip(&["addr", "add", v6, "dev", dev, "nodad"]).expect("IPv6 address");
+        ns.add_addr_nodad(dev, v6).expect("IPv6 address");
         ns.link_up(dev).expect("link up");
     }
     Pair { _veth: veth, b, a }
@@ -267,10 +267,7 @@ fn receivers_without_a_sender_time_out() {
 fn restore_link(p: &Pair) {
     p.b.link_up("spsb0").expect("link up");
     let t0 = Instant::now();
-    let up = |ns: &NetNs, dev: &str| {
-        let out = std::process::Command::new("ip").args(["-n", ns.name(), "-o", "link", "show", dev]).output();
-        out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("state UP"))
-    };
+    let up = |ns: &NetNs, dev: &str| ns.link_state(dev).is_ok_and(|s| s.oper_up);
     while !(up(&p.a, "spsa0") && up(&p.b, "spsb0")) {
         assert!(t0.elapsed() < Duration::from_secs(5), "the veth did not come back up");
         std::thread::sleep(Duration::from_millis(20));
@@ -309,7 +306,7 @@ fn broken_paths_fail_fast() {
         let err = std::thread::scope(|s| {
             s.spawn(|| {
                 std::thread::sleep(Duration::from_millis(300));
-                p.b.ip(&["link", "set", "dev", "spsb0", "down"]).expect("link down");
+                p.b.link_down("spsb0").expect("link down");
             });
             tcp_transfer(Some(&p.b), Some(&p.a), addr("10.240.0.2:0"), &cfg).unwrap_err()
         });
@@ -324,7 +321,7 @@ fn broken_paths_fail_fast() {
     }
     // The peer's link goes down before the connect: it times out (no hang).
     let t0 = Instant::now();
-    p.b.ip(&["link", "set", "dev", "spsb0", "down"]).expect("link down");
+    p.b.link_down("spsb0").expect("link down");
     let err = tcp_transfer(Some(&p.b), Some(&p.a), addr("10.240.0.2:0"), &cfg).unwrap_err();
     assert!(matches!(err, StreamError::Timeout { .. } | StreamError::Io(_)), "{err}");
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());

@@ -44,14 +44,10 @@ fn flags_of(features: &BTreeMap<String, bool>) -> u32 {
     offloads_from_features(features.iter().filter(|(_, on)| **on).map(|(n, _)| n.as_str()))
 }
 
-/// A persistent TAP made by iproute2, as another program would leave it.
+/// A persistent TAP, as another program (`ip tuntap add ... vnet_hdr`)
+/// would leave it.
 fn persistent_tap(ns: &NetNs, name: &str, multi_queue: bool) {
-    let mut args = vec!["tuntap", "add", "dev", name, "mode", "tap"];
-    if multi_queue {
-        args.push("multi_queue");
-    }
-    args.push("vnet_hdr");
-    ns.ip(&args).expect("ip tuntap add");
+    ns.create_persistent_tap_with(&TapConfig { multi_queue, ..TapConfig::named(name) }).expect("persistent TAP");
 }
 
 // ------------------------------------------------------------ unprivileged
@@ -127,7 +123,7 @@ fn persistent_tap_gets_its_offloads_back() {
         assert_eq!(tap.netdev_offloads().unwrap(), ALL | TUN_F_TSO_ECN);
     }
     assert_eq!(ethtool_features(&ns, "spto0"), kept);
-    let _ = ns.ip(&["tuntap", "del", "dev", "spto0", "mode", "tap"]);
+    let _ = ns.del_link("spto0");
 }
 
 /// Queues of one multi-queue TAP remember once and restore once: dropping
@@ -150,7 +146,7 @@ fn multi_queue_tap_restores_when_the_last_queue_goes() {
     assert_eq!(flags_of(&ethtool_features(&ns, "spto0")), ALL, "q2 still holds the device");
     drop(q2);
     assert_eq!(ethtool_features(&ns, "spto0"), before);
-    let _ = ns.ip(&["tuntap", "del", "dev", "spto0", "mode", "tap", "multi_queue"]);
+    let _ = ns.del_link("spto0");
 }
 
 /// A TAP superpacket creates goes with its last descriptor: nothing to restore.
@@ -194,8 +190,7 @@ fn negotiated_offloads_decide_what_the_tap_receives() {
         assert_eq!(tap.negotiate_offload(flags).expect("negotiate"), flags, "{what}");
         ns.link_up("spto1").unwrap();
         ns.add_addr("spto1", "10.241.0.1/24").unwrap();
-        ns.ip(&["neigh", "add", "10.241.0.2", "lladdr", "02:00:00:f1:00:02", "dev", "spto1", "nud", "permanent"])
-            .unwrap();
+        ns.add_neighbour("spto1", "10.241.0.2", [0x02, 0, 0, 0xf1, 0, 0x02]).unwrap();
 
         // Features: kernel (ethtool), our ioctl reading, the device model.
         let eth = ethtool_features(&ns, "spto1");

@@ -56,10 +56,10 @@ impl TunLab {
     /// addresses, and default routes via the router.
     fn configure(&self) {
         for (ns, (dev, v4, v6, gw4, gw6)) in [&self.a, &self.b].into_iter().zip(SIDES) {
-            ns.ip(&["addr", "add", v4, "dev", dev]).unwrap();
-            ns.ip(&["-6", "addr", "add", v6, "dev", dev, "nodad"]).unwrap();
-            ns.ip(&["route", "add", "default", "via", gw4, "dev", dev]).unwrap();
-            ns.ip(&["-6", "route", "add", "default", "via", gw6, "dev", dev]).unwrap();
+            ns.add_addr(dev, v4).unwrap();
+            ns.add_addr_nodad(dev, v6).unwrap();
+            ns.add_route("default", Some(gw4), Some(dev)).unwrap();
+            ns.add_route("default", Some(gw6), Some(dev)).unwrap();
         }
     }
 
@@ -128,7 +128,7 @@ fn tcp_and_udp_cross_a_router_between_two_tuns_intact_and_whole() {
     assert_eq!(code, Some(0), "{err}");
     // The TUNs the engine created went with it.
     for (ns, (dev, ..)) in [&lab.a, &lab.b].into_iter().zip(SIDES) {
-        assert!(ns.ip(&["link", "show", "dev", dev]).is_err(), "{dev} left behind");
+        assert!(!ns.link_exists(dev).unwrap(), "{dev} left behind");
     }
 }
 

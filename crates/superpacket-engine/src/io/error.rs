@@ -30,25 +30,6 @@ pub enum IoError {
         /// The TAP device.
         device: String,
     },
-    /// An external command (`ip`, `ethtool`, `sh`) could not be started.
-    #[error("cannot run `{command}`: {source}")]
-    CommandSpawn {
-        /// The command line.
-        command: String,
-        /// Why it did not start.
-        #[source]
-        source: io::Error,
-    },
-    /// An external command exited unsuccessfully.
-    #[error("`{command}` failed ({status}): {stderr}")]
-    CommandFailed {
-        /// The command line.
-        command: String,
-        /// Exit status text.
-        status: String,
-        /// Its standard error, trimmed.
-        stderr: String,
-    },
     /// A name (namespace, device, sysfs attribute) is not acceptable.
     #[error("invalid name {name:?}: {reason}")]
     InvalidName {

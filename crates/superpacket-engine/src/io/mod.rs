@@ -19,27 +19,28 @@
 //! NetNs::fd(&self) -> BorrowedFd                       // for Netlink::set_netns / add_veth
 //! NetNs::netlink(&self) -> Result<Netlink>             // an rtnetlink socket bound to NAME
 //! NetNs::name(&self) -> &str
-//! NetNs::run(&self, args: &[&str]) -> Result<()>       // `ip netns exec NAME args...` (tests only; to go), fails on non-zero exit
-//! NetNs::exec(&self, args: &[&str]) -> Result<Output>  // same, returns the Output whatever the status
-//! NetNs::ip(&self, args: &[&str]) -> Result<()>        // `ip -n NAME args...`
 //! NetNs::enter_scoped(&self, f: impl FnOnce() -> R + Send) -> Result<R>   // f runs on a thread inside NAME
 //! NetNs::link_up(&self, dev) / link_down / add_addr(&self, dev, "10.0.0.1/24") / add_addr_nodad / set_mac(&self, dev, [u8; 6])
 //! NetNs::set_mtu(&self, dev, u32) / set_promisc(&self, dev, bool)
 //! NetNs::add_route(&self, "10.0.0.0/24" | "default", via: Option<&str>, dev: Option<&str>) / del_route(...)
-//! NetNs::neighbour_mac(&self, IpAddr) -> Result<Option<[u8; 6]>> / create_persistent_tap(&self, name)
+//! NetNs::neighbour_mac(&self, IpAddr) -> Result<Option<[u8; 6]>> / add_neighbour(&self, dev, "10.0.0.2", mac) / replace_neighbour
+//! NetNs::create_persistent_tap(&self, name) / create_persistent_tap_with(&self, &TapConfig)   // e.g. multi_queue
+//! NetNs::link_exists(&self, dev) -> Result<bool> / link_state(&self, dev) -> Result<LinkState { admin_up, oper_up, mtu }>
+//! NetNs::add_veth(&self, name, peer, mtu: Option<u32>) / del_link(&self, dev)
 //! NetNs::set_offloads(&self, dev, &[("tx", "off"), ...])   // ethtool -K names and aliases, via SIOCETHTOOL
 //! NetNs::features(&self, dev) -> Result<ethtool::Features> / offloads(&self, dev) -> Result<String>  // `ethtool -k` text
 //! NetNs::write_sysfs(&self, dev, attr, value) / read_sysfs(&self, dev, attr) -> Result<String>
+//! NetNs::link_statistic(&self, dev, "rx_packets") -> Result<u64>
 //! NetNs::sysctl(&self, key, value) / disable_ipv6(&self)
 //! io::netns::set_offloads(ns: &NetNs, dev, features) -> Result<()>
 //! VethPair::create(ns_a: &NetNs, name_a, ns_b: &NetNs, name_b) -> Result<VethPair>   // deleted on Drop
 //!
 //! // rtnetlink (netlink.rs): the opening thread's namespace
 //! Netlink::open() -> Result<Netlink>; netlink::in_netns(name, f)   // f on a thread inside /run/netns/NAME
-//! Netlink::link_index / link_exists / set_up / set_mtu / set_mac / set_promisc / set_netns(name, fd)
-//! Netlink::add_veth(name, peer, Option<peer netns fd>) / add_bridge / set_master(name, Option<master>) / del_link
+//! Netlink::link_index / link_exists / link_state / set_up / set_mtu / set_mac / set_promisc / set_netns(name, fd)
+//! Netlink::add_veth(name, peer, Option<peer netns fd>) / add_veth_with(.., mtu: Option<u32>) / add_bridge / set_master(name, Option<master>) / del_link
 //! Netlink::add_address(name, IpAddr, prefix) / add_address_with(.., nodad)
-//! Netlink::add_route(dest, prefix, via, dev) / del_route / add_neighbour(dev, ip, mac) / neighbour_mac(ip)
+//! Netlink::add_route(dest, prefix, via, dev) / del_route / add_neighbour(dev, ip, mac) / replace_neighbour / neighbour_mac(ip)
 //!
 //! // offload features (ethtool.rs): SIOCETHTOOL in the calling thread's namespace
 //! ethtool::Features::read(dev) / to_ethtool_text(); ethtool::set(dev, &[("tso", "off"), ...])

@@ -15,10 +15,13 @@ use super::error::{IoError, Result};
 use super::netns::NetNs;
 use super::sys::check_ifname;
 use netlink_packet_core::{
-    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
+    NLM_F_ACK, NLM_F_CREATE, NLM_F_DUMP, NLM_F_EXCL, NLM_F_REPLACE, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage,
+    NetlinkPayload,
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
-use netlink_packet_route::link::{InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage};
+use netlink_packet_route::link::{
+    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, State,
+};
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState};
 use netlink_packet_route::route::{
     RouteAddress, RouteAttribute, RouteHeader, RouteMessage, RouteProtocol, RouteScope, RouteType,
@@ -120,19 +123,19 @@ impl Netlink {
         }
     }
 
-    /// The index of link `name`.
+    /// The kernel's description of link `name` (`RTM_GETLINK`).
     ///
     /// # Errors
     /// Bad name, or no such link (`ENODEV`).
-    pub fn link_index(&mut self, name: &str) -> Result<u32> {
+    fn get_link(&mut self, name: &str) -> Result<LinkMessage> {
         check_ifname(name)?;
         let mut msg = LinkMessage::default();
         msg.attributes.push(LinkAttribute::IfName(name.to_string()));
         let replies = self.request("RTM_GETLINK", &|| format!("link {name}"), RouteNetlinkMessage::GetLink(msg), 0)?;
         replies
-            .iter()
+            .into_iter()
             .find_map(|m| match m {
-                RouteNetlinkMessage::NewLink(l) => Some(l.header.index),
+                RouteNetlinkMessage::NewLink(l) => Some(l),
                 _ => None,
             })
             .ok_or_else(|| IoError::Syscall {
@@ -140,6 +143,26 @@ impl Netlink {
                 what: format!("link {name}"),
                 source: io::Error::from_raw_os_error(libc::ENODEV),
             })
+    }
+
+    /// The index of link `name`.
+    ///
+    /// # Errors
+    /// Bad name, or no such link (`ENODEV`).
+    pub fn link_index(&mut self, name: &str) -> Result<u32> {
+        Ok(self.get_link(name)?.header.index)
+    }
+
+    /// Whether link `name` is administratively up and whether it is running
+    /// (`ip link show`'s `UP` flag and `state UP`).
+    ///
+    /// # Errors
+    /// Bad name, or no such link (`ENODEV`).
+    pub fn link_state(&mut self, name: &str) -> Result<LinkState> {
+        let link = self.get_link(name)?;
+        let flags = link.header.flags;
+        let oper_up = link.attributes.iter().any(|a| matches!(a, LinkAttribute::OperState(State::Up)));
+        Ok(LinkState { admin_up: flags.contains(LinkFlags::Up), oper_up, mtu: mtu_of(&link) })
     }
 
     /// Whether link `name` exists.
@@ -242,6 +265,21 @@ impl Netlink {
     /// # Errors
     /// Bad names, a name in use (`EEXIST`), or the kernel refusing.
     pub fn add_veth(&mut self, name: &str, peer: &str, peer_netns: Option<BorrowedFd<'_>>) -> Result<()> {
+        self.add_veth_with(name, peer, peer_netns, None)
+    }
+
+    /// [`Netlink::add_veth`] with both ends' MTU set at creation when `mtu`
+    /// is given (`ip link add NAME mtu M type veth peer name PEER mtu M`).
+    ///
+    /// # Errors
+    /// As [`Netlink::add_veth`]; an MTU the veth driver refuses (`EINVAL`).
+    pub fn add_veth_with(
+        &mut self,
+        name: &str,
+        peer: &str,
+        peer_netns: Option<BorrowedFd<'_>>,
+        mtu: Option<u32>,
+    ) -> Result<()> {
         check_ifname(name)?;
         check_ifname(peer)?;
         let mut peer_msg = LinkMessage::default();
@@ -251,6 +289,10 @@ impl Netlink {
         }
         let mut msg = LinkMessage::default();
         msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        if let Some(mtu) = mtu {
+            peer_msg.attributes.push(LinkAttribute::Mtu(mtu));
+            msg.attributes.push(LinkAttribute::Mtu(mtu));
+        }
         msg.attributes.push(LinkAttribute::LinkInfo(vec![
             LinkInfo::Kind(InfoKind::Veth),
             LinkInfo::Data(InfoData::Veth(InfoVeth::Peer(peer_msg))),
@@ -424,7 +466,21 @@ impl Netlink {
     /// # Errors
     /// No such link, an existing entry (`EEXIST`), or the kernel refusing.
     pub fn add_neighbour(&mut self, dev: &str, ip: IpAddr, mac: [u8; 6]) -> Result<()> {
-        let what = || format!("add neighbour {ip} lladdr {} dev {dev}", super::netns::format_mac(mac));
+        self.set_neighbour(dev, ip, mac, false)
+    }
+
+    /// [`Netlink::add_neighbour`], replacing an existing entry for `ip`
+    /// (`ip neigh replace ... nud permanent`).
+    ///
+    /// # Errors
+    /// No such link, or the kernel refusing.
+    pub fn replace_neighbour(&mut self, dev: &str, ip: IpAddr, mac: [u8; 6]) -> Result<()> {
+        self.set_neighbour(dev, ip, mac, true)
+    }
+
+    fn set_neighbour(&mut self, dev: &str, ip: IpAddr, mac: [u8; 6], replace: bool) -> Result<()> {
+        let verb = if replace { "replace" } else { "add" };
+        let what = || format!("{verb} neighbour {ip} lladdr {} dev {dev}", super::netns::format_mac(mac));
         let index = self.link_index(dev)?;
         let mut msg = NeighbourMessage::default();
         msg.header.family = family(ip);
@@ -435,8 +491,27 @@ impl Netlink {
             IpAddr::V6(a) => NeighbourAddress::Inet6(a),
         }));
         msg.attributes.push(NeighbourAttribute::LinkLayerAddress(mac.to_vec()));
-        self.request("RTM_NEWNEIGH", &what, RouteNetlinkMessage::NewNeighbour(msg), NLM_F_CREATE | NLM_F_EXCL).map(drop)
+        let flags = NLM_F_CREATE | if replace { NLM_F_REPLACE } else { NLM_F_EXCL };
+        self.request("RTM_NEWNEIGH", &what, RouteNetlinkMessage::NewNeighbour(msg), flags).map(drop)
     }
+}
+
+/// What [`Netlink::link_state`] reports of a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LinkState {
+    /// Administratively up (`IFF_UP`).
+    pub admin_up: bool,
+    /// Operational state up (RFC 2863 `IF_OPER_UP`: carrier and queue active).
+    pub oper_up: bool,
+    /// The link's MTU, if the kernel reported one.
+    pub mtu: Option<u32>,
+}
+
+fn mtu_of(link: &LinkMessage) -> Option<u32> {
+    link.attributes.iter().find_map(|a| match a {
+        LinkAttribute::Mtu(m) => Some(*m),
+        _ => None,
+    })
 }
 
 fn family(addr: IpAddr) -> AddressFamily {

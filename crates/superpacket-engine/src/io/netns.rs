@@ -2,9 +2,7 @@
 //! namespaces made and removed as `ip netns add/del` does (a bind mount of a
 //! namespace on `/run/netns/NAME`), entered with `setns(2)`, and configured
 //! through rtnetlink ([`super::netlink`]) and the `SIOCETHTOOL` ioctl
-//! ([`super::ethtool`]). No typed method starts a process; [`NetNs::run`],
-//! [`NetNs::exec`] and [`NetNs::ip`] still run commands for the callers not
-//! yet converted.
+//! ([`super::ethtool`]). Nothing here starts a process.
 //!
 //! - [`NetNs`]: a uniquely named namespace (`<prefix>-<pid>-<n>`), deleted on
 //!   drop (also during a panic unwind). [`NetNs::enter_scoped`] runs a
@@ -27,12 +25,11 @@
 
 use super::error::{IoError, Result};
 use super::ethtool::{self, Features};
-use super::netlink::{Netlink, parse_cidr};
+use super::netlink::{LinkState, Netlink, parse_cidr};
 use super::sys::{check_chars, check_ifname};
 use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Mutex, OnceLock};
 
@@ -41,25 +38,6 @@ use std::sync::{Mutex, OnceLock};
 pub const SKIP_ENV: &str = "SUPERPACKET_SKIP_PRIVILEGED";
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// Runs a command, capturing its output.
-fn output_of(cmd: &mut Command) -> Result<Output> {
-    cmd.output().map_err(|source| IoError::CommandSpawn { command: format!("{cmd:?}"), source })
-}
-
-/// Turns a non-zero exit into [`IoError::CommandFailed`].
-fn checked(cmd: &mut Command) -> Result<Output> {
-    let out = output_of(cmd)?;
-    if out.status.success() {
-        Ok(out)
-    } else {
-        Err(IoError::CommandFailed {
-            command: format!("{cmd:?}"),
-            status: out.status.to_string(),
-            stderr: String::from_utf8_lossy(&out.stderr).trim().to_string(),
-        })
-    }
-}
 
 /// A network namespace created by this process, deleted on drop.
 #[derive(Debug)]
@@ -141,31 +119,6 @@ impl NetNs {
     /// `setns` or the socket failing.
     pub fn netlink(&self) -> Result<Netlink> {
         self.enter_scoped(Netlink::open)?
-    }
-
-    /// Runs `ip netns exec NAME args...`; a non-zero exit is an error.
-    ///
-    /// # Errors
-    /// The command does not start or exits unsuccessfully.
-    pub fn run(&self, args: &[&str]) -> Result<()> {
-        checked(Command::new("ip").args(["netns", "exec", &self.name]).args(args)).map(|_| ())
-    }
-
-    /// Runs `ip netns exec NAME args...` and returns its output whatever the
-    /// exit status.
-    ///
-    /// # Errors
-    /// The command does not start.
-    pub fn exec(&self, args: &[&str]) -> Result<Output> {
-        output_of(Command::new("ip").args(["netns", "exec", &self.name]).args(args))
-    }
-
-    /// Runs `ip -n NAME args...` (iproute2 inside the namespace).
-    ///
-    /// # Errors
-    /// The command does not start or exits unsuccessfully.
-    pub fn ip(&self, args: &[&str]) -> Result<()> {
-        checked(Command::new("ip").args(["-n", &self.name]).args(args)).map(|_| ())
     }
 
     /// Runs `f` on a new thread that has entered this namespace with
@@ -271,9 +224,70 @@ impl NetNs {
     /// Bad name, the name in use by another kind of device, or the ioctls failing.
     #[cfg(feature = "tap")]
     pub fn create_persistent_tap(&self, name: &str) -> Result<()> {
-        let cfg = super::tap::TapConfig::named(name);
-        let tap = super::tap::TapDevice::open_in(self, &cfg)?;
+        self.create_persistent_tap_with(&super::tap::TapConfig::named(name))
+    }
+
+    /// [`NetNs::create_persistent_tap`] with the flags of `cfg` (e.g.
+    /// `multi_queue`: `ip tuntap add ... multi_queue`).
+    ///
+    /// # Errors
+    /// As [`NetNs::create_persistent_tap`].
+    #[cfg(feature = "tap")]
+    pub fn create_persistent_tap_with(&self, cfg: &super::tap::TapConfig) -> Result<()> {
+        let tap = super::tap::TapDevice::open_in(self, cfg)?;
         tap.set_persist(true)
+    }
+
+    /// Whether link `dev` exists in the namespace.
+    ///
+    /// # Errors
+    /// Bad name, or the netlink request failing otherwise.
+    pub fn link_exists(&self, dev: &str) -> Result<bool> {
+        self.netlink()?.link_exists(dev)
+    }
+
+    /// Administrative and operational state of link `dev` (and its MTU).
+    ///
+    /// # Errors
+    /// Bad name, or no such link.
+    pub fn link_state(&self, dev: &str) -> Result<LinkState> {
+        self.netlink()?.link_state(dev)
+    }
+
+    /// Deletes link `dev` (a veth with its peer; a persistent TAP or TUN).
+    ///
+    /// # Errors
+    /// Bad name, no such link, or the kernel refusing.
+    pub fn del_link(&self, dev: &str) -> Result<()> {
+        check_ifname(dev)?;
+        self.netlink()?.del_link(dev)
+    }
+
+    /// Creates a veth pair `name` <-> `peer` inside this namespace, both ends
+    /// down, with MTU `mtu` when given. Not deleted on drop (see
+    /// [`VethPair`] for that); it goes with the namespace.
+    ///
+    /// # Errors
+    /// Bad names, a name in use, or the kernel refusing.
+    pub fn add_veth(&self, name: &str, peer: &str, mtu: Option<u32>) -> Result<()> {
+        self.netlink()?.add_veth_with(name, peer, None, mtu)
+    }
+
+    /// Adds a permanent neighbour entry (`ip neigh add IP lladdr MAC dev
+    /// DEV nud permanent`).
+    ///
+    /// # Errors
+    /// Bad name or address, an existing entry, or the kernel refusing.
+    pub fn add_neighbour(&self, dev: &str, ip: &str, mac: [u8; 6]) -> Result<()> {
+        self.netlink()?.add_neighbour(dev, parse_ip(ip)?, mac)
+    }
+
+    /// [`NetNs::add_neighbour`], replacing an entry for `ip` if there is one.
+    ///
+    /// # Errors
+    /// Bad name or address, or the kernel refusing.
+    pub fn replace_neighbour(&self, dev: &str, ip: &str, mac: [u8; 6]) -> Result<()> {
+        self.netlink()?.replace_neighbour(dev, parse_ip(ip)?, mac)
     }
 
     /// Sets the MAC address of `dev`, through netlink.
@@ -364,7 +378,27 @@ impl NetNs {
     pub fn read_sysfs(&self, dev: &str, attr: &str) -> Result<String> {
         check_ifname(dev)?;
         check_chars(attr)?;
-        let path = format!("/sys/class/net/{dev}/{attr}");
+        self.read_sysfs_path(format!("/sys/class/net/{dev}/{attr}"))
+    }
+
+    /// A counter of `dev` from `/sys/class/net/DEV/statistics/` (`rx_packets`,
+    /// `tx_dropped`, ...), read inside the namespace.
+    ///
+    /// # Errors
+    /// Bad names, no such device or counter, or a value that is not a number.
+    pub fn link_statistic(&self, dev: &str, stat: &str) -> Result<u64> {
+        check_ifname(dev)?;
+        check_chars(stat)?;
+        let path = format!("/sys/class/net/{dev}/statistics/{stat}");
+        let text = self.read_sysfs_path(path.clone())?;
+        text.parse().map_err(|_| IoError::Syscall {
+            call: "read",
+            what: format!("{path} in netns {}", self.name),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, format!("not a number: {text:?}")),
+        })
+    }
+
+    fn read_sysfs_path(&self, path: String) -> Result<String> {
         self.enter_scoped(|| {
             mount_own_sysfs()?;
             std::fs::read_to_string(&path).map(|s| s.trim().to_string()).map_err(|source| IoError::Syscall {
@@ -476,6 +510,11 @@ impl Drop for NetNs {
             eprintln!("superpacket: cannot delete namespace {}: {e}", self.name);
         }
     }
+}
+
+/// Parses an IPv4 or IPv6 address given as text.
+fn parse_ip(ip: &str) -> Result<std::net::IpAddr> {
+    ip.parse().map_err(|_| IoError::InvalidName { name: ip.to_string(), reason: "not an IP address" })
 }
 
 /// `aa:bb:cc:dd:ee:ff`.

@@ -1,7 +1,7 @@
 //! Tests of the real-I/O primitives. Most need root (namespaces, TAP); they
 //! start with `require_privileges()`.
 
-use super::netns::{cleanup_stale, format_mac};
+use super::netns::{cleanup_stale, create_named, delete_named, format_mac};
 use super::tap::*;
 use super::*;
 use std::time::{Duration, Instant};
@@ -80,8 +80,7 @@ fn netns_is_entered_and_deleted_on_drop() {
     // Visible inside the namespace, not on the host.
     assert!(ns.enter_scoped(|| super::sys::if_index("sptestt0")).unwrap().is_ok());
     assert!(super::sys::if_index("sptestt0").is_err());
-    let out = ns.exec(&["ip", "-o", "link", "show", "sptestt0"]).unwrap();
-    assert!(out.status.success());
+    assert!(ns.link_exists("sptestt0").unwrap());
     drop(tap);
     drop(ns);
     assert!(!ns_exists(&name));
@@ -116,12 +115,12 @@ fn cleanup_stale_removes_only_namespaces_of_dead_processes() {
     let stale = format!("spstale-{dead}-0");
     let odd = format!("spstale-{dead}");
     for name in [&stale, &odd] {
-        std::process::Command::new("ip").args(["netns", "add", name]).status().unwrap();
+        create_named(name).unwrap();
     }
     let removed = cleanup_stale("spstale");
     let (stale_left, odd_left) = (ns_exists(&stale), ns_exists(&odd));
     for name in [&stale, &odd] {
-        let _ = std::process::Command::new("ip").args(["netns", "del", name]).output();
+        let _ = delete_named(name);
     }
     assert_eq!(removed, vec![stale.clone()]);
     assert!(!stale_left);

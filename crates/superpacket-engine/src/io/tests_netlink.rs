@@ -277,3 +277,54 @@ fn lab_plumbing_matches_ip() {
     a.netlink().unwrap().del_link("spnltap").unwrap();
     assert!(!a.netlink().unwrap().link_exists("spnltap").unwrap());
 }
+
+#[test]
+fn test_plumbing_matches_ip() {
+    if !require_privileges() {
+        return;
+    }
+    let a = NetNs::create("spnl").unwrap();
+    // A multi-queue persistent TAP (`ip tuntap add ... multi_queue vnet_hdr`).
+    a.create_persistent_tap_with(&tap::TapConfig { multi_queue: true, ..tap::TapConfig::named("spnlmq") }).unwrap();
+    let l = link(&a, "spnlmq");
+    assert_eq!(l["linkinfo"]["info_data"]["multi_queue"], true, "{l}");
+    // Link state as `ip link show` flags and `state` report them.
+    let down = a.link_state("spnlmq").unwrap();
+    assert!(!down.admin_up && !down.oper_up, "{down:?}");
+    // A veth with its MTU set at creation, inside the namespace.
+    a.add_veth("spnlv1", "spnlv2", Some(1600)).unwrap();
+    for dev in ["spnlv1", "spnlv2"] {
+        assert_eq!(link(&a, dev)["mtu"], 1600, "{dev}");
+        assert_eq!(a.link_state(dev).unwrap().mtu, Some(1600));
+    }
+    a.link_up("spnlv1").unwrap();
+    a.link_up("spnlv2").unwrap();
+    let t0 = std::time::Instant::now();
+    while !a.link_state("spnlv1").unwrap().oper_up {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5), "the veth never came up");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let l = link(&a, "spnlv1");
+    assert!(flags(&l).contains(&"UP".to_string()) && l["operstate"] == "UP", "{l}");
+    assert!(a.link_state("spnlv1").unwrap().admin_up);
+    // Neighbours: add refuses an existing entry, replace overwrites it.
+    a.add_neighbour("spnlv1", "10.237.0.9", [0x02, 0, 0, 0, 0, 9]).unwrap();
+    let again = a.add_neighbour("spnlv1", "10.237.0.9", [0x02, 0, 0, 0, 0, 10]).unwrap_err();
+    assert_eq!(again.raw_os_error(), Some(libc::EEXIST), "{again}");
+    a.replace_neighbour("spnlv1", "10.237.0.9", [0x02, 0, 0, 0, 0, 10]).unwrap();
+    let n = ip_json(&a, &["neigh", "show", "10.237.0.9"]);
+    assert_eq!(n[0]["lladdr"], "02:00:00:00:00:0a", "{n}");
+    assert!(n[0]["state"].as_array().unwrap().iter().any(|s| s == "PERMANENT"), "{n}");
+    assert!(a.add_neighbour("spnlv1", "not-an-ip", [0; 6]).is_err());
+    // Counters from sysfs, as `cat /sys/class/net/DEV/statistics/...` inside the namespace.
+    let tx = a.link_statistic("spnlv1", "tx_packets").unwrap();
+    let stats = ip_json(&a, &["-s", "link", "show", "dev", "spnlv1"]);
+    assert!(stats[0]["stats64"]["tx"]["packets"].as_u64().unwrap() >= tx, "{stats}");
+    assert!(a.link_statistic("spnlv1", "no_such_counter").is_err());
+    // Deletion: a veth goes with its peer.
+    a.del_link("spnlv1").unwrap();
+    assert!(!a.link_exists("spnlv2").unwrap());
+    a.del_link("spnlmq").unwrap();
+    assert!(!a.link_exists("spnlmq").unwrap());
+    assert!(a.del_link("spnlmq").is_err());
+}
