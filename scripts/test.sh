@@ -12,7 +12,8 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 # tshark: cross-checks our notion of a valid frame against Wireshark's.
 need_pkgs=()
 command -v tshark >/dev/null 2>&1 || need_pkgs+=(tshark)
-# ip (iproute2) and ethtool: the privileged port tests and kernel oracles (namespaces, veth, TAP).
+# ip (iproute2) and ethtool: only to cross-check what the code configures through netlink and
+# SIOCETHTOOL (io/tests_netlink.rs, engine_live.rs); the product itself starts neither.
 command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need_pkgs+=(ethtool)
 # dpdk-dev and pkg-config: crates/superpacket-cli/build.rs builds the DPDK 22.11 peer of `bench peers` (peers/dpdk); its tests need it.

@@ -30,3 +30,27 @@ fn demo_runs_clean_and_conserves_bytes() {
     assert!(text.contains("OFFLINE pipeline"), "{text}");
     assert!(!text.contains("not built yet"), "the live data path exists: {text}");
 }
+
+/// Without privileges the demo runs the offline pipeline and says why, with
+/// what to do about it (as root the test drops to `nobody` for the child;
+/// as a normal user it already is one).
+#[test]
+fn demo_without_root_says_why_and_runs_offline() {
+    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::process::CommandExt;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+    let capture = dir.path().join("demo.pcapng");
+    let mut cmd = Command::new(BIN);
+    cmd.args(["demo", "--superpackets", "2", "--out"]).arg(&capture).current_dir(dir.path());
+    // SAFETY: getuid has no preconditions.
+    if unsafe { libc::getuid() } == 0 {
+        cmd.uid(65534).gid(65534);
+    }
+    let out = cmd.output().unwrap();
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("the live data path needs root"), "{stderr}");
+    assert!(stderr.contains("CAP_NET_ADMIN missing: run as root"), "names what is missing and how: {stderr}");
+    assert!(stdout.contains("OFFLINE pipeline"), "{stdout}");
+}

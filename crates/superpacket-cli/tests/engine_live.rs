@@ -188,7 +188,13 @@ fn live_demo_reports_every_figure_and_removes_its_lab() {
     if !privileged("live_demo_reports_every_figure_and_removes_its_lab") {
         return;
     }
-    let out = Command::new(BIN).args(["demo", "--json", "--seconds", "0.5"]).output().unwrap();
+    // Nothing on PATH: the live demo needs no `ip`, `ethtool` or shell (issue 23).
+    let out = Command::new(BIN)
+        .env_clear()
+        .env("PATH", "/nonexistent")
+        .args(["demo", "--json", "--seconds", "0.5"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["scenario"], "demo");

@@ -1,5 +1,7 @@
-//! `superpacket demo`: the main job. Until the live data path exists it runs
-//! the offline pipeline on traffic it generates, and says so:
+//! `superpacket demo`: the main job. As root it runs the live data path
+//! ([`super::demo_live`]: nothing needed beyond the binary, no `ip` or
+//! `ethtool`); without privileges, or with `--offline`, it runs the offline
+//! pipeline on traffic it generates, and says why:
 //!
 //! 1. generate flows (TCP and UDP, IPv4 and IPv6, untagged, 802.1Q and QinQ)
 //!    as a TAP with TSO/USO hands them over: superpackets with

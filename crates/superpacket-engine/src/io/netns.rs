@@ -767,11 +767,15 @@ fn check_privileges() -> std::result::Result<(), String> {
         .ok_or("no CapEff line in /proc/self/status")?;
     for (bit, name) in [(CAP_NET_ADMIN, "CAP_NET_ADMIN"), (CAP_SYS_ADMIN, "CAP_SYS_ADMIN")] {
         if cap_eff & (1 << bit) == 0 {
-            return Err(format!("{name} missing (run as root)"));
+            return Err(format!(
+                "{name} missing: run as root (sudo), or give a container --cap-add NET_ADMIN --cap-add SYS_ADMIN"
+            ));
         }
     }
     if let Err(e) = std::fs::OpenOptions::new().read(true).write(true).open("/dev/net/tun") {
-        return Err(format!("cannot open /dev/net/tun: {e}"));
+        return Err(format!(
+            "cannot open /dev/net/tun: {e} (load the tun module: `modprobe tun`; a container needs --device /dev/net/tun)"
+        ));
     }
     if !std::path::Path::new("/proc/self/ns/net").exists() {
         return Err("no network namespace support (/proc/self/ns/net missing)".into());
