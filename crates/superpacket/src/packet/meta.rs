@@ -22,6 +22,17 @@ impl GsoType {
     pub const TCP_ECN: GsoType = GsoType(1 << 2);
     /// TCP over IPv6 (TSO6).
     pub const TCPV6: GsoType = GsoType(1 << 4);
+    /// Inside a UDP tunnel (VXLAN, Geneve): the outer UDP length (and IPv4
+    /// header) is fixed per segment, the outer UDP checksum left zero
+    /// (offload-rules 2.4; Linux `SKB_GSO_UDP_TUNNEL`). Set together with the
+    /// inner protocol's bit and [`OffloadMeta::encap`].
+    pub const UDP_TUNNEL: GsoType = GsoType(1 << 10);
+    /// [`GsoType::UDP_TUNNEL`] whose outer UDP checksum is computed for every
+    /// segment (`SKB_GSO_UDP_TUNNEL_CSUM`).
+    pub const UDP_TUNNEL_CSUM: GsoType = GsoType(1 << 11);
+    /// Segmented only down to the inner L4 by software; the device finishes
+    /// (`SKB_GSO_PARTIAL`, offload-rules 3.1).
+    pub const PARTIAL: GsoType = GsoType(1 << 12);
     /// UDP L4 segmentation (USO): every datagram `gso_size` long but the last.
     pub const UDP_L4: GsoType = GsoType(1 << 17);
     /// Fraglist aggregate: segments are the original packets, chained.
@@ -33,11 +44,14 @@ impl GsoType {
     /// IPv4 ID is the same in every segment (inner header of a tunnel).
     pub const TCP_FIXEDID_INNER: GsoType = GsoType(1 << 31);
 
-    const NAMES: [(GsoType, &'static str); 9] = [
+    const NAMES: [(GsoType, &'static str); 12] = [
         (GsoType::TCPV4, "tcpv4"),
         (GsoType::DODGY, "dodgy"),
         (GsoType::TCP_ECN, "ecn"),
         (GsoType::TCPV6, "tcpv6"),
+        (GsoType::UDP_TUNNEL, "udp_tunnel"),
+        (GsoType::UDP_TUNNEL_CSUM, "udp_tunnel_csum"),
+        (GsoType::PARTIAL, "partial"),
         (GsoType::UDP_L4, "udp_l4"),
         (GsoType::FRAGLIST, "fraglist"),
         (GsoType::TCP_ACCECN, "accecn"),
@@ -161,6 +175,62 @@ impl GsoProtocol {
     }
 }
 
+/// The UDP tunnel protocol of an encapsulated packet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TunnelKind {
+    /// VXLAN (RFC 7348): 8-byte header, UDP port 4789 by default.
+    Vxlan,
+    /// Geneve (RFC 8926): 8-byte header plus options, UDP port 6081 by default.
+    Geneve,
+}
+
+impl TunnelKind {
+    /// The name used in annotations and topology files (`vxlan`, `geneve`).
+    pub fn name(self) -> &'static str {
+        match self {
+            TunnelKind::Vxlan => "vxlan",
+            TunnelKind::Geneve => "geneve",
+        }
+    }
+}
+
+/// Where the headers of an encapsulated packet are (Linux
+/// `skb->encapsulation` with `inner_mac_header`, `inner_network_header`,
+/// `inner_transport_header`): offsets from the first byte of the frame.
+///
+/// Invariant: `outer_transport + 8 <= inner_mac < inner_network <
+/// inner_transport`; the outer header block (L2, outer IP, outer UDP and the
+/// tunnel header) is `inner_mac` bytes long. A GSO type or a partial
+/// checksum of such a packet applies to the **inner** headers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Encapsulation {
+    /// The tunnel protocol.
+    pub tunnel: TunnelKind,
+    /// Offset of the outer UDP header.
+    pub outer_transport: u16,
+    /// Offset of the inner Ethernet header (after the tunnel header).
+    pub inner_mac: u16,
+    /// Offset of the inner IP header.
+    pub inner_network: u16,
+    /// Offset of the inner L4 header.
+    pub inner_transport: u16,
+}
+
+impl Encapsulation {
+    /// The same headers after `by` bytes were put in front of the frame
+    /// (`by > 0`) or taken off it (`by < 0`); `None` if an offset leaves 0..=65535.
+    pub fn shifted(&self, by: isize) -> Option<Encapsulation> {
+        let mv = |o: u16| u16::try_from((o as isize).checked_add(by)?).ok();
+        Some(Encapsulation {
+            tunnel: self.tunnel,
+            outer_transport: mv(self.outer_transport)?,
+            inner_mac: mv(self.inner_mac)?,
+            inner_network: mv(self.inner_network)?,
+            inner_transport: mv(self.inner_transport)?,
+        })
+    }
+}
+
 /// Checksum state of a packet (offload-rules 0.3, Linux `ip_summed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ChecksumState {
@@ -209,6 +279,9 @@ pub struct OffloadMeta {
     pub rss_hash: Option<u32>,
     /// Arrival time in nanoseconds (capture or receive clock), if known.
     pub arrival_ns: Option<u64>,
+    /// Set when the offloads describe the inner headers of a tunnel packet
+    /// (a tunnel superpacket, or an inner partial checksum).
+    pub encap: Option<Encapsulation>,
 }
 
 impl OffloadMeta {
@@ -227,15 +300,23 @@ impl OffloadMeta {
     /// The metadata of the same packet after `by` bytes were put in front of
     /// it (`by > 0`, e.g. an Ethernet header of 14 given to a raw IP packet)
     /// or taken off its front (`by < 0`): only frame offsets move, which is a
-    /// partial checksum's start. `None` if that start would fall before the
-    /// first byte or past 65535.
+    /// partial checksum's start and the tunnel header offsets. `None` if one
+    /// would fall before the first byte or past 65535.
     pub fn shifted(&self, by: isize) -> Option<OffloadMeta> {
         let mut meta = *self;
         if let ChecksumState::Partial { start, offset } = self.csum {
             let start = u16::try_from((start as isize).checked_add(by)?).ok()?;
             meta.csum = ChecksumState::Partial { start, offset };
         }
+        if let Some(encap) = &self.encap {
+            meta.encap = Some(encap.shifted(by)?);
+        }
         Some(meta)
+    }
+
+    /// True for a superpacket inside a UDP tunnel.
+    pub fn is_tunnel_gso(&self) -> bool {
+        self.is_gso() && self.gso_type.intersects(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM)
     }
 }
 
@@ -265,5 +346,27 @@ mod tests {
         assert_eq!(partial.shifted(65535 - 33), None);
         let complete = OffloadMeta { csum: ChecksumState::Complete { sum: 7 }, ..Default::default() };
         assert_eq!(complete.shifted(-14), Some(complete));
+        let encap = Encapsulation {
+            tunnel: TunnelKind::Vxlan,
+            outer_transport: 34,
+            inner_mac: 50,
+            inner_network: 64,
+            inner_transport: 84,
+        };
+        let tunnel = OffloadMeta { encap: Some(encap), ..partial };
+        let moved = tunnel.shifted(4).unwrap();
+        assert_eq!(moved.encap.unwrap().inner_transport, 88);
+        assert_eq!(moved.encap.unwrap().outer_transport, 38);
+        assert_eq!(tunnel.shifted(-35), None);
+    }
+
+    #[test]
+    fn tunnel_gso_bits_are_named() {
+        let t = GsoType::TCPV4 | GsoType::UDP_TUNNEL_CSUM;
+        assert_eq!(format!("{t}"), "tcpv4|udp_tunnel_csum");
+        assert_eq!(t.protocol(), Some(GsoProtocol::TcpV4));
+        let meta = OffloadMeta { gso_type: t, gso_size: 1400, gso_segs: 2, ..Default::default() };
+        assert!(meta.is_tunnel_gso());
+        assert!(!OffloadMeta { gso_type: GsoType::TCPV4, ..meta }.is_tunnel_gso());
     }
 }

@@ -9,4 +9,4 @@ pub mod prefetch;
 pub mod virtio;
 
 pub use buffer::{DEFAULT_HEADROOM, MAX_SEGMENTS, Packet, PacketError, Segment};
-pub use meta::{ChecksumState, GsoProtocol, GsoType, OffloadMeta};
+pub use meta::{ChecksumState, Encapsulation, GsoProtocol, GsoType, OffloadMeta, TunnelKind};

@@ -1,6 +1,7 @@
 //! Wire formats: zero-copy views and value representations of the headers
 //! superpacket handles (Ethernet/VLAN, ARP, IPv4, IPv6 and its extension
-//! headers, TCP, UDP, ICMPv4, ICMPv6 with neighbor discovery), and
+//! headers, TCP, UDP, ICMPv4, ICMPv6 with neighbor discovery, the VXLAN
+//! and Geneve tunnel headers), and
 //! [`FrameHeaders`], the one-pass header summary used on the hot path.
 //!
 //! # Design (modelled on smoltcp's `wire` module, written from scratch)
@@ -90,6 +91,7 @@ pub mod ethernet;
 #[doc(hidden)]
 pub mod exercise;
 pub mod field;
+pub mod geneve;
 pub mod headers;
 pub mod icmpv4;
 pub mod icmpv6;
@@ -99,10 +101,12 @@ pub mod ipv6;
 pub mod medium;
 pub mod tcp;
 pub mod udp;
+pub mod vxlan;
 
 pub use arp::{ArpOperation, ArpPacket, ArpRepr};
 pub use error::{Result, WireError};
 pub use ethernet::{EtherType, EthernetFrame, EthernetRepr, MAX_VLAN_TAGS, MacAddr, VlanStack, VlanTag, VlanTagView};
+pub use geneve::{GENEVE_PORT, GenevePacket, GeneveRepr};
 pub use headers::{FrameHeaders, L3Kind, L4Kind};
 pub use icmpv4::{Icmpv4Packet, Icmpv4QuoteLen, Icmpv4Repr, icmpv4_quote};
 pub use icmpv6::{Icmpv6Packet, Icmpv6Repr, NdpOption, NdpOptionIter, icmpv6_quote};
@@ -115,6 +119,7 @@ pub use ipv6::{
 pub use medium::Medium;
 pub use tcp::{SackBlocks, TcpFlags, TcpOption, TcpOptionIter, TcpOptionsRepr, TcpPacket, TcpRepr};
 pub use udp::{UdpChecksum, UdpPacket, UdpRepr};
+pub use vxlan::{VXLAN_PORT, VxlanPacket, VxlanRepr};
 
 #[cfg(test)]
 mod oracle_tests;
