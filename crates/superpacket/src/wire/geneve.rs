@@ -150,7 +150,7 @@ impl GeneveRepr {
         if self.vni >= 1 << 24 {
             return Err(WireError::malformed("geneve", "VNI wider than 24 bits"));
         }
-        if self.options_len % 4 != 0 || self.options_len > GENEVE_MAX_OPTIONS_LEN {
+        if self.options_len & 3 != 0 || self.options_len > GENEVE_MAX_OPTIONS_LEN {
             return Err(WireError::malformed("geneve", "options length not a multiple of 4 up to 252"));
         }
         buf[0] = (self.options_len / 4) as u8;
