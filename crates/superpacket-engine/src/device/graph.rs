@@ -43,9 +43,10 @@ use super::features::{
 };
 use super::netdev::{Cx, Hop, NetDevice, Shared, Verdict};
 use super::port::{PortDevice, PortDriver, record_outcome};
-use super::router::Router;
+use super::router::{Router, UdpSocket};
 use super::tables::TableUsage;
 use super::team::{Team, TeamMode};
+use super::udp_tunnel::{self, TunnelConfig, UdpTunnel};
 use super::vlan::{Vlan, VlanProto, outer_tag};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -84,6 +85,14 @@ pub enum DeviceError {
     /// A VLAN id outside 1..=4094.
     #[error("VLAN id {0} is outside 1..=4094")]
     BadVid(u16),
+    /// A tunnel device that cannot work as configured.
+    #[error("tunnel {name:?}: {why}")]
+    BadTunnel {
+        /// Device name.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
     /// A VLAN device with this tag already exists on the lower.
     #[error("{lower:?} already has a VLAN device for {vid}")]
     DuplicateVlan {
@@ -464,6 +473,33 @@ impl Graph {
         Ok(id)
     }
 
+    /// Adds a VXLAN or Geneve device ([`super::udp_tunnel`]). Its underlay
+    /// is routed by the router, which must exist with `cfg.local` as one of
+    /// its addresses ([`Graph::add_address`] first); the device's UDP socket
+    /// is bound there. Its MTU leaves room for the outer headers (1450 over
+    /// IPv4, 1430 over IPv6, as Linux's defaults).
+    ///
+    /// # Errors
+    /// Name taken; a bad configuration, no router, `local` not the
+    /// router's, or the port already bound ([`DeviceError::BadTunnel`]).
+    pub fn add_tunnel(&mut self, name: &str, cfg: TunnelConfig) -> Result<DeviceId, DeviceError> {
+        let bad = |why: String| DeviceError::BadTunnel { name: name.to_string(), why };
+        cfg.check().map_err(bad)?;
+        let router = self.router.ok_or_else(|| bad("no router: give an interface an address first".into()))?;
+        let r = self.router().ok_or_else(|| bad("no router".into()))?;
+        if !r.interfaces.iter().any(|i| i.addrs.iter().any(|(a, _)| *a == cfg.local)) {
+            return Err(bad(format!("local address {} is none of the router's", cfg.local)));
+        }
+        if r.udp_sockets.iter().any(|s| s.port == cfg.port && s.local.is_none_or(|a| a == cfg.local)) {
+            return Err(bad(format!("UDP port {} on {} is already bound", cfg.port, cfg.local)));
+        }
+        let (port, local, v6) = (cfg.port, cfg.local, cfg.local.is_ipv6());
+        let id = self.add_device(name, Box::new(UdpTunnel::new(cfg, router)), DeviceFeatures::default())?;
+        self.sh.devices[id.0].mtu = DEFAULT_MTU - udp_tunnel::overhead(v6);
+        self.router_mut().udp_sockets.push(UdpSocket { port, local: Some(local), dev: id });
+        Ok(id)
+    }
+
     /// Adds a bond without slaves.
     ///
     /// # Errors
@@ -738,6 +774,17 @@ impl Graph {
     #[inline(always)]
     fn step(&mut self, hop: Hop, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
         let (id, handler, from, rx) = match hop {
+            Hop::Deliver(id) => {
+                let (kind, mut cx) = self.cx(id, depth);
+                let verdict = kind.deliver(&mut cx, pkt, len);
+                if let Verdict::Up(n) = verdict {
+                    return Some((Hop::Receive(id), n));
+                }
+                if !self.count_step(id, pkt, len, depth, true) {
+                    return None;
+                }
+                return self.settle(id, id, pkt, verdict);
+            }
             Hop::Transmit(id) => (id, id, id, false),
             Hop::L3(id, from) => (id, id, from, true),
             Hop::Receive(id) => {
@@ -770,7 +817,8 @@ impl Graph {
         let (kind, mut cx) = self.cx(handler, depth);
         let verdict = match hop {
             Hop::Transmit(_) => kind.transmit(&mut cx, pkt, len),
-            Hop::Receive(_) | Hop::L3(..) => kind.receive(&mut cx, from, pkt, len),
+            // (A delivery step returned above.)
+            Hop::Receive(_) | Hop::L3(..) | Hop::Deliver(_) => kind.receive(&mut cx, from, pkt, len),
         };
         self.settle(id, handler, pkt, verdict)
     }
@@ -798,6 +846,10 @@ impl Graph {
                 return Some((Hop::Receive(h), n));
             }
             Verdict::Forwarded => c.forwarded += 1,
+            Verdict::Deliver(socket, n) => {
+                c.delivered += 1;
+                return Some((Hop::Deliver(socket), n));
+            }
             Verdict::Consumed => c.delivered += 1,
             Verdict::Pass => {
                 c.delivered += 1;
@@ -860,6 +912,7 @@ impl Graph {
             match kind.transmit(&mut cx, &mut seg, n) {
                 Verdict::Transmit(next, n) => self.walk_chain(Hop::Transmit(next), seg, n, depth + 1),
                 Verdict::Up(n) => self.walk_chain(Hop::Receive(id), seg, n, depth + 1),
+                Verdict::Deliver(socket, n) => self.walk_chain(Hop::Deliver(socket), seg, n, depth + 1),
                 Verdict::Pass => self.sh.devices[id.0].local.push_back(seg),
                 Verdict::Dropped { on, reason } => self.sh.devices[on.0].counters.drop_n(reason, 1),
                 Verdict::Forwarded | Verdict::Consumed | Verdict::Held => {}

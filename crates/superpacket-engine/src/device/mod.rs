@@ -13,7 +13,8 @@
 //! (`tap`, `tun`, `af-packet`, `pv`; all on by default); a topology naming a
 //! driver that is not built is refused, naming the feature.
 //! - [`vlan`], [`bond`], [`team`], [`bridge`]: device kinds.
-//! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT.
+//! - [`udp_tunnel`]: VXLAN and Geneve devices (superpackets encapsulated whole).
+//! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT, local UDP sockets of tunnels.
 //! - [`topology`]: graphs from TOML topology files (`docs/topology.md`).
 
 pub mod bond;
@@ -36,6 +37,7 @@ pub mod team;
 pub mod topology;
 #[cfg(feature = "tun")]
 pub mod tun_port;
+pub mod udp_tunnel;
 pub mod vlan;
 
 #[cfg(test)]
@@ -48,6 +50,8 @@ mod tests_l2l3;
 mod tests_netdev;
 #[cfg(test)]
 mod tests_topology;
+#[cfg(test)]
+mod tests_tunnel;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, Graph};

@@ -48,6 +48,10 @@ pub enum Verdict {
     /// Handed on: taken into [`Cx::transmit`] / [`Cx::receive`] (one or
     /// more), or to a port's driver.
     Forwarded,
+    /// Delivered to a local UDP socket of device `.0` (a tunnel's: Linux's
+    /// `encap_rcv`), the packet of total length `.1`: the walk goes on with
+    /// [`NetDevice::deliver`] of that device. Counted as delivered here.
+    Deliver(DeviceId, usize),
     /// No device above takes it: delivered to the receiving device's host
     /// side ([`Device::local`]).
     Pass,
@@ -76,6 +80,10 @@ pub(crate) enum Hop {
     /// L3 device `.0` (the router) takes the packet its interface `.1`
     /// received: counted as received by `.0`.
     L3(DeviceId, DeviceId),
+    /// Device `.0` gets a packet the router delivered to its UDP socket
+    /// ([`Verdict::Deliver`]); what it makes of it is received by it, and
+    /// counted then.
+    Deliver(DeviceId),
 }
 
 /// A step waiting in the graph's queue (fan-out: a bridge's flood, the
@@ -204,6 +212,16 @@ pub trait NetDevice: fmt::Debug + Send + Any {
     fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         let _ = (from, pkt, len);
         cx.drop("no-handler")
+    }
+
+    /// A packet the router delivered to this device's local UDP socket
+    /// (a tunnel endpoint, Linux's `encap_rcv`): [`Verdict::Up`] with the
+    /// decapsulated frame's length makes this device receive it (counted as
+    /// its receive then); any other verdict is counted as a receive of the
+    /// delivered packet. The default: not a socket owner.
+    fn deliver(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
+        let _ = (pkt, len);
+        cx.drop("no-socket")
     }
 
     /// Requested features a device of this kind starts with in `mode`

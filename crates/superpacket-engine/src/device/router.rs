@@ -47,16 +47,24 @@ pub enum Routed {
     Held,
     /// ARP or neighbour discovery the router took itself.
     Consumed,
+    /// For a local UDP socket: the packet is the last entry of the output
+    /// (the socket's device, the packet, its length), handed to that device
+    /// ([`Verdict::Deliver`]) rather than transmitted.
+    Local,
 }
 
-impl Routed {
-    fn verdict(self) -> Verdict {
-        match self {
-            Routed::Forwarded => Verdict::Forwarded,
-            Routed::Held => Verdict::Held,
-            Routed::Consumed => Verdict::Consumed,
-        }
-    }
+/// A local UDP socket of a device (a tunnel endpoint: VXLAN, Geneve): what
+/// the router receives for one of its addresses (or `local`, if given) on
+/// UDP port `port` is delivered to `dev` instead of being refused as
+/// `local-delivery-unsupported`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UdpSocket {
+    /// Local UDP port.
+    pub port: u16,
+    /// Local address it is bound to (`None`: any of the router's).
+    pub local: Option<IpAddr>,
+    /// The device that owns it.
+    pub dev: DeviceId,
 }
 
 /// A router interface.
@@ -120,6 +128,8 @@ pub struct Router {
     pub neighbours_refused: u64,
     /// Neighbours that gave no answer to [`SOLICIT_PROBES`] solicitations.
     pub neighbours_failed: u64,
+    /// Local UDP sockets of devices (tunnel endpoints).
+    pub udp_sockets: Vec<UdpSocket>,
     pending: Vec<(IpAddr, DeviceId, Packet, usize)>,
     /// Drops not reported as an `input` error (refused fragments of a
     /// refragmented datagram, packets of a neighbour given up), until the
@@ -489,7 +499,9 @@ impl Router {
             }
         }
         if xlate.is_none() && self.is_local(IpAddr::V4(dst)) {
-            return Err("local-delivery-unsupported");
+            let socket = self.udp_socket(IpAddr::V4(dst), ip.protocol, ip.is_fragment, pkt.linear(), ip.l4())?;
+            out.push((socket, pkt, len));
+            return Ok(Routed::Local);
         }
         if ip.ttl <= 1 {
             return Err("ttl-exceeded");
@@ -551,7 +563,10 @@ impl Router {
             return self.ndp_input(iface, mac, &pkt, &ip, out);
         }
         if local {
-            return Err("local-delivery-unsupported");
+            let socket =
+                self.udp_socket(IpAddr::V6(dst), ip.upper_protocol, ip.is_fragment, pkt.linear(), ip.upper_offset)?;
+            out.push((socket, pkt, len));
+            return Ok(Routed::Local);
         }
         if l2_multicast {
             // ip6_forward: only frames sent to us are forwarded.
@@ -565,6 +580,36 @@ impl Router {
         let mut v = Ipv6Packet::new_unchecked(b);
         v.set_hop_limit(ip.hop_limit - 1);
         self.send(egress, hop, pkt, len, now, devs, out)
+    }
+
+    /// The device whose UDP socket takes a packet for local address `dst`
+    /// (protocol `proto`, L4 header at `l4` of `linear`); fragments are not
+    /// reassembled for local delivery.
+    ///
+    /// # Errors
+    /// `local-delivery-unsupported` when no socket takes it (the host stack
+    /// is not the engine's), `local-fragment-unsupported` for a fragment.
+    fn udp_socket(
+        &self,
+        dst: IpAddr,
+        proto: IpProtocol,
+        is_fragment: bool,
+        linear: &[u8],
+        l4: usize,
+    ) -> Result<DeviceId, &'static str> {
+        if self.udp_sockets.is_empty() || proto != IpProtocol::UDP {
+            return Err("local-delivery-unsupported");
+        }
+        if is_fragment {
+            return Err("local-fragment-unsupported");
+        }
+        let port = linear.get(l4 + 2..l4 + 4).ok_or("udp-truncated")?;
+        let port = u16::from_be_bytes([port[0], port[1]]);
+        self.udp_sockets
+            .iter()
+            .find(|s| s.port == port && s.local.is_none_or(|a| a == dst))
+            .map(|s| s.dev)
+            .ok_or("local-delivery-unsupported")
     }
 
     /// A locally generated frame (Ethernet header present, addresses
@@ -857,7 +902,8 @@ impl Router {
         let mut next = None;
         let res = self.with_output(cx, |r, devs, out| {
             let res = op(r, devs, out);
-            if let (Ok(Routed::Forwarded), 1) = (res, out.len())
+            let one = out.len() == 1;
+            if let (Ok(Routed::Forwarded), true) | (Ok(Routed::Local), _) = (res, one)
                 && let Some((dev, p, n)) = out.pop()
             {
                 *slot = p;
@@ -867,8 +913,13 @@ impl Router {
         });
         match (res, next) {
             (Err(reason), _) => cx.drop(reason),
+            (Ok(Routed::Local), Some((dev, n))) => Verdict::Deliver(dev, n),
             (Ok(_), Some((dev, n))) => Verdict::Transmit(dev, n),
-            (Ok(routed), None) => routed.verdict(),
+            (Ok(Routed::Forwarded), None) => Verdict::Forwarded,
+            (Ok(Routed::Held), None) => Verdict::Held,
+            (Ok(Routed::Consumed), None) => Verdict::Consumed,
+            // A delivery always leaves its packet as the last output.
+            (Ok(Routed::Local), None) => cx.drop("local-socket-lost"),
         }
     }
 }

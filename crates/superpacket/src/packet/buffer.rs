@@ -67,6 +67,15 @@ pub enum PacketError {
         /// Bytes asked to push.
         pushed: usize,
     },
+    /// A pull would remove part of an encapsulated packet's outer headers
+    /// while its offloads still describe them (decapsulate first: clear
+    /// [`crate::packet::OffloadMeta::encap`]).
+    EncapsulationPulled {
+        /// Bytes asked to pull.
+        pulled: usize,
+        /// Offset of the outer UDP header.
+        outer_transport: u16,
+    },
     /// All [`MAX_SEGMENTS`] payload segment slots are in use.
     SegmentsFull,
     /// An offset beyond the packet's length.
@@ -91,6 +100,10 @@ impl fmt::Display for PacketError {
             PacketError::ChecksumStartOverflow { pushed } => {
                 write!(f, "push of {pushed} bytes would move the checksum start beyond 65535")
             }
+            PacketError::EncapsulationPulled { pulled, outer_transport } => write!(
+                f,
+                "pull of {pulled} bytes would cut into the tunnel headers (outer UDP at {outer_transport}) of an encapsulated packet"
+            ),
             PacketError::SegmentsFull => write!(f, "all {MAX_SEGMENTS} payload segments are in use"),
             PacketError::OutOfRange { offset, len } => write!(f, "offset {offset} is beyond the packet length {len}"),
         }
@@ -503,16 +516,22 @@ impl Packet {
     /// Prepends `n` bytes (uninitialised content: zeros or stale bytes) and
     /// returns them. Reallocates, copying only the linear area, when headroom
     /// is short (Linux `skb_cow_head` + `skb_push`). A partial checksum start
-    /// moves with the data.
+    /// and an encapsulated packet's header offsets move with the data.
     ///
     /// # Errors
-    /// [`PacketError::ChecksumStartOverflow`] if the checksum start would pass 65535.
+    /// [`PacketError::ChecksumStartOverflow`] if the checksum start (or a
+    /// tunnel header offset) would pass 65535.
     pub fn push(&mut self, n: usize) -> Result<&mut [u8], PacketError> {
+        let encap = match &self.meta.encap {
+            Some(e) => Some(e.shifted(n as isize).ok_or(PacketError::ChecksumStartOverflow { pushed: n })?),
+            None => None,
+        };
         if let ChecksumState::Partial { start, offset } = self.meta.csum {
             let moved =
                 u16::try_from(start as usize + n).map_err(|_| PacketError::ChecksumStartOverflow { pushed: n })?;
             self.meta.csum = ChecksumState::Partial { start: moved, offset };
         }
+        self.meta.encap = encap;
         if self.head < n {
             self.grow_headroom(n - self.head + DEFAULT_HEADROOM);
         }
@@ -534,10 +553,23 @@ impl Packet {
     /// # Errors
     /// [`PacketError::TooShort`] if the linear area is shorter than `n`;
     /// [`PacketError::ChecksumStartPulled`] if a partial checksum starts inside
-    /// the pulled bytes.
+    /// the pulled bytes; [`PacketError::EncapsulationPulled`] if they reach an
+    /// encapsulated packet's outer UDP header (tunnel offsets move otherwise).
     pub fn pull(&mut self, n: usize) -> Result<(), PacketError> {
         if n > self.headlen() {
             return Err(PacketError::TooShort { needed: n, available: self.headlen() });
+        }
+        if let Some(e) = self.meta.encap {
+            let moved = e.shifted(-(n as isize)).filter(|_| usize::from(e.outer_transport) >= n);
+            let Some(moved) = moved else {
+                return Err(PacketError::EncapsulationPulled { pulled: n, outer_transport: e.outer_transport });
+            };
+            if let ChecksumState::Partial { start, .. } = self.meta.csum
+                && (start as usize) < n
+            {
+                return Err(PacketError::ChecksumStartPulled { pulled: n, csum_start: start });
+            }
+            self.meta.encap = Some(moved);
         }
         if let ChecksumState::Partial { start, offset } = self.meta.csum {
             if (start as usize) < n {

@@ -12,10 +12,12 @@ use crate::device::graph::{DeviceId, Graph};
 use crate::device::nat::{NatRule, NatTimeouts};
 use crate::device::router::Route;
 use crate::device::team::TeamMode;
+use crate::device::udp_tunnel::{TunnelConfig, UdpTunnel};
 use crate::device::vlan::VlanProto;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::ops::Range;
+use superpacket::packet::TunnelKind;
 use superpacket::wire::MacAddr;
 use toml::Spanned;
 
@@ -91,7 +93,15 @@ impl Topology {
             let mut next = Vec::new();
             for i in left {
                 if devs[i].deps().iter().all(|(n, _)| ids[index[n]].is_some()) {
-                    ids[i] = Some(self.build_device(&mut g, &devs[i], &index, &ids, opts)?);
+                    let id = self.build_device(&mut g, &devs[i], &index, &ids, opts)?;
+                    // Addresses right away: a tunnel built later binds to
+                    // its underlay's address.
+                    for a in devs[i].addresses.iter().flatten() {
+                        let (addr, len) = parse_prefix(a.get_ref(), true)
+                            .map_err(|m| self.err(&a.span(), format!("bad address `{}`: {m}", a.get_ref())))?;
+                        g.add_address(id, addr, len);
+                    }
+                    ids[i] = Some(id);
                 } else {
                     next.push(i);
                 }
@@ -108,16 +118,6 @@ impl Topology {
                 .and_then(|i| ids[*i])
                 .ok_or_else(|| self.err(&s.span(), format!("unknown device `{}`", s.get_ref())))
         };
-
-        // Per-device settings that need every device built.
-        for (i, d) in devs.iter().enumerate() {
-            let id = ids[i].expect("built above");
-            for a in d.addresses.iter().flatten() {
-                let (addr, len) = parse_prefix(a.get_ref(), true)
-                    .map_err(|m| self.err(&a.span(), format!("bad address `{}`: {m}", a.get_ref())))?;
-                g.add_address(id, addr, len);
-            }
-        }
 
         for r in &self.spec.routes {
             let dev = by_name(&r.dev)?;
@@ -421,9 +421,71 @@ impl Topology {
                 }
                 id
             }
+            "vxlan" | "geneve" => self.tunnel(g, d)?,
             _ => unreachable!("kinds checked before building"),
         };
         self.device_settings(g, id, d)?;
+        Ok(id)
+    }
+
+    /// A VXLAN or Geneve device (`docs/topology.md`, "Tunnel devices").
+    fn tunnel(&self, g: &mut Graph, d: &DeviceSpec) -> Result<DeviceId, TopologyError> {
+        let name = d.name.get_ref().as_str();
+        let protocol = if d.kind.get_ref() == "vxlan" { TunnelKind::Vxlan } else { TunnelKind::Geneve };
+        let need = |v: &Option<Spanned<String>>, key: &str| {
+            v.clone().ok_or_else(|| self.err(&d.kind.span(), format!("{} `{name}` needs `{key}`", d.kind.get_ref())))
+        };
+        let addr = |s: &Spanned<String>| -> Result<IpAddr, TopologyError> {
+            s.get_ref().parse().map_err(|_| self.err(&s.span(), format!("bad IP address `{}`", s.get_ref())))
+        };
+        let vni = d.id.as_ref().ok_or_else(|| self.err(&d.kind.span(), format!("`{name}` needs `id` (the VNI)")))?;
+        if !(0..1 << 24).contains(vni.get_ref()) {
+            return Err(self.err(&vni.span(), format!("VNI {} is outside 0..=16777215", vni.get_ref())));
+        }
+        let underlay = need(&d.underlay, "underlay")?;
+        let local_s = need(&d.local, "local")?;
+        let local = addr(&local_s)?;
+        let mut cfg = TunnelConfig::new(protocol, *vni.get_ref() as u32, local);
+        let ours = g
+            .id(underlay.get_ref())
+            .and_then(|u| g.router().and_then(|r| r.interfaces.iter().find(|i| i.dev == u)).map(|i| i.addrs.clone()));
+        if !ours.is_some_and(|a| a.iter().any(|(x, _)| *x == local)) {
+            return Err(self.err(&local_s.span(), format!("`{local}` is not an address of `{}`", underlay.get_ref())));
+        }
+        if let Some(r) = &d.remote {
+            cfg.remote = Some(addr(r)?);
+        }
+        if let Some(p) = &d.dstport {
+            cfg.port = *p.get_ref();
+        }
+        if let Some(c) = &d.udp_checksum {
+            cfg.udp_checksum = *c.get_ref();
+        }
+        if let Some(c) = &d.udp6_zero_checksum_rx {
+            cfg.udp6_zero_checksum_rx = *c.get_ref();
+        }
+        if let Some(l) = &d.learning {
+            cfg.learning = *l.get_ref();
+        }
+        if let Some(t) = &d.ttl {
+            cfg.ttl = u8::try_from(*t.get_ref())
+                .ok()
+                .filter(|&t| t > 0)
+                .ok_or_else(|| self.err(&t.span(), "ttl is 1..=255"))?;
+        }
+        if let Some(m) = &d.fdb_max {
+            cfg.fdb_max = *m.get_ref() as usize;
+        }
+        let id = g.add_tunnel(name, cfg).map_err(|e| self.err(&d.name.span(), e.to_string()))?;
+        for f in d.fdb.iter().flatten() {
+            let e = f.get_ref();
+            let mac = parse_mac(e.mac.get_ref())
+                .ok_or_else(|| self.err(&e.mac.span(), format!("bad MAC address `{}`", e.mac.get_ref())))?;
+            let remote = addr(&e.remote)?;
+            if let Some(t) = g.kind_as_mut::<UdpTunnel>(id) {
+                t.add_fdb(mac, remote).map_err(|m| self.err(&e.remote.span(), m))?;
+            }
+        }
         Ok(id)
     }
 

@@ -134,7 +134,7 @@ pub struct TopologySpec {
 pub struct DeviceSpec {
     /// Unique name.
     pub name: Spanned<String>,
-    /// `port`, `vlan`, `bond`, `team` or `bridge`.
+    /// `port`, `vlan`, `bond`, `team`, `bridge`, `vxlan` or `geneve`.
     pub kind: Spanned<String>,
     /// Port: `memory` (default), `{ kind = "pcap", path, input }`,
     /// `{ kind = "tap", name, netns }`, `{ kind = "tun", name, netns }`,
@@ -153,8 +153,27 @@ pub struct DeviceSpec {
     pub lower: Option<Spanned<String>>,
     /// VLAN: `802.1Q` (default) or `802.1ad`.
     pub protocol: Option<Spanned<String>>,
-    /// VLAN: the VLAN id.
+    /// VLAN: the VLAN id. VXLAN/Geneve: the VNI.
     pub id: Option<Spanned<i64>>,
+    /// VXLAN/Geneve: the device carrying the local address (the underlay).
+    pub underlay: Option<Spanned<String>>,
+    /// VXLAN/Geneve: the local endpoint address (one of the underlay's).
+    pub local: Option<Spanned<String>>,
+    /// VXLAN/Geneve: the default remote endpoint.
+    pub remote: Option<Spanned<String>>,
+    /// VXLAN/Geneve: the UDP port (4789 / 6081).
+    pub dstport: Option<Spanned<u16>>,
+    /// VXLAN/Geneve: outer UDP checksum on transmit (default: off over
+    /// IPv4, on over IPv6).
+    pub udp_checksum: Option<Spanned<bool>>,
+    /// VXLAN/Geneve over IPv6: accept a zero outer UDP checksum.
+    pub udp6_zero_checksum_rx: Option<Spanned<bool>>,
+    /// VXLAN/Geneve: learn inner source MACs (default true).
+    pub learning: Option<Spanned<bool>>,
+    /// VXLAN/Geneve: outer TTL / hop limit (default 64).
+    pub ttl: Option<Spanned<i64>>,
+    /// VXLAN/Geneve: static FDB entries `{ mac, remote }`.
+    pub fdb: Option<Vec<Spanned<TunnelFdbSpec>>>,
     /// Bond: `active-backup` or `balance-xor`.
     pub mode: Option<Spanned<String>>,
     /// Bond: `layer2` (default) or `layer3+4`.
@@ -171,7 +190,7 @@ pub struct DeviceSpec {
     pub vlan_filtering: Option<Spanned<bool>>,
     /// Bridge: FDB ageing time in seconds (default 300).
     pub ageing: Option<Spanned<f64>>,
-    /// Bridge: most FDB entries (default 4096).
+    /// Bridge, VXLAN/Geneve: most (learned) FDB entries (default 4096).
     pub fdb_max: Option<Spanned<u32>>,
     /// Bridge: the bridge device's own VLANs (`bridge vlan ... self`).
     #[serde(rename = "self")]
@@ -184,6 +203,16 @@ pub struct DeviceSpec {
     pub mac: Option<Spanned<String>>,
     /// Router addresses `a.b.c.d/len` or `x::y/len`.
     pub addresses: Option<Vec<Spanned<String>>>,
+}
+
+/// A static FDB entry of a tunnel device: frames for `mac` go to `remote`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TunnelFdbSpec {
+    /// Inner destination MAC.
+    pub mac: Spanned<String>,
+    /// Remote endpoint address.
+    pub remote: Spanned<String>,
 }
 
 /// A port driver: a name, or a table with `kind` and its options.
@@ -396,7 +425,7 @@ pub struct ReassemblySpec {
 }
 
 /// The device kinds.
-pub(super) const KINDS: [&str; 5] = ["port", "vlan", "bond", "team", "bridge"];
+pub(super) const KINDS: [&str; 7] = ["port", "vlan", "bond", "team", "bridge", "vxlan", "geneve"];
 
 /// Keys of `[[device]]` that apply only to some kinds: (key, kinds).
 pub(super) const KIND_KEYS: &[(&str, &[&str])] = &[
@@ -407,7 +436,16 @@ pub(super) const KIND_KEYS: &[(&str, &[&str])] = &[
     ("gro", &["port"]),
     ("lower", &["vlan"]),
     ("protocol", &["vlan"]),
-    ("id", &["vlan"]),
+    ("id", &["vlan", "vxlan", "geneve"]),
+    ("underlay", &["vxlan", "geneve"]),
+    ("local", &["vxlan", "geneve"]),
+    ("remote", &["vxlan", "geneve"]),
+    ("dstport", &["vxlan", "geneve"]),
+    ("udp_checksum", &["vxlan", "geneve"]),
+    ("udp6_zero_checksum_rx", &["vxlan", "geneve"]),
+    ("learning", &["vxlan", "geneve"]),
+    ("ttl", &["vxlan", "geneve"]),
+    ("fdb", &["vxlan", "geneve"]),
     ("mode", &["bond"]),
     ("xmit_hash_policy", &["bond"]),
     ("slaves", &["bond"]),
@@ -416,7 +454,7 @@ pub(super) const KIND_KEYS: &[(&str, &[&str])] = &[
     ("ports", &["team", "bridge"]),
     ("vlan_filtering", &["bridge"]),
     ("ageing", &["bridge"]),
-    ("fdb_max", &["bridge"]),
+    ("fdb_max", &["bridge", "vxlan", "geneve"]),
     ("self", &["bridge"]),
 ];
 
@@ -441,6 +479,15 @@ impl DeviceSpec {
             "vlan_filtering" => self.vlan_filtering.as_ref().map(Spanned::span),
             "ageing" => self.ageing.as_ref().map(Spanned::span),
             "fdb_max" => self.fdb_max.as_ref().map(Spanned::span),
+            "underlay" => self.underlay.as_ref().map(Spanned::span),
+            "local" => self.local.as_ref().map(Spanned::span),
+            "remote" => self.remote.as_ref().map(Spanned::span),
+            "dstport" => self.dstport.as_ref().map(Spanned::span),
+            "udp_checksum" => self.udp_checksum.as_ref().map(Spanned::span),
+            "udp6_zero_checksum_rx" => self.udp6_zero_checksum_rx.as_ref().map(Spanned::span),
+            "learning" => self.learning.as_ref().map(Spanned::span),
+            "ttl" => self.ttl.as_ref().map(Spanned::span),
+            "fdb" => self.fdb.as_ref().and_then(|f| f.first()).map(Spanned::span),
             "self" => self.self_vlans.as_ref().map(Spanned::span),
             _ => None,
         }
@@ -451,6 +498,9 @@ impl DeviceSpec {
         let mut v = Vec::new();
         if let Some(l) = &self.lower {
             v.push((l.get_ref().as_str(), l.span()));
+        }
+        if let Some(u) = &self.underlay {
+            v.push((u.get_ref().as_str(), u.span()));
         }
         if let Some(s) = &self.slaves {
             v.extend(s.get_ref().iter().map(|n| (n.get_ref().as_str(), n.span())));
