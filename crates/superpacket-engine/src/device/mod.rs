@@ -36,6 +36,8 @@ pub mod team;
 pub mod topology;
 #[cfg(feature = "tun")]
 pub mod tun_port;
+#[cfg(feature = "vhost-user")]
+pub mod vhost_user;
 pub mod vlan;
 
 #[cfg(test)]
@@ -67,3 +69,5 @@ pub use tables::TableUsage;
 pub use topology::{BuildOptions, Topology, TopologyError};
 #[cfg(feature = "tun")]
 pub use tun_port::TunDriver;
+#[cfg(feature = "vhost-user")]
+pub use vhost_user::{VhostUserDriver, VhostUserOptions};
