@@ -317,8 +317,14 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
     *lock(&port.conn) = Some(conn.clone());
     port.stats.attaches.fetch_add(1, Ordering::Relaxed);
     port.changed();
-    if let Err(e) = daemon.wait() {
-        port.error(e);
+    match daemon.wait() {
+        // The frontend went away (it closed the socket, maybe mid-message):
+        // the normal end of a connection.
+        Ok(())
+        | Err(vhost_user_backend::Error::HandleRequest(
+            vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+        )) => {}
+        Err(e) => port.error(e),
     }
     *lock(&port.shutdown) = None;
     *lock(&port.conn) = None;
