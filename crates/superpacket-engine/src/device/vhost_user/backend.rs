@@ -57,6 +57,9 @@ pub struct Conn {
     pub mem: Mem,
     /// Virtio features the frontend acked (0 until `SET_FEATURES`).
     pub acked: AtomicU64,
+    /// Device resets so far (`RESET_DEVICE`): a stopped queue starts
+    /// again after one.
+    pub resets: AtomicU64,
     /// Exit notifiers of the daemon's event threads (to end them when the
     /// connection ends).
     exits: Mutex<Vec<EventNotifier>>,
@@ -212,6 +215,7 @@ impl VhostUserBackend for NetBackend {
             | VhostUserProtocolFeatures::RESET_DEVICE
     }
     fn reset_device(&self) {
+        self.conn.resets.fetch_add(1, Ordering::AcqRel);
         self.conn.acked.store(0, Ordering::Release);
         self.port.changed();
     }
@@ -282,6 +286,7 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
         vrings: OnceLock::new(),
         mem: mem.clone(),
         acked: AtomicU64::new(0),
+        resets: AtomicU64::new(0),
         exits: Mutex::new(Vec::new()),
     });
     let backend = NetBackend { port: port.clone(), conn: conn.clone() };

@@ -244,8 +244,9 @@ struct Active {
     /// 12 (VERSION_1 or MRG_RXBUF) or 10.
     hdr_len: usize,
     mrg: bool,
-    /// Which connection (to tell a reconnect from a feature change).
-    conn: usize,
+    /// Which connection and device reset (to tell a reconnect or a reset
+    /// from a feature change).
+    conn: (usize, u64),
 }
 
 /// Counters of one driver (one queue pair).
@@ -439,7 +440,7 @@ impl VhostUserDriver {
                 acked,
                 hdr_len: if v1 { 12 } else { 10 },
                 mrg: acked & vf::MRG_RXBUF != 0,
-                conn: Arc::as_ptr(c) as usize,
+                conn: (Arc::as_ptr(c) as usize, c.resets.load(Ordering::Acquire)),
             })
         });
         let same_conn = matches!((&self.active, &next), (Some(a), Some(b)) if a.conn == b.conn);
