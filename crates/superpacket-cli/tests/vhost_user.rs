@@ -433,3 +433,44 @@ mod fnv {
         (h, b.len())
     }
 }
+
+/// `mode = "client"`: the engine connects to a testpmd listening on the
+/// socket (`server=1`), and connects again when a new testpmd listens after
+/// the first one quit; every frame either sent reached the engine.
+#[test]
+fn a_client_mode_port_connects_and_reconnects_to_a_listening_testpmd() {
+    const TEST: &str = "a_client_mode_port_connects_and_reconnects_to_a_listening_testpmd";
+    if !testpmd_available(TEST) {
+        return;
+    }
+    let dir = topology_dir();
+    let sock = dir.path().join("c.sock");
+    let topology = format!(
+        r#"
+[[device]]
+name = "vc"
+kind = "port"
+driver = {{ kind = "vhost-user", socket = "{}", mode = "client" }}
+"#,
+        sock.display()
+    );
+    let engine = Running::start(&topology);
+    let mut total = 0;
+    for round in 1..=2u64 {
+        let mut pmd =
+            Testpmd::start(dir.path(), &format!("srv{round}"), &sock, ",server=1", &["--forward-mode=txonly"]);
+        wait_stats(&engine, "the engine connected", |s| counter(s, "vc", "driver.attaches") == round);
+        pmd.cmd("start");
+        std::thread::sleep(Duration::from_secs(1));
+        pmd.cmd("stop");
+        let (_, sent) = pmd.port_stats();
+        assert!(sent > 1000, "round {round}: testpmd sent {sent}");
+        total += sent;
+        wait_stats(&engine, "every frame reached the engine", |s| counter(s, "vc", "driver.rx_frames") == total);
+        let out = pmd.quit();
+        assert!(out.contains("Bye"), "{out}");
+        wait_stats(&engine, "the engine saw testpmd go", |s| counter(s, "vc", "driver.detaches") == round);
+    }
+    let s = engine.stats();
+    assert_eq!(counter(&s, "vc", "driver.protocol_errors"), 0, "{s:#}");
+}
