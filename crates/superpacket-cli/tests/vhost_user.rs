@@ -4,7 +4,9 @@
 //! through the engine (one `txonly`, one `rxonly`): every frame the sender
 //! handed its queue reaches the engine, every frame the receiver counted
 //! left the engine, and the counters agree. A testpmd and a kernel
-//! namespace behind a TAP exchange UDP both ways.
+//! namespace behind a TAP exchange UDP both ways. Kernel TCP crosses
+//! testpmd's checksum engine between two namespaces, whole and correct. A
+//! client-mode port connects to a listening testpmd, and again to the next.
 //!
 //! `dpdk-testpmd` comes with Debian's `dpdk` package (scripts/test.sh
 //! installs it). Without it these tests fail with a message saying so,
