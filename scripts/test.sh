@@ -18,6 +18,8 @@ command -v ip >/dev/null 2>&1 || need_pkgs+=(iproute2)
 command -v ethtool >/dev/null 2>&1 || need_pkgs+=(ethtool)
 # dpdk-dev and pkg-config: crates/superpacket-cli/build.rs builds the DPDK 22.11 peer of `bench peers` (peers/dpdk); its tests need it.
 { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libdpdk; } || need_pkgs+=(dpdk-dev pkg-config)
+# dpdk (dpdk-testpmd): the virtio-user frontend of the vhost-user port tests (tests/vhost_user.rs).
+command -v dpdk-testpmd >/dev/null 2>&1 || need_pkgs+=(dpdk)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
     as_root apt-get update -qq
@@ -25,6 +27,7 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
 fi
 command -v tshark >/dev/null || { echo "tshark is still missing after install" >&2; exit 2; }
 pkg-config --exists libdpdk || { echo "libdpdk (dpdk-dev) is still missing after install" >&2; exit 2; }
+command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd (dpdk) is still missing after install" >&2; exit 2; }
 
 # --- Rust toolchain components -----------------------------------------------
 command -v cargo >/dev/null || { echo "cargo not found: install Rust stable (rustup) first" >&2; exit 2; }

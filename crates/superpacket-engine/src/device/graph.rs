@@ -956,6 +956,20 @@ impl Graph {
         }
     }
 
+    /// Applies a change of port `id`'s driver features
+    /// ([`PortDriver::take_hw_change`]): they become the port's hardware,
+    /// wanted and VLAN features, and the port and its uppers are
+    /// recomputed. True if there was a change.
+    pub fn refresh_port_features(&mut self, id: DeviceId) -> bool {
+        let Some(hw) = self.kinds[id.0].port_driver().and_then(|d| d.take_hw_change()) else { return false };
+        let f = &mut self.sh.devices[id.0].feat;
+        f.hw_features = hw;
+        f.wanted = hw;
+        f.vlan_features = hw | NetdevFeatures::HIGHDMA;
+        self.recompute(id);
+        true
+    }
+
     /// Counts `n` drops of `reason` on device `id`.
     pub fn count_drops(&mut self, id: DeviceId, reason: &'static str, n: u64) {
         self.sh.devices[id.0].counters.drop_n(reason, n);

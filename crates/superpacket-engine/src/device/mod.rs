@@ -38,6 +38,8 @@ pub mod topology;
 #[cfg(feature = "tun")]
 pub mod tun_port;
 pub mod udp_tunnel;
+#[cfg(feature = "vhost-user")]
+pub mod vhost_user;
 pub mod vlan;
 
 #[cfg(test)]
@@ -71,3 +73,5 @@ pub use tables::TableUsage;
 pub use topology::{BuildOptions, Topology, TopologyError};
 #[cfg(feature = "tun")]
 pub use tun_port::TunDriver;
+#[cfg(feature = "vhost-user")]
+pub use vhost_user::{VhostUserDriver, VhostUserOptions};

@@ -123,6 +123,14 @@ pub trait PortDriver: fmt::Debug + Send {
     /// Writes out whatever the driver queued for a batched send (the end of
     /// an engine round). Default: nothing is queued.
     fn flush(&mut self) {}
+    /// The driver's hardware features changed since the last call (a
+    /// vhost-user guest acked its offloads, or went away): the new
+    /// [`PortDriver::hw_features`], which the graph makes the port's
+    /// (wanted and active) and its uppers recompute from. Called at the end
+    /// of every engine round. Default: never.
+    fn take_hw_change(&mut self) -> Option<NetdevFeatures> {
+        None
+    }
     /// The driver's own counters, as `(name, value)` (what reached the
     /// kernel, batching figures, ...). Default: none.
     fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {

@@ -205,6 +205,7 @@ impl Worker {
             d.flush();
         }
         self.graph.collect_driver_drops(id);
+        self.graph.refresh_port_features(id);
     }
 
     /// Receives up to `budget` packets from port `i`, through GRO if the

@@ -25,6 +25,8 @@ use crate::device::port_io::{MAX_BATCH, MAX_RX_RING_FRAMES, PacketPortOptions, P
 use crate::device::pv_port::{MAX_PV_BATCH, PvPortDriver, PvPortOptions};
 #[cfg(feature = "tun")]
 use crate::device::tun_port::TunDriver;
+#[cfg(feature = "vhost-user")]
+use crate::device::vhost_user::{self, VhostUserDriver, VhostUserOptions};
 #[cfg(feature = "pv")]
 use crate::io::pv::TxStrategy;
 #[cfg(feature = "pv")]
@@ -41,11 +43,12 @@ use toml::Spanned;
 
 /// The real port drivers: (driver kind, the cargo feature of this crate
 /// that builds it, whether it is built).
-pub(crate) const DRIVER_FEATURES: [(&str, &str, bool); 4] = [
+pub(crate) const DRIVER_FEATURES: [(&str, &str, bool); 5] = [
     ("tap", "tap", cfg!(feature = "tap")),
     ("tun", "tun", cfg!(feature = "tun")),
     ("af_packet", "af-packet", cfg!(feature = "af-packet")),
     ("pv", "pv", cfg!(feature = "pv")),
+    ("vhost-user", "vhost-user", cfg!(feature = "vhost-user")),
 ];
 
 /// Opens the driver of one port from what the topology says about it and
@@ -84,6 +87,8 @@ impl DriverRegistry {
         r.register("af_packet", |cx, opts| cx.kernel_port(opts));
         #[cfg(feature = "pv")]
         r.register("pv", |cx, opts| cx.pv(opts));
+        #[cfg(feature = "vhost-user")]
+        r.register("vhost-user", |cx, opts| cx.vhost_user(opts));
         r
     }
 
@@ -341,6 +346,7 @@ impl DriverContext<'_> {
             ("netns", &t.netns),
             ("socket", &t.socket),
             ("strategy", &t.strategy),
+            ("mode", &t.mode),
         ];
         let spans = [
             ("offloads", t.offloads.as_ref().map(Spanned::span)),
@@ -413,6 +419,58 @@ impl DriverContext<'_> {
         PvPortDriver::open(&pv)
             .map(|d| Box::new(d) as Box<dyn PortDriver>)
             .map_err(|e| self.err(&at, format!("pv driver: {e}")))
+    }
+
+    /// `vhost-user`: a virtio-net device for a VMM or DPDK virtio-user, one
+    /// queue pair per engine worker.
+    #[cfg(feature = "vhost-user")]
+    fn vhost_user(&self, opts: &BuildOptions) -> Result<Box<dyn PortDriver>, FactoryError> {
+        self.only_keys(&["socket", "mode", "offloads", "ring"])?;
+        let (span, table) = (self.span.clone(), self.table);
+        let t = table.ok_or_else(|| {
+            self.err(&span, "a vhost-user driver is a table { kind = \"vhost-user\", socket = \"/path.sock\" }")
+        })?;
+        let socket = t.socket.as_ref().ok_or_else(|| self.err(&span, "a vhost-user driver needs `socket`"))?;
+        let path = Path::new(socket.get_ref());
+        let path = match &opts.base_dir {
+            Some(b) if path.is_relative() => b.join(path),
+            _ => path.to_path_buf(),
+        };
+        let mut o = VhostUserOptions::new(path);
+        if let Some(m) = &t.mode {
+            o.mode = match m.get_ref().as_str() {
+                "server" => vhost_user::Mode::Server,
+                "client" => vhost_user::Mode::Client,
+                other => {
+                    return Err(self.err(&m.span(), format!("unknown vhost-user mode `{other}` (server, client)")));
+                }
+            };
+        }
+        if let Some(list) = &t.offloads {
+            o.features = vhost_user::features::BASE;
+            for name in list.get_ref() {
+                o.features |= vhost_user::features::offload(name.get_ref()).ok_or_else(|| {
+                    self.err(
+                        &name.span(),
+                        format!("unknown vhost-user offload `{}` (csum, tso4, tso6, tso-ecn, uso)", name.get_ref()),
+                    )
+                })?;
+            }
+        }
+        if let Some(r) = &t.ring {
+            let n = *r.get_ref();
+            if !(64..=u32::from(vhost_user::DEFAULT_QUEUE_SIZE)).contains(&n) || !n.is_power_of_two() {
+                return Err(self.err(
+                    &r.span(),
+                    format!("ring {n} is not a power of two in 64..={}", vhost_user::DEFAULT_QUEUE_SIZE),
+                ));
+            }
+            o.queue_size = n as u16;
+        }
+        let at = socket.span();
+        VhostUserDriver::open_worker(&o, opts.workers.max(1))
+            .map(|d| Box::new(d) as Box<dyn PortDriver>)
+            .map_err(|e| self.err(&at, format!("vhost-user driver: {e}")))
     }
 
     /// A port on a kernel device: `tap` or `tun` (the device `name`,

@@ -231,13 +231,13 @@ pub enum DriverSpec {
 /// The driver kinds whose table is a [`DriverTable`]: the built-in drivers,
 /// compiled in or not (a kind whose cargo feature is off still gets its own
 /// error, not an unknown key's).
-pub const BUILTIN_DRIVER_KINDS: [&str; 6] = ["memory", "pcap", "tap", "tun", "af_packet", "pv"];
+pub const BUILTIN_DRIVER_KINDS: [&str; 7] = ["memory", "pcap", "tap", "tun", "af_packet", "pv", "vhost-user"];
 
 /// The table form of a built-in driver ([`BUILTIN_DRIVER_KINDS`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DriverTable {
-    /// `memory`, `pcap`, `tap`, `tun`, `af_packet` or `pv`.
+    /// `memory`, `pcap`, `tap`, `tun`, `af_packet`, `pv` or `vhost-user`.
     pub kind: Spanned<String>,
     /// pcap: output file (relative to the topology file).
     pub path: Option<Spanned<String>>,
@@ -251,21 +251,28 @@ pub struct DriverTable {
     /// lives in; omitted: the current one.
     pub netns: Option<Spanned<String>>,
     /// tap, tun: the offloads asked for (`csum`, `tso4`, `tso6`, `tso-ecn`,
-    /// `uso`; default all of them).
+    /// `uso`; default all of them); vhost-user: the offloads offered to the
+    /// guest, both directions (same names).
     pub offloads: Option<Spanned<Vec<Spanned<String>>>>,
     /// af_packet: `PACKET_QDISC_BYPASS`.
     pub qdisc_bypass: Option<Spanned<bool>>,
     /// af_packet: frames per batched receive or send call; pv: packets per
     /// transmit batch.
     pub batch: Option<Spanned<u32>>,
-    /// pv: the Unix socket clients attach to (relative to the topology file).
+    /// pv: the Unix socket clients attach to (relative to the topology file);
+    /// vhost-user: the socket the engine listens on (or connects to).
     pub socket: Option<Spanned<String>>,
+    /// vhost-user: `server` (default: the engine listens) or `client` (the
+    /// engine connects to a listening VMM, and again after it goes away).
+    pub mode: Option<Spanned<String>>,
     /// pv: transmit policy (`swcsum-direct`, `offload-indirect`, `direct-nocsum`).
     pub strategy: Option<Spanned<String>>,
     /// pv: require header information with checksum-offloaded frames
     /// (`GUEST_HDRLEN`; default true).
     pub header_info: Option<Spanned<bool>>,
     /// pv: default ring size (a power of two, 2..=1024; default 256).
+    /// vhost-user: most descriptors per virtqueue (a power of two,
+    /// 64..=1024; default 1024).
     /// af_packet: frames of the TPACKET_V2 receive ring (0: no ring,
     /// `recvmmsg`; default 128, 68 KiB each).
     pub ring: Option<Spanned<u32>>,

@@ -1,0 +1,412 @@
+//! The vhost-user protocol side of a port: `vhost-user-backend`'s
+//! [`VhostUserDaemon`] runs the socket (features, memory table, vring
+//! setup) in a control thread; [`NetBackend`] is what it calls back. The
+//! data path is not here: the engine workers touch the vrings themselves
+//! (see the parent module).
+//!
+//! One [`PortShared`] lives as long as the port; each connection gets a
+//! new daemon and a new [`Conn`] (the daemon's vrings, the guest memory,
+//! the acked features), published to the workers through
+//! [`PortShared::conn`] with [`PortShared::generation`] bumped, so a worker
+//! notices a connect, a disconnect, a feature or memory change with one
+//! atomic load.
+
+use super::features as vf;
+use crate::io::event::EventFd;
+use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use vhost::vhost_user::Listener;
+use vhost::vhost_user::message::VhostUserProtocolFeatures;
+use vhost_user_backend::{ShutdownHandle, VhostUserBackend, VhostUserDaemon, VringMutex};
+use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use vmm_sys_util::epoll::EventSet;
+use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
+
+/// The guest memory of a connection, shared with the daemon (replaced on
+/// `SET_MEM_TABLE`).
+pub type Mem = GuestMemoryAtomic<GuestMemoryMmap<()>>;
+/// One vring: the daemon's state behind a mutex the workers take briefly.
+pub type Vring = VringMutex<Mem>;
+
+/// Whether the engine listens or connects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// The engine listens on the socket; the VMM (or DPDK virtio-user)
+    /// connects. One frontend at a time; the next may connect after it leaves.
+    #[default]
+    Server,
+    /// The engine connects to a listening VMM and connects again whenever
+    /// the connection ends (every [`RECONNECT_INTERVAL`] until it succeeds).
+    Client,
+}
+
+/// How long a client-mode port waits between connection attempts.
+pub const RECONNECT_INTERVAL: Duration = Duration::from_millis(200);
+
+/// What one connection's daemon shares with the workers.
+pub struct Conn {
+    /// The daemon's vrings (queue `2 * i` receives into the guest, `2 * i + 1`
+    /// is the guest's transmit queue), known once the daemon's event thread
+    /// called [`NetBackend::handle_event`].
+    pub vrings: OnceLock<Vec<Vring>>,
+    /// The guest's memory.
+    pub mem: Mem,
+    /// Virtio features the frontend acked (0 until `SET_FEATURES`).
+    pub acked: AtomicU64,
+    /// Device resets so far (`RESET_DEVICE`): a stopped queue starts
+    /// again after one.
+    pub resets: AtomicU64,
+    /// Exit notifiers of the daemon's event threads (to end them when the
+    /// connection ends).
+    exits: Mutex<Vec<EventNotifier>>,
+}
+
+impl std::fmt::Debug for Conn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Conn").field("acked", &self.acked.load(Ordering::Relaxed)).finish_non_exhaustive()
+    }
+}
+
+/// Counters of the protocol side.
+#[derive(Debug, Default)]
+pub struct ControlStats {
+    /// Frontends that connected.
+    pub attaches: AtomicU64,
+    /// Connections that ended.
+    pub detaches: AtomicU64,
+    /// Connection attempts or daemons that failed.
+    pub errors: AtomicU64,
+}
+
+/// What a port's control thread, its daemon and its workers share.
+pub struct PortShared {
+    /// The socket.
+    pub socket: PathBuf,
+    /// Listen or connect.
+    pub mode: Mode,
+    /// Virtio features offered.
+    pub offered: u64,
+    /// Queue pairs offered (one per engine worker).
+    pub pairs: usize,
+    /// Most descriptors per queue.
+    pub queue_size: u16,
+    /// One wake eventfd per queue pair: the poll descriptor of the worker
+    /// serving it, signalled on a kick of either of its queues and on any
+    /// connection change.
+    pub wake: Vec<EventFd>,
+    /// The current connection, if any.
+    pub conn: Mutex<Option<Arc<Conn>>>,
+    /// Bumped on every change of `conn` or of what it holds.
+    pub generation: AtomicU64,
+    /// Protocol-side counters.
+    pub stats: ControlStats,
+    /// The last protocol error, for people.
+    pub last_error: Mutex<Option<String>>,
+    stop: AtomicBool,
+    stop_evt: EventFd,
+    shutdown: Mutex<Option<ShutdownHandle>>,
+}
+
+impl std::fmt::Debug for PortShared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PortShared")
+            .field("socket", &self.socket)
+            .field("mode", &self.mode)
+            .field("pairs", &self.pairs)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl PortShared {
+    /// Shared state for a port on `socket`.
+    ///
+    /// # Errors
+    /// An eventfd cannot be created.
+    pub fn new(
+        socket: PathBuf,
+        mode: Mode,
+        offered: u64,
+        pairs: usize,
+        queue_size: u16,
+    ) -> std::io::Result<PortShared> {
+        let ev = || EventFd::new().map_err(|e| std::io::Error::other(e.to_string()));
+        let wake = (0..pairs.max(1)).map(|_| ev()).collect::<Result<Vec<_>, _>>()?;
+        Ok(PortShared {
+            socket,
+            mode,
+            offered,
+            pairs: pairs.max(1),
+            queue_size,
+            wake,
+            conn: Mutex::new(None),
+            generation: AtomicU64::new(1),
+            stats: ControlStats::default(),
+            last_error: Mutex::new(None),
+            stop: AtomicBool::new(false),
+            stop_evt: ev()?,
+            shutdown: Mutex::new(None),
+        })
+    }
+
+    /// Publishes a change: bumps the generation and wakes every worker.
+    pub fn changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        for w in &self.wake {
+            w.notify();
+        }
+    }
+
+    /// The current connection.
+    pub fn current(&self) -> Option<Arc<Conn>> {
+        lock(&self.conn).clone()
+    }
+
+    fn error(&self, e: impl std::fmt::Display) {
+        self.stats.errors.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.last_error) = Some(e.to_string());
+    }
+
+    /// The wake descriptor of queue pair `qp`.
+    pub fn wake_fd(&self, qp: usize) -> RawFd {
+        self.wake[qp].as_fd().as_raw_fd()
+    }
+}
+
+/// The [`VhostUserBackend`] of one connection.
+#[derive(Clone)]
+pub struct NetBackend {
+    port: Arc<PortShared>,
+    conn: Arc<Conn>,
+}
+
+impl VhostUserBackend for NetBackend {
+    type Bitmap = ();
+    type Vring = Vring;
+
+    fn num_queues(&self) -> usize {
+        2 * self.port.pairs
+    }
+    fn max_queue_size(&self) -> usize {
+        usize::from(self.port.queue_size)
+    }
+    fn features(&self) -> u64 {
+        self.port.offered | vf::VHOST_USER_F_PROTOCOL_FEATURES
+    }
+    fn acked_features(&self, features: u64) {
+        self.conn.acked.store(features, Ordering::Release);
+        self.port.changed();
+    }
+    /// `MQ`, `REPLY_ACK`, `CONFIG` (the virtio-net config space: link up,
+    /// queue pairs), `RESET_DEVICE`. Not offered because the crates do not
+    /// implement them: `INFLIGHT_SHMFD` (QEMU's in-flight tracking for
+    /// reconnecting without losing descriptors), `STATUS`, `LOG_SHMFD`.
+    fn protocol_features(&self) -> VhostUserProtocolFeatures {
+        VhostUserProtocolFeatures::MQ
+            | VhostUserProtocolFeatures::REPLY_ACK
+            | VhostUserProtocolFeatures::CONFIG
+            | VhostUserProtocolFeatures::RESET_DEVICE
+    }
+    fn reset_device(&self) {
+        self.conn.resets.fetch_add(1, Ordering::AcqRel);
+        self.conn.acked.store(0, Ordering::Release);
+        self.port.changed();
+    }
+    fn set_event_idx(&self, _enabled: bool) {
+        // The queues carry the flag themselves (set by the daemon).
+    }
+    /// `struct virtio_net_config`: mac (zero: not offered), status
+    /// (`VIRTIO_NET_S_LINK_UP`), max_virtqueue_pairs, mtu.
+    fn get_config(&self, offset: u32, size: u32) -> Vec<u8> {
+        let mut cfg = [0u8; 12];
+        cfg[6..8].copy_from_slice(&1u16.to_le_bytes());
+        cfg[8..10].copy_from_slice(&(self.port.pairs as u16).to_le_bytes());
+        cfg[10..12].copy_from_slice(&1500u16.to_le_bytes());
+        let start = (offset as usize).min(cfg.len());
+        let end = start.saturating_add(size as usize).min(cfg.len());
+        cfg[start..end].to_vec()
+    }
+    fn update_memory(&self, _mem: Mem) -> std::io::Result<()> {
+        // The atomic is the one the connection holds: already up to date.
+        self.port.changed();
+        Ok(())
+    }
+    fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
+        let (c, n) = new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()?;
+        let keep = n.try_clone().ok()?;
+        lock(&self.conn.exits).push(keep);
+        Some((c, n))
+    }
+    /// A kick (or a vring that became enabled): wake the worker serving
+    /// that queue pair. The first call also publishes the vrings.
+    fn handle_event(
+        &self,
+        device_event: u16,
+        _evset: EventSet,
+        vrings: &[Vring],
+        _thread_id: usize,
+    ) -> std::io::Result<()> {
+        if self.conn.vrings.get().is_none() && vrings.len() == self.num_queues() {
+            let _ = self.conn.vrings.set(vrings.to_vec());
+            self.port.changed();
+        }
+        let qp = usize::from(device_event) / 2;
+        if let Some(w) = self.port.wake.get(qp) {
+            w.notify();
+        }
+        Ok(())
+    }
+}
+
+/// Waits until `fd` is readable or the port is stopping (or `timeout`
+/// passed); true if the port is stopping.
+fn wait_readable(port: &PortShared, fd: Option<RawFd>, timeout: Option<Duration>) -> bool {
+    let mut fds = [
+        libc::pollfd { fd: port.stop_evt.as_fd().as_raw_fd(), events: libc::POLLIN, revents: 0 },
+        libc::pollfd { fd: fd.unwrap_or(-1), events: libc::POLLIN, revents: 0 },
+    ];
+    let ms = timeout.map_or(-1, |t| t.as_millis().min(i32::MAX as u128) as i32);
+    // SAFETY: `fds` is a valid array of two pollfd for the duration of the
+    // call; a negative fd is ignored by poll.
+    let _ = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+    port.stop.load(Ordering::Acquire)
+}
+
+/// Runs one connection's daemon until the connection ends.
+fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
+    let mem: Mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+    let conn = Arc::new(Conn {
+        vrings: OnceLock::new(),
+        mem: mem.clone(),
+        acked: AtomicU64::new(0),
+        resets: AtomicU64::new(0),
+        exits: Mutex::new(Vec::new()),
+    });
+    let backend = NetBackend { port: port.clone(), conn: conn.clone() };
+    let end_threads = |conn: &Conn| {
+        for n in lock(&conn.exits).iter() {
+            let _ = n.notify();
+        }
+    };
+    let mut daemon = match VhostUserDaemon::new("sp-vhost-user".into(), backend, mem) {
+        Ok(d) => d,
+        Err(e) => {
+            port.error(e);
+            end_threads(&conn);
+            std::thread::sleep(RECONNECT_INTERVAL);
+            return;
+        }
+    };
+    let started = match listener {
+        Some(l) => daemon.start(l),
+        None => daemon.start_client(&port.socket.to_string_lossy()),
+    };
+    if let Err(e) = started {
+        if port.mode == Mode::Server {
+            port.error(e);
+        }
+        end_threads(&conn);
+        return;
+    }
+    *lock(&port.shutdown) = daemon.shutdown_handle();
+    if port.stop.load(Ordering::Acquire) {
+        daemon.request_shutdown();
+    }
+    *lock(&port.conn) = Some(conn.clone());
+    port.stats.attaches.fetch_add(1, Ordering::Relaxed);
+    port.changed();
+    match daemon.wait() {
+        // The frontend went away (it closed the socket, maybe mid-message):
+        // the normal end of a connection.
+        Ok(())
+        | Err(vhost_user_backend::Error::HandleRequest(
+            vhost::vhost_user::Error::Disconnected | vhost::vhost_user::Error::PartialMessage,
+        )) => {}
+        Err(e) => port.error(e),
+    }
+    *lock(&port.shutdown) = None;
+    *lock(&port.conn) = None;
+    port.stats.detaches.fetch_add(1, Ordering::Relaxed);
+    port.changed();
+    end_threads(&conn);
+}
+
+/// The control thread: accepts (or makes) one connection after another
+/// until the port is dropped.
+fn control(port: Arc<PortShared>, mut listener: Option<Listener>) {
+    while !port.stop.load(Ordering::Acquire) {
+        match listener.as_mut() {
+            Some(l) => {
+                if wait_readable(&port, Some(l.as_raw_fd()), None) {
+                    break;
+                }
+                serve_one(&port, Some(l));
+            }
+            None => {
+                serve_one(&port, None);
+                if wait_readable(&port, None, Some(RECONNECT_INTERVAL)) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The control thread of a port; dropping it stops the thread (the
+/// connection is shut down, the socket file of a listening port removed).
+#[derive(Debug)]
+pub struct Control {
+    port: Arc<PortShared>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Control {
+    /// Listens on (server mode) or starts connecting to (client mode) the
+    /// port's socket.
+    ///
+    /// # Errors
+    /// The socket cannot be bound (server mode), or the thread not started.
+    pub fn start(port: Arc<PortShared>) -> std::io::Result<Control> {
+        let listener = match port.mode {
+            Mode::Server => {
+                if let Some(dir) = port.socket.parent()
+                    && !dir.as_os_str().is_empty()
+                {
+                    std::fs::create_dir_all(dir)?;
+                }
+                if std::os::unix::net::UnixStream::connect(&port.socket).is_ok() {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::AddrInUse,
+                        "another endpoint is listening on this socket",
+                    ));
+                }
+                let l = Listener::new(&port.socket, true).map_err(|e| std::io::Error::other(e.to_string()))?;
+                Some(l)
+            }
+            Mode::Client => None,
+        };
+        let p = port.clone();
+        let thread = std::thread::Builder::new().name("sp-vhost-ctl".into()).spawn(move || control(p, listener))?;
+        Ok(Control { port, thread: Some(thread) })
+    }
+}
+
+impl Drop for Control {
+    fn drop(&mut self) {
+        self.port.stop.store(true, Ordering::Release);
+        self.port.stop_evt.notify();
+        if let Some(h) = lock(&self.port.shutdown).as_ref() {
+            h.shutdown();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}

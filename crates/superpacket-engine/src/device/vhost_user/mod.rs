@@ -1,0 +1,905 @@
+//! The vhost-user-net port driver ([`VhostUserDriver`], topology `driver =
+//! { kind = "vhost-user", socket = "/path.sock" }`): a virtio-net device
+//! whose frontend is a VMM (QEMU, cloud-hypervisor) or DPDK's virtio-user,
+//! built on the rust-vmm crates rather than a protocol of our own.
+//!
+//! # Design
+//!
+//! - **protocol** ([`backend`]): `vhost-user-backend`'s `VhostUserDaemon`
+//!   handles the socket (features, `SET_MEM_TABLE`, `SET_VRING_*`) in a
+//!   control thread per port; the engine listens (`mode = "server"`, the
+//!   default: one frontend at a time, the next may connect after it
+//!   leaves) or connects to a listening VMM and connects again whenever the
+//!   connection ends (`mode = "client"`).
+//! - **data path** (this module and [`virtq`]): the engine worker that owns
+//!   the port touches the vrings itself (the daemon's `VringMutex`, locked
+//!   for the few microseconds of one frame) and the guest memory through
+//!   `vm-memory` (`GuestMemoryAtomic<GuestMemoryMmap>`: bounds-checked guest
+//!   addresses, volatile copies). The daemon's event thread only turns
+//!   kicks into a wake-up of the worker: [`PortDriver::poll_fd`] is one
+//!   eventfd per queue pair, signalled on a kick of either queue and on any
+//!   connection change.
+//! - **queue pairs**: one per engine worker (`VIRTIO_NET_F_MQ` offers as
+//!   many pairs as there are workers); worker `i` serves pair `i` (receive
+//!   queue `2i`, transmit queue `2i + 1`). Every worker builds its own
+//!   graph; the port's control thread and socket are shared through a
+//!   process-wide registry keyed by the socket path.
+//! - **receive from the guest** ([`PortDriver::recv`]): one chain (direct
+//!   or indirect descriptors) is copied into a reusable buffer, the chain
+//!   given back, the `virtio_net_hdr_v1` imported with the kernel's
+//!   validation ([`VirtioNetHdr::to_meta`], the same code as a TAP's), the
+//!   frame copied into a pooled [`Packet`]. A refused header is a drop
+//!   counted with the same reason as on a TAP.
+//! - **transmit to the guest** ([`PortDriver::xmit`], [`PortDriver::sink`]):
+//!   the header is exported as for a TAP ([`VirtioNetHdr::from_meta_as`])
+//!   and header and frame are copied into the guest's receive buffers;
+//!   with `VIRTIO_NET_F_MRG_RXBUF` a superpacket spreads over as many chains
+//!   as it needs (`num_buffers`). Frames that find no buffer wait in a
+//!   bounded backlog ([`BACKLOG`]) while kicks on the receive queue are
+//!   enabled; the guest is notified (call eventfd, honouring `EVENT_IDX`)
+//!   at [`PortDriver::flush`], the end of the engine round.
+//! - **features**: what the guest acked becomes the port's netdev features
+//!   ([`netdev_features`]: `GUEST_CSUM` gives HW_CSUM, `GUEST_TSO4` TSO,
+//!   `GUEST_TSO6` TSO6, `GUEST_ECN` TSO_ECN, `GUEST_USO4`+`GUEST_USO6`
+//!   GSO_UDP_L4) through [`PortDriver::take_hw_change`]: the graph segments
+//!   (and checksums) before a guest that does not take the offload and
+//!   hands superpackets whole to one that does. Without a guest the port
+//!   has no offloads and transmitting is a `vhost-no-guest` drop.
+//!
+//! # Hostile guests
+//!
+//! A guest that announces more chains than its queue holds, writes a
+//! chain that loops or leaves its table, nests indirect tables, points a
+//! ring or buffer outside its memory or hands a writable buffer to transmit
+//! (a readable one to receive) gets that queue stopped: counted once as a
+//! drop `vhost-bad-*` ([`virtq::QueueFault::reason`]) and in the driver
+//! counter `queue_stopped`; nothing more is taken from or put in that queue
+//! until the guest resets the device or reconnects. Guest memory is only
+//! accessed through `vm-memory`, so no guest address can reach outside the
+//! regions the frontend shared, and no other port's memory is involved. A
+//! frontend that disconnects mid-transfer: the worker keeps its mapping
+//! (reference-counted) until it sees the new generation, so nothing is
+//! unmapped under it.
+
+pub mod backend;
+pub mod virtq;
+
+use super::features::{FeaturesCheck, NetdevFeatures};
+use super::port::{DriverError, PortDriver};
+pub use backend::Mode;
+use backend::{Control, PortShared, Vring};
+use std::any::Any;
+use std::collections::VecDeque;
+use std::fmt;
+use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, Weak};
+use superpacket::offload::gso::{SegmentSink, SgFrame};
+use superpacket::packet::virtio::{F_NEEDS_CSUM, GSO_ECN, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
+use superpacket::packet::{OffloadMeta, Packet};
+use superpacket::wire::Medium;
+use vhost_user_backend::VringT;
+use virtio_queue::QueueT;
+use virtq::{QueueFault, RxRefused};
+use vm_memory::GuestAddressSpace;
+
+/// Virtio-net feature bits (virtio 1.2, 5.1.3) and the vhost-user one.
+pub mod features {
+    /// `VIRTIO_NET_F_CSUM`: the guest sends partial checksums.
+    pub const CSUM: u64 = 1 << 0;
+    /// `VIRTIO_NET_F_GUEST_CSUM`: the guest takes partial checksums.
+    pub const GUEST_CSUM: u64 = 1 << 1;
+    /// `VIRTIO_NET_F_GUEST_TSO4`.
+    pub const GUEST_TSO4: u64 = 1 << 7;
+    /// `VIRTIO_NET_F_GUEST_TSO6`.
+    pub const GUEST_TSO6: u64 = 1 << 8;
+    /// `VIRTIO_NET_F_GUEST_ECN`.
+    pub const GUEST_ECN: u64 = 1 << 9;
+    /// `VIRTIO_NET_F_HOST_TSO4`: the guest sends TCPv4 superpackets.
+    pub const HOST_TSO4: u64 = 1 << 11;
+    /// `VIRTIO_NET_F_HOST_TSO6`.
+    pub const HOST_TSO6: u64 = 1 << 12;
+    /// `VIRTIO_NET_F_HOST_ECN`.
+    pub const HOST_ECN: u64 = 1 << 13;
+    /// `VIRTIO_NET_F_MRG_RXBUF`: a received frame may span several chains.
+    pub const MRG_RXBUF: u64 = 1 << 15;
+    /// `VIRTIO_NET_F_STATUS`: the config space has a link status.
+    pub const STATUS: u64 = 1 << 16;
+    /// `VIRTIO_NET_F_MQ`: several queue pairs.
+    pub const MQ: u64 = 1 << 22;
+    /// `VIRTIO_RING_F_INDIRECT_DESC`.
+    pub const INDIRECT_DESC: u64 = 1 << 28;
+    /// `VIRTIO_RING_F_EVENT_IDX`.
+    pub const EVENT_IDX: u64 = 1 << 29;
+    /// `VHOST_USER_F_PROTOCOL_FEATURES`.
+    pub const VHOST_USER_F_PROTOCOL_FEATURES: u64 = 1 << 30;
+    /// `VIRTIO_F_VERSION_1`.
+    pub const VERSION_1: u64 = 1 << 32;
+    /// `VIRTIO_NET_F_GUEST_USO4`.
+    pub const GUEST_USO4: u64 = 1 << 54;
+    /// `VIRTIO_NET_F_GUEST_USO6`.
+    pub const GUEST_USO6: u64 = 1 << 55;
+    /// `VIRTIO_NET_F_HOST_USO`.
+    pub const HOST_USO: u64 = 1 << 56;
+
+    /// Always offered: the ring and framing features.
+    pub const BASE: u64 = VERSION_1 | MRG_RXBUF | EVENT_IDX | INDIRECT_DESC | STATUS | MQ;
+    /// Every offload (both directions).
+    pub const OFFLOADS: u64 = CSUM
+        | GUEST_CSUM
+        | HOST_TSO4
+        | HOST_TSO6
+        | HOST_ECN
+        | HOST_USO
+        | GUEST_TSO4
+        | GUEST_TSO6
+        | GUEST_ECN
+        | GUEST_USO4
+        | GUEST_USO6;
+    /// What a port offers by default.
+    pub const DEFAULT: u64 = BASE | OFFLOADS;
+
+    /// The offload bits of topology offload name `name` (`csum`, `tso4`,
+    /// `tso6`, `tso-ecn`, `uso`), both directions.
+    pub fn offload(name: &str) -> Option<u64> {
+        Some(match name {
+            "csum" => CSUM | GUEST_CSUM,
+            "tso4" => HOST_TSO4 | GUEST_TSO4,
+            "tso6" => HOST_TSO6 | GUEST_TSO6,
+            "tso-ecn" => HOST_ECN | GUEST_ECN,
+            "uso" => HOST_USO | GUEST_USO4 | GUEST_USO6,
+            _ => return None,
+        })
+    }
+}
+
+use features as vf;
+
+/// Frames kept for a guest whose receive queue is full, per queue pair.
+pub const BACKLOG: usize = 256;
+
+/// Default (and largest) queue size offered.
+pub const DEFAULT_QUEUE_SIZE: u16 = 1024;
+
+/// Bytes of one chain taken from a transmit queue: a 12-byte header and a
+/// 64 KiB IP packet behind an Ethernet header with two VLAN tags.
+const TX_BUF: usize = 12 + 65_535 + 22;
+
+/// Times [`PortDriver::recv`] finds the queue empty, re-enables kicks and
+/// finds frames again before it returns.
+const MAX_IDLE_CHECKS: usize = 8;
+
+/// Frames one [`PortDriver::recv`] call may drop before it returns.
+const MAX_DISCARDS_PER_RECV: usize = 64;
+
+/// Features of every vhost-user port (copies from any chunk list).
+const BASE_FEATURES: NetdevFeatures =
+    NetdevFeatures::SG.union(NetdevFeatures::FRAGLIST).union(NetdevFeatures::HIGHDMA).union(NetdevFeatures::GSO);
+
+/// The netdev features of a port whose guest acked `acked`.
+pub fn netdev_features(acked: u64) -> NetdevFeatures {
+    let mut f = BASE_FEATURES;
+    if acked & vf::GUEST_CSUM != 0 {
+        f = f | NetdevFeatures::HW_CSUM;
+        for (bit, feat) in [
+            (vf::GUEST_TSO4, NetdevFeatures::TSO),
+            (vf::GUEST_TSO6, NetdevFeatures::TSO6),
+            (vf::GUEST_ECN, NetdevFeatures::TSO_ECN),
+        ] {
+            if acked & bit != 0 {
+                f = f | feat;
+            }
+        }
+        if acked & (vf::GUEST_USO4 | vf::GUEST_USO6) == vf::GUEST_USO4 | vf::GUEST_USO6 {
+            f = f | NetdevFeatures::GSO_UDP_L4;
+        }
+    }
+    f
+}
+
+/// How a vhost-user port is opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VhostUserOptions {
+    /// The vhost-user socket.
+    pub socket: PathBuf,
+    /// Listen (default) or connect.
+    pub mode: Mode,
+    /// Virtio features offered ([`features::DEFAULT`]).
+    pub features: u64,
+    /// Most descriptors per queue (a power of two, 64..=1024).
+    pub queue_size: u16,
+}
+
+impl VhostUserOptions {
+    /// Defaults for a listening port on `socket`.
+    pub fn new(socket: impl Into<PathBuf>) -> VhostUserOptions {
+        VhostUserOptions {
+            socket: socket.into(),
+            mode: Mode::Server,
+            features: vf::DEFAULT,
+            queue_size: DEFAULT_QUEUE_SIZE,
+        }
+    }
+}
+
+/// A port's shared half: its control thread and what the workers share.
+#[derive(Debug)]
+struct PortHandle {
+    shared: Arc<PortShared>,
+    _control: Control,
+}
+
+/// Ports open in this process, by socket: worker `i > 0` of an engine
+/// joins the port worker 0 opened and serves the next queue pair.
+type Registry = Vec<(PathBuf, Weak<PortHandle>, usize)>;
+static PORTS: Mutex<Registry> = Mutex::new(Vec::new());
+
+/// The queues of the current connection this driver serves.
+struct Active {
+    rx: Vring,
+    tx: Vring,
+    mem: backend::Mem,
+    acked: u64,
+    /// 12 (VERSION_1 or MRG_RXBUF) or 10.
+    hdr_len: usize,
+    mrg: bool,
+    /// Which connection and device reset (to tell a reconnect or a reset
+    /// from a feature change).
+    conn: (usize, u64),
+}
+
+/// Counters of one driver (one queue pair).
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    tx_frames: u64,
+    tx_bytes: u64,
+    tx_superpackets: u64,
+    tx_buffers: u64,
+    tx_backlogged: u64,
+    rx_frames: u64,
+    rx_bytes: u64,
+    rx_superpackets: u64,
+    rx_csum_partial: u64,
+    rx_descs: u64,
+    queue_stopped: u64,
+    calls_sent: u64,
+    wakeups: u64,
+}
+
+/// The engine's end of a vhost-user-net device (see the module documentation).
+pub struct VhostUserDriver {
+    opts: VhostUserOptions,
+    handle: Arc<PortHandle>,
+    qp: usize,
+    hw: NetdevFeatures,
+    hw_changed: bool,
+    seen_gen: u64,
+    active: Option<Active>,
+    /// Receive (0) and transmit (1) queue stopped for a guest fault.
+    stopped: [bool; 2],
+    /// The queues' rings were checked to lie in guest memory.
+    validated: [bool; 2],
+    tx_kicks_on: bool,
+    rx_kicks_on: bool,
+    signal_rx: bool,
+    signal_tx: bool,
+    scratch: Vec<u8>,
+    lin: Vec<u8>,
+    backlog: VecDeque<Packet>,
+    stats: Stats,
+    pending: Vec<(&'static str, u64)>,
+}
+
+impl fmt::Debug for VhostUserDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("VhostUserDriver")
+            .field("socket", &self.opts.socket)
+            .field("mode", &self.opts.mode)
+            .field("queue_pair", &self.qp)
+            .field("connected", &self.active.is_some())
+            .finish()
+    }
+}
+
+fn open_error(what: &str, e: impl fmt::Display) -> DriverError {
+    DriverError::new("open-failed", format!("{what}: {e}"))
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl VhostUserDriver {
+    /// Opens queue pair 0 of a port with one queue pair.
+    ///
+    /// # Errors
+    /// As [`VhostUserDriver::open_worker`].
+    pub fn open(opts: &VhostUserOptions) -> Result<VhostUserDriver, DriverError> {
+        Self::open_worker(opts, 1)
+    }
+
+    /// Opens the next queue pair of the port on `opts.socket` for an
+    /// engine of `workers` workers: the first call listens on (or connects
+    /// to) the socket offering `workers` queue pairs and serves pair 0;
+    /// the next `workers - 1` calls with the same socket serve pairs 1, 2, ...
+    ///
+    /// # Errors
+    /// The socket is in use by a live endpoint or cannot be bound, or the
+    /// options are invalid.
+    pub fn open_worker(opts: &VhostUserOptions, workers: usize) -> Result<VhostUserDriver, DriverError> {
+        let what = format!("vhost-user socket {}", opts.socket.display());
+        if !(64..=DEFAULT_QUEUE_SIZE).contains(&opts.queue_size) || !opts.queue_size.is_power_of_two() {
+            return Err(open_error(
+                &what,
+                format!("queue size {} is not a power of two in 64..={DEFAULT_QUEUE_SIZE}", opts.queue_size),
+            ));
+        }
+        let mut reg = lock(&PORTS);
+        reg.retain(|(_, w, _)| w.strong_count() > 0);
+        let joined = reg.iter_mut().find_map(|(path, w, next)| {
+            let h = w.upgrade()?;
+            (path == &opts.socket && *next < h.shared.pairs).then(|| {
+                *next += 1;
+                (h, *next - 1)
+            })
+        });
+        let (handle, qp) = match joined {
+            Some(j) => j,
+            None => {
+                let workers = workers.max(1);
+                let mut features = opts.features | vf::BASE;
+                if workers == 1 {
+                    features &= !vf::MQ;
+                }
+                let shared = PortShared::new(opts.socket.clone(), opts.mode, features, workers, opts.queue_size)
+                    .map_err(|e| open_error(&what, e))?;
+                let shared = Arc::new(shared);
+                let control = Control::start(shared.clone()).map_err(|e| open_error(&what, e))?;
+                let h = Arc::new(PortHandle { shared, _control: control });
+                reg.push((opts.socket.clone(), Arc::downgrade(&h), 1));
+                (h, 0)
+            }
+        };
+        drop(reg);
+        Ok(VhostUserDriver {
+            opts: opts.clone(),
+            handle,
+            qp,
+            hw: BASE_FEATURES,
+            hw_changed: false,
+            seen_gen: 0,
+            active: None,
+            stopped: [false; 2],
+            validated: [false; 2],
+            tx_kicks_on: true,
+            rx_kicks_on: true,
+            signal_rx: false,
+            signal_tx: false,
+            scratch: vec![0; TX_BUF],
+            lin: Vec::new(),
+            backlog: VecDeque::with_capacity(BACKLOG),
+            stats: Stats::default(),
+            pending: Vec::new(),
+        })
+    }
+
+    /// The socket.
+    pub fn socket(&self) -> &Path {
+        &self.opts.socket
+    }
+
+    /// The queue pair this driver serves.
+    pub fn queue_pair(&self) -> usize {
+        self.qp
+    }
+
+    /// True while a frontend is connected and has set the device up.
+    pub fn connected(&mut self) -> bool {
+        self.refresh();
+        self.active.is_some()
+    }
+
+    /// Virtio features the frontend acked (0 without one).
+    pub fn acked_features(&mut self) -> u64 {
+        self.refresh();
+        self.active.as_ref().map_or(0, |a| a.acked)
+    }
+
+    fn shared(&self) -> &PortShared {
+        &self.handle.shared
+    }
+
+    fn drop_n(&mut self, reason: &'static str, n: u64) {
+        match self.pending.iter_mut().find(|(r, _)| *r == reason) {
+            Some((_, c)) => *c += n,
+            None => self.pending.push((reason, n)),
+        }
+    }
+
+    /// Takes in what the control thread published since the last look.
+    fn refresh(&mut self) {
+        let g = self.shared().generation.load(Ordering::Acquire);
+        if g == self.seen_gen {
+            return;
+        }
+        self.seen_gen = g;
+        let conn = self.shared().current();
+        let qp = self.qp;
+        let next = conn.as_ref().and_then(|c| {
+            let acked = c.acked.load(Ordering::Acquire);
+            let vrings = c.vrings.get()?;
+            if acked == 0 || vrings.len() < 2 * qp + 2 {
+                return None;
+            }
+            let v1 = acked & (vf::VERSION_1 | vf::MRG_RXBUF) != 0;
+            Some(Active {
+                rx: vrings[2 * qp].clone(),
+                tx: vrings[2 * qp + 1].clone(),
+                mem: c.mem.clone(),
+                acked,
+                hdr_len: if v1 { 12 } else { 10 },
+                mrg: acked & vf::MRG_RXBUF != 0,
+                conn: (Arc::as_ptr(c) as usize, c.resets.load(Ordering::Acquire)),
+            })
+        });
+        let same_conn = matches!((&self.active, &next), (Some(a), Some(b)) if a.conn == b.conn);
+        if !same_conn {
+            self.stopped = [false; 2];
+            self.validated = [false; 2];
+            self.tx_kicks_on = true;
+            self.rx_kicks_on = true;
+            self.signal_rx = false;
+            self.signal_tx = false;
+            let n = self.backlog.len() as u64;
+            if n > 0 && next.is_none() {
+                self.backlog.clear();
+                self.drop_n("vhost-no-guest", n);
+            }
+        }
+        let hw = next.as_ref().map_or(BASE_FEATURES, |a| netdev_features(a.acked));
+        if hw != self.hw {
+            self.hw = hw;
+            self.hw_changed = true;
+        }
+        self.active = next;
+    }
+
+    /// Stops queue `which` (0 receive, 1 transmit) for `fault`.
+    fn stop_queue(&mut self, which: usize, fault: QueueFault) {
+        if !self.stopped[which] {
+            self.stopped[which] = true;
+            self.stats.queue_stopped += 1;
+            self.drop_n(fault.reason(), 1);
+            *lock(&self.shared().last_error) =
+                Some(format!("queue {} stopped: {}", 2 * self.qp + which, fault.reason()));
+        }
+    }
+
+    /// Checks once per connection that queue `which`'s rings lie in guest memory.
+    fn validate(&mut self, which: usize) -> bool {
+        if self.validated[which] {
+            return true;
+        }
+        let Some(a) = &self.active else { return false };
+        let vr = if which == 0 { &a.rx } else { &a.tx };
+        let st = vr.get_ref();
+        if !st.get_queue().ready() || !st.is_enabled() {
+            return false;
+        }
+        let ok = st.get_queue().is_valid(&*a.mem.memory());
+        drop(st);
+        if ok {
+            self.validated[which] = true;
+        } else {
+            self.stop_queue(which, QueueFault::Address);
+        }
+        ok
+    }
+
+    /// One frame from the guest's transmit queue.
+    fn take_tx(&mut self) -> TxStep {
+        if self.stopped[1] || !self.validate(1) {
+            return TxStep::Empty;
+        }
+        let Some(a) = &self.active else { return TxStep::Empty };
+        let hdr_len = a.hdr_len;
+        let mut st = a.tx.get_mut();
+        if !st.get_queue().ready() || !st.is_enabled() {
+            return TxStep::Empty;
+        }
+        if self.tx_kicks_on {
+            let _ = st.disable_notification();
+            self.tx_kicks_on = false;
+        }
+        let mem = a.mem.memory();
+        let q = st.get_queue_mut();
+        let chain = match virtq::pop_tx(q, &*mem, &mut self.scratch) {
+            Ok(None) => return TxStep::Empty,
+            Ok(Some(c)) => c,
+            Err(f) => {
+                drop(st);
+                self.stop_queue(1, f);
+                return TxStep::Empty;
+            }
+        };
+        if let Err(f) = virtq::complete(q, &*mem, chain.head, 0) {
+            drop(st);
+            self.stop_queue(1, f);
+            return TxStep::Empty;
+        }
+        drop(st);
+        self.signal_tx = true;
+        self.stats.rx_descs += u64::from(chain.descs);
+        if chain.truncated {
+            return TxStep::Dropped("vhost-tx-too-long");
+        }
+        let buf = &self.scratch[..chain.len];
+        let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
+        let hdr = match VirtioNetHdr::parse(buf, layout, HdrByteOrder::Little) {
+            Ok(h) => h,
+            Err(e) => return TxStep::Dropped(e.reason()),
+        };
+        let frame = &buf[hdr_len..];
+        let meta = match hdr.to_meta(frame, &ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() }) {
+            Ok(m) => m,
+            Err(e) => return TxStep::Dropped(e.reason()),
+        };
+        let mut p = Packet::from_frame_pooled(frame);
+        p.meta = meta;
+        self.stats.rx_frames += 1;
+        self.stats.rx_bytes += frame.len() as u64;
+        if meta.is_gso() {
+            self.stats.rx_superpackets += 1;
+        }
+        if hdr.flags & F_NEEDS_CSUM != 0 {
+            self.stats.rx_csum_partial += 1;
+        }
+        TxStep::Frame(p)
+    }
+
+    /// Re-enables kicks on the transmit queue; true if frames arrived meanwhile.
+    fn enable_tx_kicks(&mut self) -> bool {
+        let Some(a) = &self.active else { return false };
+        let mut st = a.tx.get_mut();
+        if !st.get_queue().ready() || !st.is_enabled() {
+            return false;
+        }
+        self.tx_kicks_on = true;
+        match st.enable_notification() {
+            Ok(more) => more,
+            Err(_) => {
+                drop(st);
+                self.stop_queue(1, QueueFault::Address);
+                false
+            }
+        }
+    }
+
+    /// Notifies the guest of used buffers on queue `which` if it wants to be.
+    fn signal(&mut self, which: usize) {
+        let Some(a) = &self.active else { return };
+        let vr = if which == 0 { &a.rx } else { &a.tx };
+        let mut st = vr.get_mut();
+        if matches!(st.needs_notification(), Ok(true)) && st.signal_used_queue().is_ok() {
+            self.stats.calls_sent += 1;
+        }
+    }
+
+    fn signal_pending(&mut self) {
+        if self.signal_rx {
+            self.signal_rx = false;
+            self.signal(0);
+        }
+        if self.signal_tx {
+            self.signal_tx = false;
+            self.signal(1);
+        }
+    }
+
+    /// Places one frame in the guest's receive queue.
+    fn place<'a>(
+        &mut self,
+        meta: &OffloadMeta,
+        head: &[u8],
+        parts: impl Iterator<Item = &'a [u8]>,
+        len: usize,
+    ) -> Result<(), Place> {
+        let Some(a) = &self.active else { return Err(Place::Drop("vhost-no-guest")) };
+        if self.stopped[0] {
+            return Err(Place::Drop("vhost-queue-stopped"));
+        }
+        let hdr =
+            VirtioNetHdr::from_meta_as(meta, head, Medium::Ethernet, false).map_err(|e| Place::Drop(e.reason()))?;
+        // What the guest did not ack (a packet queued before the graph saw
+        // the guest's features) is refused, never handed over.
+        let gso = hdr.gso_type & !GSO_ECN;
+        let need = match gso {
+            0 => 0,
+            1 => vf::GUEST_TSO4,
+            4 => vf::GUEST_TSO6,
+            5 => vf::GUEST_USO4 | vf::GUEST_USO6,
+            _ => u64::MAX,
+        } | if hdr.gso_type & GSO_ECN != 0 { vf::GUEST_ECN } else { 0 }
+            | if hdr.flags & F_NEEDS_CSUM != 0 { vf::GUEST_CSUM } else { 0 };
+        if a.acked & need != need {
+            return Err(Place::Drop("vhost-guest-lacks-offload"));
+        }
+        let (hdr_len, mrg) = (a.hdr_len, a.mrg);
+        let mut hb = [0u8; 12];
+        let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
+        hdr.emit(&mut hb, layout, HdrByteOrder::Little).map_err(|e| Place::Drop(e.reason()))?;
+        if !self.validate(0) {
+            return Err(Place::NoRoom);
+        }
+        let Some(a) = &self.active else { return Err(Place::Drop("vhost-no-guest")) };
+        let mut st = a.rx.get_mut();
+        if !st.get_queue().ready() || !st.is_enabled() {
+            return Err(Place::NoRoom);
+        }
+        let mem = a.mem.memory();
+        let r = virtq::push_rx(st.get_queue_mut(), &*mem, &hb[..hdr_len], parts, len, mrg);
+        drop(st);
+        match r {
+            Ok(placed) => {
+                self.signal_rx = true;
+                self.stats.tx_frames += 1;
+                self.stats.tx_bytes += len as u64;
+                self.stats.tx_buffers += placed.chains as u64;
+                if meta.is_gso() {
+                    self.stats.tx_superpackets += 1;
+                }
+                Ok(())
+            }
+            Err(RxRefused::NoRoom) => Err(Place::NoRoom),
+            Err(RxRefused::TooBig) => Err(Place::Drop("vhost-rx-too-big")),
+            Err(RxRefused::Fault(f)) => {
+                self.stop_queue(0, f);
+                Err(Place::Drop("vhost-queue-stopped"))
+            }
+        }
+    }
+
+    /// Sends what waits in the backlog, as long as the guest has room;
+    /// with frames left, kicks on the receive queue stay enabled so the
+    /// guest wakes the worker when it adds buffers.
+    fn drain_backlog(&mut self) {
+        while let Some(p) = self.backlog.pop_front() {
+            let len = p.total_len();
+            match self.place(&p.meta, p.linear(), p.all_chunks(), len) {
+                Ok(()) => {}
+                Err(Place::Drop(r)) => self.drop_n(r, 1),
+                Err(Place::NoRoom) => {
+                    self.backlog.push_front(p);
+                    if self.enable_rx_kicks() {
+                        continue;
+                    }
+                    return;
+                }
+            }
+        }
+        if self.rx_kicks_on {
+            if let Some(a) = &self.active {
+                let _ = a.rx.get_mut().disable_notification();
+            }
+            self.rx_kicks_on = false;
+        }
+    }
+
+    /// Enables kicks on the receive queue; true if buffers arrived meanwhile.
+    fn enable_rx_kicks(&mut self) -> bool {
+        let Some(a) = &self.active else { return false };
+        let mut st = a.rx.get_mut();
+        if !st.get_queue().ready() || !st.is_enabled() {
+            return false;
+        }
+        self.rx_kicks_on = true;
+        matches!(st.enable_notification(), Ok(true))
+    }
+
+    /// Keeps `p` for when the guest has room, or drops it (`vhost-rx-ring-full`).
+    fn backlog_push(&mut self, p: Packet) {
+        if self.backlog.len() >= BACKLOG {
+            self.drop_n("vhost-rx-ring-full", 1);
+        } else {
+            self.stats.tx_backlogged += 1;
+            self.backlog.push_back(p);
+        }
+    }
+
+    /// A frame from the segmenter: placed now, or copied into the backlog.
+    fn sink_frame<'a, I: Iterator<Item = &'a [u8]>>(
+        &mut self,
+        meta: &OffloadMeta,
+        head: &[u8],
+        parts: impl Fn() -> I,
+        len: usize,
+    ) {
+        self.refresh();
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+        }
+        let r = if self.backlog.is_empty() { self.place(meta, head, parts(), len) } else { Err(Place::NoRoom) };
+        match r {
+            Ok(()) => {}
+            Err(Place::Drop(reason)) => self.drop_n(reason, 1),
+            Err(Place::NoRoom) => {
+                let mut data = Vec::with_capacity(len);
+                for c in parts() {
+                    data.extend_from_slice(c);
+                }
+                let mut p = Packet::from_frame(&data);
+                p.meta = *meta;
+                self.backlog_push(p);
+            }
+        }
+    }
+}
+
+enum TxStep {
+    Frame(Packet),
+    Dropped(&'static str),
+    Empty,
+}
+
+enum Place {
+    NoRoom,
+    Drop(&'static str),
+}
+
+impl PortDriver for VhostUserDriver {
+    fn kind(&self) -> &'static str {
+        "vhost-user"
+    }
+    fn hw_features(&self) -> NetdevFeatures {
+        self.hw
+    }
+    fn features_check(&self) -> FeaturesCheck {
+        FeaturesCheck::Any
+    }
+    fn take_hw_change(&mut self) -> Option<NetdevFeatures> {
+        self.refresh();
+        std::mem::take(&mut self.hw_changed).then_some(self.hw)
+    }
+    /// Copies `pkt` into the guest's receive buffers (or the backlog).
+    fn xmit(&mut self, pkt: Packet) -> Result<(), DriverError> {
+        self.refresh();
+        if self.active.is_none() {
+            return Err(DriverError::new("vhost-no-guest", format!("no guest on {}", self.opts.socket.display())));
+        }
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+            if !self.backlog.is_empty() {
+                self.backlog_push(pkt);
+                return Ok(());
+            }
+        }
+        let len = pkt.total_len();
+        match self.place(&pkt.meta, pkt.linear(), pkt.all_chunks(), len) {
+            Ok(()) => Ok(()),
+            Err(Place::NoRoom) => {
+                self.backlog_push(pkt);
+                Ok(())
+            }
+            Err(Place::Drop(reason)) => Err(DriverError::new(reason, format!("vhost-user {}: {reason}", self.qp))),
+        }
+    }
+    fn sink(&mut self) -> &mut dyn SegmentSink {
+        self
+    }
+    fn recv(&mut self) -> Option<Packet> {
+        self.refresh();
+        if self.active.is_none() {
+            self.shared().wake[self.qp].take();
+            return None;
+        }
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+        }
+        let mut discards = 0;
+        let mut idle = 0;
+        while idle < MAX_IDLE_CHECKS && discards < MAX_DISCARDS_PER_RECV {
+            match self.take_tx() {
+                TxStep::Frame(p) => return Some(p),
+                TxStep::Dropped(reason) => {
+                    self.drop_n(reason, 1);
+                    discards += 1;
+                    continue;
+                }
+                TxStep::Empty => {}
+            }
+            // Idle: take the wake-up, give back used buffers, sleep with
+            // kicks enabled unless frames slipped in meanwhile.
+            if self.shared().wake[self.qp].take() {
+                self.stats.wakeups += 1;
+            }
+            self.signal_pending();
+            if self.stopped[1] || !self.enable_tx_kicks() {
+                return None;
+            }
+            idle += 1;
+        }
+        // Still frames: make the descriptor readable so the worker comes back.
+        self.shared().wake[self.qp].notify();
+        None
+    }
+    fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
+        for (reason, n) in self.pending.drain(..) {
+            report(reason, n);
+        }
+    }
+    fn poll_fd(&self) -> Option<RawFd> {
+        Some(self.shared().wake_fd(self.qp))
+    }
+    fn flush(&mut self) {
+        self.refresh();
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+        }
+        self.signal_pending();
+    }
+    /// `connected` (0/1), `queue_pair`, `queue_pairs`, `features` (acked
+    /// virtio feature bits), `attaches`, `detaches`, `protocol_errors`;
+    /// toward the guest: `tx_frames`, `tx_bytes`, `tx_superpackets`,
+    /// `tx_buffers` (receive chains used, `num_buffers` summed),
+    /// `tx_backlogged`, `backlog`; from the guest: `rx_frames`, `rx_bytes`,
+    /// `rx_superpackets`, `rx_csum_partial`, `rx_descs`; `queue_stopped`
+    /// (queues stopped for a guest fault), `calls_sent`, `wakeups`.
+    fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {
+        let s = &self.stats;
+        let c = &self.shared().stats;
+        for (name, v) in [
+            ("connected", u64::from(self.active.is_some())),
+            ("queue_pair", self.qp as u64),
+            ("queue_pairs", self.shared().pairs as u64),
+            ("features", self.active.as_ref().map_or(0, |a| a.acked)),
+            ("attaches", c.attaches.load(Ordering::Relaxed)),
+            ("detaches", c.detaches.load(Ordering::Relaxed)),
+            ("protocol_errors", c.errors.load(Ordering::Relaxed)),
+            ("tx_frames", s.tx_frames),
+            ("tx_bytes", s.tx_bytes),
+            ("tx_superpackets", s.tx_superpackets),
+            ("tx_buffers", s.tx_buffers),
+            ("tx_backlogged", s.tx_backlogged),
+            ("backlog", self.backlog.len() as u64),
+            ("rx_frames", s.rx_frames),
+            ("rx_bytes", s.rx_bytes),
+            ("rx_superpackets", s.rx_superpackets),
+            ("rx_csum_partial", s.rx_csum_partial),
+            ("rx_descs", s.rx_descs),
+            ("queue_stopped", s.queue_stopped),
+            ("calls_sent", s.calls_sent),
+            ("wakeups", s.wakeups),
+        ] {
+            report(name, v);
+        }
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl SegmentSink for VhostUserDriver {
+    fn pass_through(&mut self, packet: &Packet, meta: &OffloadMeta) {
+        let len = packet.total_len();
+        self.sink_frame(meta, packet.linear(), || packet.all_chunks(), len);
+    }
+    fn sg_frame(&mut self, frame: &SgFrame<'_>) {
+        let parts = || std::iter::once(frame.header).chain(frame.payload.iter().copied());
+        self.sink_frame(&frame.meta, frame.header, parts, frame.len());
+    }
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
+        self.lin.clear();
+        self.lin.resize(len, 0);
+        &mut self.lin
+    }
+    fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
+        let lin = std::mem::take(&mut self.lin);
+        let data = &lin[..len.min(lin.len())];
+        self.sink_frame(meta, data, || std::iter::once(data), data.len());
+        self.lin = lin;
+    }
+}
+
+#[cfg(test)]
+mod tests;

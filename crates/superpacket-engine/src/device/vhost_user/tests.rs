@@ -1,0 +1,319 @@
+//! The vhost-user data path against guest memory built by hand
+//! (`vm-memory`'s mmap-backed test memory): good chains, hostile ones
+//! (loops, addresses outside memory, bad indices, wrong directions, nested
+//! indirect tables), `MRG_RXBUF` placement and its rollback.
+
+use super::virtq::{self, QueueFault, RxRefused};
+use super::*;
+use virtio_queue::{Queue, QueueT};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
+
+const MEM: usize = 0x10000;
+const DESC: u64 = 0x1000;
+const AVAIL: u64 = 0x2000;
+const USED: u64 = 0x3000;
+const SIZE: u16 = 16;
+const F_NEXT: u16 = 1;
+const F_WRITE: u16 = 2;
+const F_INDIRECT: u16 = 4;
+
+fn mem() -> GuestMemoryMmap<()> {
+    GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM)]).unwrap()
+}
+
+fn queue(m: &GuestMemoryMmap<()>) -> Queue {
+    let mut q = Queue::new(SIZE).unwrap();
+    q.set_size(SIZE);
+    q.try_set_desc_table_address(GuestAddress(DESC)).unwrap();
+    q.try_set_avail_ring_address(GuestAddress(AVAIL)).unwrap();
+    q.try_set_used_ring_address(GuestAddress(USED)).unwrap();
+    q.set_ready(true);
+    assert!(q.is_valid(m));
+    q
+}
+
+fn desc_at(m: &GuestMemoryMmap<()>, table: u64, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+    let at = GuestAddress(table + 16 * u64::from(i));
+    m.write_obj(addr.to_le(), at).unwrap();
+    m.write_obj(len.to_le(), GuestAddress(at.0 + 8)).unwrap();
+    m.write_obj(flags.to_le(), GuestAddress(at.0 + 12)).unwrap();
+    m.write_obj(next.to_le(), GuestAddress(at.0 + 14)).unwrap();
+}
+
+fn desc(m: &GuestMemoryMmap<()>, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+    desc_at(m, DESC, i, addr, len, flags, next);
+}
+
+/// Makes chains starting at `heads` available (avail idx = their count).
+fn offer(m: &GuestMemoryMmap<()>, heads: &[u16]) {
+    for (i, h) in heads.iter().enumerate() {
+        m.write_obj(h.to_le(), GuestAddress(AVAIL + 4 + 2 * i as u64)).unwrap();
+    }
+    m.write_obj((heads.len() as u16).to_le(), GuestAddress(AVAIL + 2)).unwrap();
+}
+
+fn used_idx(m: &GuestMemoryMmap<()>) -> u16 {
+    m.read_obj::<u16>(GuestAddress(USED + 2)).unwrap()
+}
+
+fn used_elem(m: &GuestMemoryMmap<()>, i: u64) -> (u32, u32) {
+    let at = USED + 4 + 8 * i;
+    (m.read_obj::<u32>(GuestAddress(at)).unwrap(), m.read_obj::<u32>(GuestAddress(at + 4)).unwrap())
+}
+
+#[test]
+fn a_two_descriptor_chain_is_read_whole_and_completed() {
+    let m = mem();
+    let mut q = queue(&m);
+    m.write_slice(&[0xaa; 12], GuestAddress(0x4000)).unwrap();
+    m.write_slice(&[0xbb; 60], GuestAddress(0x5000)).unwrap();
+    desc(&m, 0, 0x4000, 12, F_NEXT, 1);
+    desc(&m, 1, 0x5000, 60, 0, 0);
+    offer(&m, &[0]);
+    let mut buf = vec![0u8; 1000];
+    let c = virtq::pop_tx(&mut q, &m, &mut buf).unwrap().unwrap();
+    assert_eq!((c.head, c.len, c.truncated, c.descs), (0, 72, false, 2));
+    assert_eq!(&buf[..12], &[0xaa; 12]);
+    assert_eq!(&buf[12..72], &[0xbb; 60]);
+    virtq::complete(&mut q, &m, c.head, 0).unwrap();
+    assert_eq!(used_idx(&m), 1);
+    assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf).unwrap(), None);
+    // A chain longer than the buffer is cut and said to be.
+    desc(&m, 2, 0x5000, 2000, 0, 0);
+    offer(&m, &[0, 2]);
+    let c = virtq::pop_tx(&mut q, &m, &mut buf).unwrap().unwrap();
+    assert!(c.truncated && c.len == 1000);
+}
+
+#[test]
+fn an_indirect_table_is_followed_and_a_nested_one_refused() {
+    let m = mem();
+    let mut q = queue(&m);
+    const TABLE: u64 = 0x6000;
+    desc_at(&m, TABLE, 0, 0x4000, 12, F_NEXT, 1);
+    desc_at(&m, TABLE, 1, 0x5000, 100, 0, 0);
+    desc(&m, 0, TABLE, 32, F_INDIRECT, 0);
+    offer(&m, &[0]);
+    let mut buf = vec![0u8; 1000];
+    let c = virtq::pop_tx(&mut q, &m, &mut buf).unwrap().unwrap();
+    assert_eq!((c.len, c.descs), (112, 2));
+    // An indirect descriptor inside an indirect table.
+    desc_at(&m, TABLE, 1, TABLE, 32, F_INDIRECT, 0);
+    offer(&m, &[0, 0]);
+    assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf), Err(QueueFault::Chain));
+}
+
+#[test]
+fn hostile_chains_stop_the_queue_without_a_panic() {
+    let mut buf = vec![0u8; 70_000];
+    type Setup<'a> = &'a dyn Fn(&GuestMemoryMmap<()>);
+    let cases: [(&str, Setup<'_>, QueueFault); 8] = [
+        (
+            "a loop",
+            &|m| {
+                desc(m, 0, 0x4000, 10, F_NEXT, 1);
+                desc(m, 1, 0x4000, 10, F_NEXT, 0);
+                offer(m, &[0]);
+            },
+            QueueFault::Chain,
+        ),
+        (
+            "a self loop",
+            &|m| {
+                desc(m, 3, 0x4000, 10, F_NEXT, 3);
+                offer(m, &[3]);
+            },
+            QueueFault::Chain,
+        ),
+        (
+            "next outside the table",
+            &|m| {
+                desc(m, 0, 0x4000, 10, F_NEXT, 200);
+                offer(m, &[0]);
+            },
+            QueueFault::Chain,
+        ),
+        ("a head outside the table", &|m| offer(m, &[SIZE + 3]), QueueFault::Chain),
+        (
+            "a buffer outside memory",
+            &|m| {
+                desc(m, 0, 0xffff_0000, 100, 0, 0);
+                offer(m, &[0]);
+            },
+            QueueFault::Address,
+        ),
+        (
+            "a buffer running off the end of memory",
+            &|m| {
+                desc(m, 0, MEM as u64 - 10, 100, 0, 0);
+                offer(m, &[0]);
+            },
+            QueueFault::Address,
+        ),
+        (
+            "a writable buffer to transmit",
+            &|m| {
+                desc(m, 0, 0x4000, 100, F_WRITE, 0);
+                offer(m, &[0]);
+            },
+            QueueFault::Direction,
+        ),
+        (
+            "an avail index far ahead",
+            &|m| {
+                desc(m, 0, 0x4000, 100, 0, 0);
+                m.write_obj((SIZE + 5).to_le(), GuestAddress(AVAIL + 2)).unwrap();
+            },
+            QueueFault::AvailIndex,
+        ),
+    ];
+    for (what, set, want) in cases {
+        let m = mem();
+        let mut q = queue(&m);
+        set(&m);
+        assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf), Err(want), "{what}");
+        assert_eq!(used_idx(&m), 0, "{what}: nothing given back");
+    }
+    // A misaligned indirect table and one outside memory.
+    for (addr, len) in [(0x6000u64, 20u32), (0xffff_0000, 32)] {
+        let m = mem();
+        let mut q = queue(&m);
+        desc(&m, 0, addr, len, F_INDIRECT, 0);
+        offer(&m, &[0]);
+        assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf), Err(QueueFault::Chain), "indirect {addr:#x}/{len}");
+    }
+}
+
+#[test]
+fn mergeable_buffers_carry_a_frame_over_several_chains() {
+    let m = mem();
+    let mut q = queue(&m);
+    for i in 0..4u16 {
+        desc(&m, i, 0x4000 + 0x100 * u64::from(i), 100, F_WRITE, 0);
+    }
+    offer(&m, &[0, 1, 2, 3]);
+    let hdr = [0x11u8; 12];
+    let frame: Vec<u8> = (0..250u32).map(|i| i as u8).collect();
+    let placed = virtq::push_rx(&mut q, &m, &hdr, [&frame[..100], &frame[100..]].into_iter(), 250, true).unwrap();
+    assert_eq!((placed.chains, placed.bytes), (3, 262));
+    assert_eq!(used_idx(&m), 3);
+    assert_eq!((used_elem(&m, 0), used_elem(&m, 1), used_elem(&m, 2)), ((0, 100), (1, 100), (2, 62)));
+    let mut got = vec![0u8; 300];
+    for i in 0..3u64 {
+        m.read_slice(&mut got[100 * i as usize..100 * (i as usize + 1)], GuestAddress(0x4000 + 0x100 * i)).unwrap();
+    }
+    assert_eq!(&got[..10], &[0x11; 10]);
+    assert_eq!(u16::from_le_bytes([got[10], got[11]]), 3, "num_buffers");
+    assert_eq!(&got[12..262], &frame[..]);
+    // One chain left (100 bytes): a 250-byte frame waits, the chain given back.
+    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 250, true), Err(RxRefused::NoRoom));
+    assert_eq!(q.next_avail(), 3);
+    // Without MRG_RXBUF a frame must fit one chain.
+    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 250, false), Err(RxRefused::TooBig));
+    assert_eq!(q.next_avail(), 3);
+    let placed = virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..50]), 50, false).unwrap();
+    assert_eq!(placed.chains, 1);
+    assert_eq!(used_idx(&m), 4);
+}
+
+#[test]
+fn hostile_receive_chains_stop_the_queue() {
+    let hdr = [0u8; 12];
+    let frame = [0u8; 60];
+    for (what, flags, addr, want) in [
+        ("a readable buffer to receive", 0u16, 0x4000u64, QueueFault::Direction),
+        ("a buffer outside memory", F_WRITE, 0xffff_0000, QueueFault::Address),
+    ] {
+        let m = mem();
+        let mut q = queue(&m);
+        desc(&m, 0, addr, 100, flags, 0);
+        offer(&m, &[0]);
+        assert_eq!(
+            virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 60, true),
+            Err(RxRefused::Fault(want)),
+            "{what}"
+        );
+        assert_eq!(used_idx(&m), 0);
+    }
+    // Zero-length buffers: the frame is refused, nothing spins.
+    let m = mem();
+    let mut q = queue(&m);
+    desc(&m, 0, 0x4000, 0, F_WRITE, 0);
+    offer(&m, &[0]);
+    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 60, true), Err(RxRefused::TooBig));
+}
+
+#[test]
+fn guest_features_map_onto_port_features() {
+    use features as f;
+    assert_eq!(netdev_features(0), BASE_FEATURES);
+    assert_eq!(netdev_features(f::GUEST_TSO4), BASE_FEATURES, "TSO needs GUEST_CSUM");
+    let all = netdev_features(f::DEFAULT);
+    assert!(all.contains(
+        NetdevFeatures::HW_CSUM
+            | NetdevFeatures::TSO
+            | NetdevFeatures::TSO6
+            | NetdevFeatures::TSO_ECN
+            | NetdevFeatures::GSO_UDP_L4
+    ));
+    let csum_only = netdev_features(f::GUEST_CSUM | f::GUEST_USO4);
+    assert!(csum_only.contains(NetdevFeatures::HW_CSUM));
+    assert!(!csum_only.intersects(NetdevFeatures::TSO | NetdevFeatures::GSO_UDP_L4));
+}
+
+#[test]
+fn topology_builds_vhost_user_ports_and_refuses_bad_keys() {
+    use crate::device::topology::{BuildOptions, Topology};
+    let dir = tempfile::tempdir().unwrap();
+    let build = |src: &str, workers: usize| {
+        let opts = BuildOptions { base_dir: Some(dir.path().to_path_buf()), workers, ..BuildOptions::default() };
+        Topology::parse(src).and_then(|t| t.build_with(&opts)).map_err(|e| e.to_string())
+    };
+    let port = |driver: &str| format!("[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = {driver}\n");
+    let mut g =
+        build(&port(r#"{ kind = "vhost-user", socket = "v.sock", offloads = ["csum"], ring = 256 }"#), 1).unwrap();
+    assert!(dir.path().join("v.sock").exists());
+    let id = g.id("p").unwrap();
+    let d = g.port_driver_mut(id).unwrap();
+    assert_eq!(d.kind(), "vhost-user");
+    assert!(d.poll_fd().is_some());
+    // No guest yet: no offloads, and transmitting is a counted drop.
+    assert_eq!(d.hw_features(), BASE_FEATURES);
+    let v = d.as_any_mut().downcast_mut::<VhostUserDriver>().unwrap();
+    assert_eq!(v.opts.queue_size, 256);
+    assert_eq!(v.handle.shared.offered & features::OFFLOADS, features::CSUM | features::GUEST_CSUM);
+    assert_eq!(v.handle.shared.offered & features::MQ, 0, "one worker: no MQ");
+    assert_eq!(v.xmit(Packet::from_frame(&[0u8; 60])).unwrap_err().reason, "vhost-no-guest");
+    assert!(v.recv().is_none());
+    drop(g);
+    assert!(!dir.path().join("v.sock").exists(), "the socket file goes with the port");
+    for (driver, want) in [
+        (r#"{ kind = "vhost-user" }"#, "a vhost-user driver needs `socket`"),
+        (r#""vhost-user""#, "a vhost-user driver is a table"),
+        (r#"{ kind = "vhost-user", socket = "x.sock", mode = "peer" }"#, "unknown vhost-user mode `peer`"),
+        (r#"{ kind = "vhost-user", socket = "x.sock", ring = 100 }"#, "ring 100 is not a power of two"),
+        (r#"{ kind = "vhost-user", socket = "x.sock", offloads = ["lro"] }"#, "unknown vhost-user offload `lro`"),
+        (r#"{ kind = "vhost-user", socket = "x.sock", batch = 4 }"#, "key `batch` does not apply"),
+    ] {
+        let e = build(&port(driver), 1).unwrap_err();
+        assert!(e.contains(want), "{driver}: {e}");
+    }
+    // A socket in use by a live port is refused.
+    let _g = build(&port(r#"{ kind = "vhost-user", socket = "live.sock" }"#), 1).unwrap();
+    let e = build(&port(r#"{ kind = "vhost-user", socket = "live.sock" }"#), 1).unwrap_err();
+    assert!(e.contains("another endpoint is listening"), "{e}");
+}
+
+#[test]
+fn workers_share_one_socket_with_one_queue_pair_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = VhostUserOptions::new(dir.path().join("mq.sock"));
+    let a = VhostUserDriver::open_worker(&opts, 2).unwrap();
+    let b = VhostUserDriver::open_worker(&opts, 2).unwrap();
+    assert_eq!((a.queue_pair(), b.queue_pair()), (0, 1));
+    assert!(Arc::ptr_eq(&a.handle, &b.handle));
+    assert_ne!(a.poll_fd(), b.poll_fd());
+    assert_ne!(a.handle.shared.offered & features::MQ, 0);
+    // A third worker's port is a new port: the socket is taken.
+    assert!(VhostUserDriver::open_worker(&opts, 2).is_err());
+}

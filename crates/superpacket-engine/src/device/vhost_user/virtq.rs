@@ -1,0 +1,286 @@
+//! The vhost-user port's data path on one split virtqueue: taking a frame
+//! from a transmit queue ([`pop_tx`]) and placing one in a receive queue
+//! ([`push_rx`], with `VIRTIO_NET_F_MRG_RXBUF` spread over several chains).
+//!
+//! Everything here reads the guest's memory through `vm-memory`
+//! ([`GuestMemory`]: bounds-checked guest addresses, volatile copies) and
+//! the rings through `virtio-queue` ([`Queue`]). Nothing a guest writes can
+//! make these functions panic: a ring or chain the guest broke is reported
+//! as a [`QueueFault`], after which the caller stops the queue (the
+//! device's "needs reset" state: nothing more is taken from or given to
+//! it until the guest resets the device or reconnects).
+//!
+//! Invariants the callers rely on:
+//!
+//! - a chain is given back to the guest (used ring) only once its bytes
+//!   were copied: the guest may reuse the buffer the moment it sees it used;
+//! - [`push_rx`] either places the whole frame (and returns the chains it
+//!   used, already in the used ring) or gives every chain it took back to
+//!   the available ring (`next_avail` rewound): no half-written frame is
+//!   ever published.
+
+use std::sync::atomic::Ordering;
+use virtio_queue::{Queue, QueueOwnedT, QueueT};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory};
+
+/// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
+/// superpacket in 1536-byte buffers needs 44.
+pub const MAX_RX_CHAINS: usize = 128;
+
+/// Most writable descriptors of one receive chain that are used; the rest
+/// of a longer chain is left unwritten (its capacity is not counted).
+const MAX_RX_DESCS: usize = 64;
+
+/// Something the guest did to a queue that stops it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueFault {
+    /// The available index is more than a queue size ahead of the device.
+    AvailIndex,
+    /// A descriptor chain that loops, names a descriptor outside its table,
+    /// nests indirect tables or is empty.
+    Chain,
+    /// A ring, table or buffer address outside the guest's memory.
+    Address,
+    /// A device-writable buffer in a transmit chain, or a readable one in a
+    /// receive chain.
+    Direction,
+}
+
+impl QueueFault {
+    /// The drop reason the port counts (`vhost-bad-*`).
+    pub fn reason(self) -> &'static str {
+        match self {
+            QueueFault::AvailIndex => "vhost-bad-avail-idx",
+            QueueFault::Chain => "vhost-bad-chain",
+            QueueFault::Address => "vhost-bad-address",
+            QueueFault::Direction => "vhost-bad-direction",
+        }
+    }
+}
+
+/// One chain taken from a transmit queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TxChain {
+    /// Head descriptor index (for the used ring).
+    pub head: u16,
+    /// Bytes copied into the buffer (at most the buffer's length).
+    pub len: usize,
+    /// The chain held more bytes than the buffer: the frame is cut.
+    pub truncated: bool,
+    /// Descriptors in the chain.
+    pub descs: u16,
+}
+
+/// The next chain's head, or `None` when the guest made none available.
+fn next_head<'m, M: GuestMemory>(
+    q: &mut Queue,
+    mem: &'m M,
+) -> Result<Option<virtio_queue::DescriptorChain<&'m M>>, QueueFault> {
+    let avail = q.avail_idx(mem, Ordering::Acquire).map_err(|_| QueueFault::Address)?;
+    if avail.0 == q.next_avail() {
+        return Ok(None);
+    }
+    let mut it = q.iter(mem).map_err(|e| match e {
+        virtio_queue::Error::InvalidAvailRingIndex => QueueFault::AvailIndex,
+        _ => QueueFault::Address,
+    })?;
+    // Entries are announced but the ring entry cannot be read.
+    it.next().map(Some).ok_or(QueueFault::Address)
+}
+
+/// Takes the next chain of transmit queue `q` and copies its bytes into
+/// `buf` (whose length is the most that is copied); `Ok(None)` when the
+/// guest made no chain available. The chain is not yet in the used ring:
+/// the caller adds it ([`complete`]) once it is done with `buf`.
+///
+/// # Errors
+/// A [`QueueFault`]: the caller stops the queue.
+pub fn pop_tx<M: GuestMemory>(q: &mut Queue, mem: &M, buf: &mut [u8]) -> Result<Option<TxChain>, QueueFault> {
+    let Some(chain) = next_head(q, mem)? else { return Ok(None) };
+    let head = chain.head_index();
+    let (mut len, mut truncated, mut descs, mut last_next) = (0usize, false, 0u16, true);
+    for d in chain {
+        descs = descs.saturating_add(1);
+        last_next = d.has_next();
+        if d.is_write_only() {
+            return Err(QueueFault::Direction);
+        }
+        let n = d.len() as usize;
+        // Every buffer must lie inside guest memory, copied or not.
+        if n > 0 && !mem.check_range(d.addr(), n, vm_memory::Permissions::Read) {
+            return Err(QueueFault::Address);
+        }
+        let room = buf.len() - len;
+        let take = n.min(room);
+        if take < n {
+            truncated = true;
+        }
+        if take > 0 {
+            mem.read_slice(&mut buf[len..len + take], d.addr()).map_err(|_| QueueFault::Address)?;
+            len += take;
+        }
+    }
+    // A chain whose last descriptor still says "next" was cut short by
+    // the iterator: a loop, an index outside the table, a nested or
+    // misaligned indirect table, or a table outside memory.
+    if descs == 0 || last_next {
+        return Err(QueueFault::Chain);
+    }
+    Ok(Some(TxChain { head, len, truncated, descs }))
+}
+
+/// Puts chain `head` in the used ring with `len` bytes written.
+///
+/// # Errors
+/// [`QueueFault::Address`]: the used ring is outside guest memory (or the
+/// head index outside the queue).
+pub fn complete<M: GuestMemory>(q: &mut Queue, mem: &M, head: u16, len: u32) -> Result<(), QueueFault> {
+    q.add_used(mem, head, len).map_err(|_| QueueFault::Address)
+}
+
+/// Why a frame was not placed in a receive queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RxRefused {
+    /// Not enough buffers are available now: every chain taken was given
+    /// back; try again when the guest adds buffers.
+    NoRoom,
+    /// The frame does not fit the buffers the guest gives one frame (one
+    /// chain without `MRG_RXBUF`, [`MAX_RX_CHAINS`] with it): dropped.
+    TooBig,
+    /// The guest broke the queue: stop it.
+    Fault(QueueFault),
+}
+
+impl From<QueueFault> for RxRefused {
+    fn from(f: QueueFault) -> RxRefused {
+        RxRefused::Fault(f)
+    }
+}
+
+/// How a frame was placed by [`push_rx`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RxPlaced {
+    /// Chains used (the header's `num_buffers`).
+    pub chains: usize,
+    /// Bytes written, header included.
+    pub bytes: usize,
+}
+
+/// The writable buffers of one receive chain.
+struct RxChainBufs {
+    head: u16,
+    bufs: [(GuestAddress, u32); MAX_RX_DESCS],
+    n: usize,
+}
+
+fn rx_chain<M: GuestMemory>(q: &mut Queue, mem: &M) -> Result<Option<RxChainBufs>, QueueFault> {
+    let Some(chain) = next_head(q, mem)? else { return Ok(None) };
+    let mut c = RxChainBufs { head: chain.head_index(), bufs: [(GuestAddress(0), 0); MAX_RX_DESCS], n: 0 };
+    let (mut descs, mut last_next) = (0usize, true);
+    for d in chain {
+        descs += 1;
+        last_next = d.has_next();
+        if !d.is_write_only() {
+            return Err(QueueFault::Direction);
+        }
+        if d.len() > 0 && !mem.check_range(d.addr(), d.len() as usize, vm_memory::Permissions::Write) {
+            return Err(QueueFault::Address);
+        }
+        if c.n < MAX_RX_DESCS {
+            c.bufs[c.n] = (d.addr(), d.len());
+            c.n += 1;
+        }
+    }
+    if descs == 0 || last_next {
+        return Err(QueueFault::Chain);
+    }
+    Ok(Some(c))
+}
+
+/// Places the frame `hdr` + `parts` (`len` bytes of frame after the
+/// header) in receive queue `q`: in one chain, or (`mrg`) in as many as it
+/// needs, the header's `num_buffers` (bytes 10 and 11 of a 12-byte `hdr`)
+/// set to the number used. The chains are added to the used ring; the
+/// caller notifies the guest.
+///
+/// # Errors
+/// [`RxRefused`]; on `NoRoom` and `TooBig` every chain taken was given back.
+pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
+    q: &mut Queue,
+    mem: &M,
+    hdr: &'h [u8],
+    parts: impl Iterator<Item = &'a [u8]>,
+    len: usize,
+    mrg: bool,
+) -> Result<RxPlaced, RxRefused> {
+    let need = hdr.len() + len;
+    let max_chains = if mrg { MAX_RX_CHAINS } else { 1 };
+    let mut used = [(0u16, 0u32); MAX_RX_CHAINS];
+    let mut nused = 0;
+    let mut written = 0usize;
+    // Where bytes 10 and 11 of the header (num_buffers) landed.
+    let mut nb_addr: [Option<GuestAddress>; 2] = [None, None];
+    let mut src = std::iter::once(hdr).chain(parts.map(|p| -> &'h [u8] { p })).filter(|p| !p.is_empty());
+    let mut cur: &[u8] = src.next().unwrap_or(&[]);
+    let give_back = |q: &mut Queue, n: usize| {
+        for _ in 0..n {
+            q.go_to_previous_position();
+        }
+    };
+    while written < need {
+        if nused == max_chains {
+            give_back(q, nused);
+            return Err(RxRefused::TooBig);
+        }
+        let chain = match rx_chain(q, mem) {
+            Ok(Some(c)) => c,
+            Ok(None) => {
+                give_back(q, nused);
+                return Err(RxRefused::NoRoom);
+            }
+            Err(f) => return Err(RxRefused::Fault(f)),
+        };
+        let mut in_chain = 0u32;
+        'bufs: for &(addr, blen) in &chain.bufs[..chain.n] {
+            let mut off = 0u32;
+            while off < blen {
+                if cur.is_empty() {
+                    match src.next() {
+                        Some(s) => cur = s,
+                        None => break 'bufs,
+                    }
+                }
+                let n = cur.len().min((blen - off) as usize);
+                let at = addr.checked_add(u64::from(off)).ok_or(QueueFault::Address)?;
+                for (k, slot) in nb_addr.iter_mut().enumerate() {
+                    let pos = 10 + k;
+                    if hdr.len() == 12 && written <= pos && pos < written + n {
+                        *slot = at.checked_add((pos - written) as u64);
+                    }
+                }
+                mem.write_slice(&cur[..n], at).map_err(|_| QueueFault::Address)?;
+                cur = &cur[n..];
+                off += n as u32;
+                in_chain += n as u32;
+                written += n;
+            }
+        }
+        used[nused] = (chain.head, in_chain);
+        nused += 1;
+        if in_chain == 0 {
+            // A chain without room (zero-length buffers): refuse the frame
+            // rather than spin on it.
+            give_back(q, nused);
+            return Err(RxRefused::TooBig);
+        }
+    }
+    if let [Some(lo), Some(hi)] = nb_addr {
+        let nb = (nused as u16).to_le_bytes();
+        mem.write_slice(&nb[..1], lo).map_err(|_| QueueFault::Address)?;
+        mem.write_slice(&nb[1..], hi).map_err(|_| QueueFault::Address)?;
+    }
+    for &(head, n) in &used[..nused] {
+        complete(q, mem, head, n)?;
+    }
+    Ok(RxPlaced { chains: nused, bytes: written })
+}
