@@ -103,7 +103,8 @@ pub fn up(file: &Path, spec: &LabSpec) -> Result<UpOutcome, LabError> {
             None => "`superpacket lab up` of this file did not make it".to_string(),
         };
         return Err(LabError::Conflict(format!(
-            "line {}: namespace `{name}` already exists and {whose}: refusing to touch it",
+            "{}: line {}: namespace `{name}` already exists and {whose}: refusing to touch it",
+            file.display(),
             spec.line
         )));
     }
