@@ -10,6 +10,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::schema::End;
 use super::state::{self, LabState, LinkRecord, NamespaceRecord, StateLock};
 use super::{LabError, LabSpec, LinkDecl, LinkKind, fingerprint, require_root};
 use superpacket_engine::io::netlink::Netlink;
@@ -168,7 +169,7 @@ fn make(spec: &LabSpec, st: &mut LabState, path: &Path) -> Result<(), LabError> 
         let what = || format!("{} `{}` in `{}`", l.kind.name(), l.name, l.netns);
         create_link(l, &handles).map_err(|e| at(l.line, format_args!("creating {}", what()), e))?;
         st.links.push(LinkRecord { netns: l.netns.clone(), name: l.name.clone() });
-        for (ns, name, addresses) in ends(l) {
+        for End { netns: ns, name, addresses, .. } in l.ends() {
             let n = nl.get_mut(ns).expect("declared namespace");
             if let Some(mtu) = l.mtu {
                 n.set_mtu(name, mtu).map_err(|e| at(l.line, format_args!("MTU {mtu} on {}", what()), e))?;
@@ -187,7 +188,7 @@ fn make(spec: &LabSpec, st: &mut LabState, path: &Path) -> Result<(), LabError> 
         }
     }
     for l in spec.links.iter().filter(|l| l.up) {
-        for (ns, name, _) in ends(l) {
+        for End { netns: ns, name, .. } in l.ends() {
             let n = nl.get_mut(ns).expect("declared namespace");
             n.set_up(name, true).map_err(|e| at(l.line, format_args!("bringing `{name}` up in `{ns}`"), e))?;
         }
@@ -198,15 +199,6 @@ fn make(spec: &LabSpec, st: &mut LabState, path: &Path) -> Result<(), LabError> 
             .map_err(|e| at(r.line, format_args!("route {} in `{}`", r.describe(), r.netns), e))?;
     }
     Ok(())
-}
-
-/// A link's ends: (namespace, name, addresses); a veth has two.
-fn ends(l: &LinkDecl) -> Vec<(&str, &str, &[(std::net::IpAddr, u8)])> {
-    let mut v = vec![(l.netns.as_str(), l.name.as_str(), l.addresses.as_slice())];
-    if let Some(p) = &l.peer {
-        v.push((p.netns.as_str(), p.name.as_str(), p.addresses.as_slice()));
-    }
-    v
 }
 
 /// Creates link `l` (down, no addresses) in its namespace.

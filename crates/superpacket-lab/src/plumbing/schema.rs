@@ -150,6 +150,30 @@ pub struct LinkDecl {
     pub line: usize,
 }
 
+/// One end of a link: the link itself, or a veth's peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct End<'a> {
+    /// Its namespace.
+    pub netns: &'a str,
+    /// Its name.
+    pub name: &'a str,
+    /// Its addresses.
+    pub addresses: &'a [(IpAddr, u8)],
+    /// True for a veth's peer.
+    pub is_peer: bool,
+}
+
+impl LinkDecl {
+    /// The link's ends: itself, and a veth's peer.
+    pub fn ends(&self) -> Vec<End<'_>> {
+        let mut v = vec![End { netns: &self.netns, name: &self.name, addresses: &self.addresses, is_peer: false }];
+        if let Some(p) = &self.peer {
+            v.push(End { netns: &p.netns, name: &p.name, addresses: &p.addresses, is_peer: true });
+        }
+        v
+    }
+}
+
 /// The other end of a veth.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PeerDecl {

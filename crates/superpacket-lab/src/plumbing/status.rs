@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use super::schema::format_cidr;
+use super::schema::{End, format_cidr};
 use super::state::{self, LabState};
 use super::{LabError, LabSpec, LinkKind, require_root};
 use superpacket_engine::io::NetNs;
@@ -94,11 +94,7 @@ pub fn status(file: &Path, spec: &LabSpec) -> Result<LabStatus, LabError> {
     // Link indexes, for bridge ports and routes: (namespace, name) -> index.
     let mut index: BTreeMap<(String, String), u32> = BTreeMap::new();
     for l in &spec.links {
-        let ends: Vec<(&str, &str, &[(IpAddr, u8)], bool)> =
-            std::iter::once((l.netns.as_str(), l.name.as_str(), l.addresses.as_slice(), false))
-                .chain(l.peer.iter().map(|p| (p.netns.as_str(), p.name.as_str(), p.addresses.as_slice(), true)))
-                .collect();
-        for (ns, name, addresses, is_peer) in ends {
+        for End { netns: ns, name, addresses, is_peer } in l.ends() {
             let object = if is_peer {
                 format!("{} {name} in {ns} (peer of {})", l.kind.name(), l.name)
             } else {
@@ -148,9 +144,8 @@ pub fn status(file: &Path, spec: &LabSpec) -> Result<LabStatus, LabError> {
             continue;
         };
         let v6 = r.dest.is_ipv6();
-        if !tables.contains_key(&(r.netns.as_str(), v6)) {
-            let t = nl.routes(v6).map_err(|e| io(&r.netns, e))?;
-            tables.insert((r.netns.as_str(), v6), t);
+        if let std::collections::btree_map::Entry::Vacant(e) = tables.entry((r.netns.as_str(), v6)) {
+            e.insert(nl.routes(v6).map_err(|e| io(&r.netns, e))?);
         }
         let oif = r.dev.as_ref().map(|d| index.get(&(r.netns.clone(), d.clone())).copied());
         let found = tables[&(r.netns.as_str(), v6)].iter().any(|e| {
