@@ -62,20 +62,19 @@ fn lab_error(e: LabError) -> CliError {
 
 /// Reads FILE's `[lab]`, and checks that the topology itself parses (the
 /// lab of a file the engine would refuse is of no use).
-pub fn load(file: &Path) -> Result<LabSpec, CliError> {
+pub fn load(file: &Path) -> Result<(LabSpec, Topology), CliError> {
     let spec = plumbing::load(file).map_err(lab_error)?;
     let src = std::fs::read_to_string(file).map_err(|e| CliError::context(file.display(), e))?;
     let topo = Topology::parse(&src).map_err(|e| CliError::context(file.display(), e))?;
-    for w in port_warnings(&spec, &topo) {
-        eprintln!("superpacket: warning: {}: {w}", file.display());
-    }
-    Ok(spec)
+    Ok((spec, topo))
 }
 
 /// Ports of the topology that will not find what they expect in the lab: a
 /// TAP the lab makes as a TUN (or the reverse), an AF_PACKET interface the
-/// lab does not make in a namespace it makes.
-fn port_warnings(spec: &LabSpec, topo: &Topology) -> Vec<String> {
+/// lab does not make in a namespace it makes, and with `workers` (`run`), a
+/// TAP or TUN whose multi-queue flag does not match the number of workers
+/// (the kernel refuses that attach).
+pub fn port_warnings(spec: &LabSpec, topo: &Topology, workers: Option<usize>) -> Vec<String> {
     use superpacket_engine::device::topology::DriverSpec;
     let mut out = Vec::new();
     for d in &topo.spec.devices {
@@ -99,6 +98,14 @@ fn port_warnings(spec: &LabSpec, topo: &Topology) -> Vec<String> {
             ("tap" | "tun", Some((l, false))) if l.kind.name() != kind => {
                 out.push(format!("port `{port}`: a {kind} driver on `{dev}`, which [lab] makes as a {}", l.kind.name()))
             }
+            ("tap" | "tun", Some((l, false))) => match workers {
+                Some(w) if l.multi_queue != (w > 1) => out.push(format!(
+                    "port `{port}`: [lab] makes `{dev}` {}, so the engine needs {} (the kernel refuses the other)",
+                    if l.multi_queue { "multi-queue" } else { "single-queue" },
+                    if l.multi_queue { "--workers 2 or more" } else { "one worker" }
+                )),
+                _ => {}
+            },
             _ => {}
         }
     }
@@ -106,7 +113,10 @@ fn port_warnings(spec: &LabSpec, topo: &Topology) -> Vec<String> {
 }
 
 fn up(file: &Path) -> Result<u8, CliError> {
-    let spec = load(file)?;
+    let (spec, topo) = load(file)?;
+    for w in port_warnings(&spec, &topo, None) {
+        eprintln!("superpacket: warning: {}: {w}", file.display());
+    }
     let f = file.display();
     match plumbing::up(file, &spec).map_err(lab_error)? {
         UpOutcome::Made(_) => {
@@ -167,7 +177,7 @@ fn down(file: &Path) -> Result<u8, CliError> {
 }
 
 fn status(file: &Path, json: bool) -> Result<u8, CliError> {
-    let spec = load(file)?;
+    let (spec, _) = load(file)?;
     let s = plumbing::status(file, &spec).map_err(lab_error)?;
     if json {
         println!("{}", serde_json::to_string_pretty(&status_json(&s)).expect("JSON of plain values"));

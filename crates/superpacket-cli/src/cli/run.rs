@@ -107,6 +107,12 @@ pub fn run_engine(args: &RunArgs) -> Result<u8, CliError> {
     let mode = args.mode.as_deref().map(parse_mode).transpose()?;
     let src = std::fs::read_to_string(&args.topology).map_err(|e| CliError::context(args.topology.display(), e))?;
     let topo = Topology::parse(&src).map_err(|e| CliError::context(args.topology.display(), e))?;
+    // The lab the file declares (made by `lab up` or `--lab`) must fit the ports: say so before they fail to open.
+    if let Ok(Some(lab)) = superpacket_lab::plumbing::parse(&src) {
+        for w in super::lab::port_warnings(&lab, &topo, Some(args.workers)) {
+            eprintln!("superpacket: warning: {}: {w}", args.topology.display());
+        }
+    }
     // Signals are blocked before any thread starts, so they wait in the signalfd.
     let signals = SignalFd::install().map_err(|e| CliError::context("signals", e))?;
     // The user is looked up before any port opens: an unknown one is a usage error.

@@ -114,7 +114,8 @@ fn wait_signal(set: &libc::sigset_t, timeout_ms: i64) -> Option<i32> {
 /// Runs `run --lab`.
 pub fn run(args: &RunArgs) -> Result<u8, CliError> {
     check_args(args)?;
-    let spec = super::lab::load(&args.topology)?;
+    // The engine (the child) warns about ports the lab does not fit.
+    let (spec, _) = super::lab::load(&args.topology)?;
     let file = args.topology.clone();
     let old_mask = block(&[libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGCHLD])?;
     let made = match plumbing::up(&file, &spec).map_err(|e| CliError(e.to_string()))? {
