@@ -3,8 +3,10 @@
 //! made by `lab up`, the engine run on the same file, real kernel TCP and
 //! UDP from namespace A to namespace B through it, `lab down`, and nothing
 //! left behind (namespaces, record); `run --lab` stopped with SIGINT, and
-//! failing to start, removing its lab; `lab up` refusing a namespace it did
-//! not make, and removing what it made when a step fails halfway; the
+//! failing to start, removing its lab, and using a lab already up without
+//! removing it; `lab up` refusing a namespace it did not make, and removing
+//! what it made when a step fails halfway; `lab down` leaving a namespace of
+//! its lab's name that someone else made again; `status --json`; the
 //! message without root.
 //!
 //! Needs root (fails with the reason otherwise, unless
@@ -25,6 +27,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use superpacket_engine::io::NetNs;
+use superpacket_engine::io::netns::{create_named, delete_named};
 use superpacket_lab::plumbing::state_path;
 use superpacket_lab::streams::{self, Limit, TcpConfig, UdpConfig};
 
@@ -218,8 +221,8 @@ fn unique(tag: &str) -> String {
 }
 
 #[test]
-fn lab_up_refuses_a_namespace_it_did_not_make_and_undoes_a_failed_step() {
-    if !privileged("lab_up_refuses_a_namespace_it_did_not_make_and_undoes_a_failed_step") {
+fn lab_up_and_down_touch_only_what_lab_up_made() {
+    if !privileged("lab_up_and_down_touch_only_what_lab_up_made") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -246,6 +249,19 @@ fn lab_up_refuses_a_namespace_it_did_not_make_and_undoes_a_failed_step() {
     let msg = text(&out);
     assert!(msg.contains("line 17") && msg.contains("10.9.0.0/16 via 10.99.0.1") && msg.contains("removed"), "{msg}");
     assert_all_gone(&file, &[&a, &b]);
+
+    // A namespace lab up made, deleted and made again by someone else: lab down leaves it.
+    let file = tmp_topology(dir.path(), &[&a, &b], "");
+    let lab = LabUp::up(&file);
+    delete_named(&a).unwrap();
+    create_named(&a).unwrap();
+    let down = superpacket(&["lab", "down"], &file);
+    let msg = text(&down);
+    assert_eq!(down.status.code(), Some(0), "{msg}");
+    assert!(msg.contains(&format!("left alone: {a}")), "{msg}");
+    assert!(netns_exists(&a) && !netns_exists(&b) && !record(&file).exists(), "{msg}");
+    delete_named(&a).unwrap();
+    drop(lab);
 }
 
 #[test]
@@ -278,8 +294,8 @@ fn run_with_lab_removes_its_lab_when_the_engine_fails() {
 }
 
 #[test]
-fn lab_status_json_and_the_message_without_root() {
-    if !privileged("lab_status_json_and_the_message_without_root") {
+fn lab_status_json_run_lab_on_a_lab_already_up_and_no_root() {
+    if !privileged("lab_status_json_run_lab_on_a_lab_already_up_and_no_root") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -293,6 +309,16 @@ fn lab_status_json_and_the_message_without_root() {
     let objects = v["objects"].as_array().unwrap();
     assert!(objects.iter().any(|o| o["object"] == format!("tap splt0 in {ns}") && o["state"] == "ok"), "{v}");
     assert_eq!(v["record"]["namespaces"][0], ns.as_str(), "{v}");
+
+    // run --lab on a lab that is already up uses it and leaves it up.
+    let out = Command::new(BIN)
+        .args(["run", "--lab", "--duration", "0.3", "--status-interval", "0", "--stats-socket"])
+        .arg(dir.path().join("json.sock"))
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(text(&out).contains("already up") && netns_exists(&ns) && record(&file).exists(), "{}", text(&out));
 
     // Without root: exit 2 and what is missing. (`nobody` reads the file through the
     // temporary directory, which is private: use a world-readable copy.)

@@ -7,7 +7,8 @@
 //! only waits for it and then removes the lab ([`plumbing::down`]). So the
 //! lab goes whether the engine stops on SIGINT/SIGTERM, fails to start,
 //! stops with an error, panics or is killed; only a SIGKILL of the parent
-//! itself leaves it (`superpacket lab down FILE` then removes it).
+//! itself leaves it (the engine then gets SIGTERM, and `superpacket lab
+//! down FILE` removes the lab).
 //!
 //! Signals: SIGINT, SIGTERM and SIGHUP are blocked before the lab is made
 //! (one arriving while it is being made stops the run before the engine
@@ -139,6 +140,8 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
     }
     let _ = std::io::stdout().flush();
     let _ = std::io::stderr().flush();
+    // SAFETY: getpid cannot fail.
+    let parent = unsafe { libc::getpid() };
     // SAFETY: fork in a process with one thread (namespace set-up threads were joined); the
     // child only continues this program's own code.
     let pid = unsafe { libc::fork() };
@@ -148,6 +151,15 @@ pub fn run(args: &RunArgs) -> Result<u8, CliError> {
     if pid == 0 {
         // The engine. SIGINT/SIGTERM stay blocked: `run` reads them from a signalfd.
         std::mem::forget(guard);
+        // If the parent is killed outright, the engine stops too (best effort: cleared when
+        // --user changes the credentials), and `lab down FILE` finishes the job.
+        // SAFETY: prctl with integer arguments only; getppid cannot fail.
+        unsafe {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong);
+            if libc::getppid() != parent {
+                libc::raise(libc::SIGTERM);
+            }
+        }
         let mut mask = old_mask;
         // SAFETY: `mask` is an initialised sigset_t.
         unsafe {
