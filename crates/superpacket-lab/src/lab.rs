@@ -1,5 +1,8 @@
 //! The lab the live topologies in `examples/live-*.toml` expect, built and
 //! torn down by code: `superpacket demo` and the end-to-end tests use it.
+//! The files declare the same lab under fixed names in their `[lab]` table,
+//! for `superpacket lab up` ([`crate::plumbing`]); this one has unique names,
+//! so that tests can run side by side (a test checks that the two agree).
 //!
 //! Three network namespaces, created with unique names and deleted on drop
 //! (also when a test fails or the demo is interrupted):
@@ -122,4 +125,57 @@ fn make_trunk(t: &NetNs) -> Result<VethPair, IoError> {
         t.link_up(dev)?;
     }
     Ok(trunk)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plumbing::{self, LabSpec, LinkKind};
+
+    fn lab_of(src: &str) -> LabSpec {
+        let mut spec = plumbing::parse(src).unwrap().expect("a [lab] table");
+        spec.line = 0;
+        spec.links.iter_mut().for_each(|l| l.line = 0);
+        spec.routes.iter_mut().for_each(|r| r.line = 0);
+        spec
+    }
+
+    /// The `[lab]` of `examples/live-qinq-nat.toml` declares this lab (under
+    /// the fixed names `localize` replaces), so that `superpacket lab up`
+    /// and the demo make the same thing; the other examples declare it too,
+    /// or its A and B half.
+    #[test]
+    fn the_examples_declare_this_lab() {
+        let full = lab_of(include_str!("../../../examples/live-qinq-nat.toml"));
+        assert_eq!(full.netns, ["sp-lab-a", "sp-lab-b", "sp-lab-t"]);
+        assert!(full.ipv6);
+        let hosts = [
+            (TAP_A, "sp-lab-a", HOST_A_V4, HOST_A_V6, "10.71.0.1", "fd71::1"),
+            (TAP_B, "sp-lab-b", HOST_B_V4, HOST_B_V6, "10.72.0.1", "fd72::1"),
+        ];
+        for (tap, ns, v4, v6, gw4, gw6) in hosts {
+            let l = full.links.iter().find(|l| l.name == tap).expect(tap);
+            assert_eq!((l.kind, l.netns.as_str(), l.up, l.mtu, l.multi_queue), (LinkKind::Tap, ns, true, None, false));
+            assert_eq!(l.addresses, [(IpAddr::V4(v4), 24), (IpAddr::V6(v6), 64)]);
+            for gw in [gw4, gw6] {
+                let via: IpAddr = gw.parse().unwrap();
+                assert!(
+                    full.routes.iter().any(|r| r.netns == ns && r.prefix == 0 && r.via == Some(via) && r.dev.is_none()),
+                    "default route via {gw} in {ns}"
+                );
+            }
+        }
+        let trunk = full.links.iter().find(|l| l.name == TRUNK_1).expect("trunk");
+        let peer = trunk.peer.as_ref().expect("veth peer");
+        assert_eq!((trunk.kind, trunk.netns.as_str(), trunk.mtu), (LinkKind::Veth, "sp-lab-t", Some(1600)));
+        assert_eq!((peer.name.as_str(), peer.netns.as_str()), (TRUNK_2, "sp-lab-t"));
+        assert_eq!((full.links.len(), full.routes.len()), (3, 4));
+
+        assert_eq!(lab_of(include_str!("../../../examples/live-vlan-gro.toml")), full);
+        let half = lab_of(include_str!("../../../examples/live-router.toml"));
+        assert_eq!(half.netns, ["sp-lab-a", "sp-lab-b"]);
+        assert_eq!(half.links[..], full.links[..2]);
+        assert_eq!(half.routes, full.routes);
+        assert_eq!(lab_of(include_str!("../../../examples/live-router-nat.toml")), half);
+    }
 }

@@ -7,6 +7,7 @@ mod bench_flood;
 mod bench_suite;
 mod demo;
 mod demo_live;
+mod lab;
 mod ministat;
 mod pcap_check;
 mod pcap_defrag;
@@ -17,6 +18,7 @@ mod pcap_output;
 mod progress;
 mod pv_peer;
 mod run;
+mod run_lab;
 mod stats;
 
 use clap::{Parser, Subcommand};
@@ -66,6 +68,13 @@ enum Command {
     Run(run::RunArgs),
     /// Show the counters of a running engine.
     Stats(stats::StatsArgs),
+    /// Make, remove or check the namespaces, TAPs, TUNs, veths, addresses
+    /// and routes a topology declares in its [lab] table (as root; see
+    /// docs/topology.md): `lab up FILE`, then `run FILE`, then `lab down FILE`.
+    Lab {
+        #[command(subcommand)]
+        command: lab::LabCommand,
+    },
     /// Run benchmarks: with no micro-benchmark named, the suite that
     /// reproduces the five results (every configuration N times, ministat's
     /// t test per A/B pair, `--json`, `--report DIR` with markdown and SVG
@@ -135,6 +144,7 @@ pub fn main() -> ExitCode {
         Command::PvPeer { command } => pv_peer::run(&command),
         Command::Run(args) => run::run(&args),
         Command::Stats(args) => stats::run(&args),
+        Command::Lab { command } => lab::run(&command),
     };
     match outcome {
         Ok(code) => ExitCode::from(code),

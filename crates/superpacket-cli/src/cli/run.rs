@@ -6,6 +6,8 @@
 //! and reporting ports that vanish and come back. On a signal it stops the
 //! workers, which closes every port (TAPs it created vanish, offloads of
 //! TAPs it attached to are restored), prints the final counters and exits 0.
+//! With `--lab`, [`super::run_lab`] makes the topology's lab first and
+//! removes it at the end.
 
 use super::{CliError, EXIT_OK};
 use clap::Args;
@@ -55,6 +57,12 @@ pub struct RunArgs {
     /// port lives in a named namespace).
     #[arg(long, conflicts_with = "user")]
     pub keep_privileges: bool,
+    /// Make the topology's [lab] (as `superpacket lab up`) before the engine
+    /// starts and remove it when the run ends, however it ends (SIGINT,
+    /// SIGTERM, the engine failing or killed). A lab already up is used and
+    /// left up.
+    #[arg(long)]
+    pub lab: bool,
 }
 
 /// The default stats socket of a topology file: `<dir>/<file stem>.sock`.
@@ -74,17 +82,37 @@ pub fn parse_mode(s: &str) -> Result<StackMode, CliError> {
 
 const SIGNAL_TOKEN: u64 = 1 << 32;
 
-/// Runs the command.
-pub fn run(args: &RunArgs) -> Result<u8, CliError> {
+/// Checks the arguments that need no file.
+pub fn check_args(args: &RunArgs) -> Result<(), CliError> {
     if args.budget == 0 {
         return Err(CliError("--budget must be at least 1".into()));
     }
     if args.workers == 0 || args.workers > 256 {
         return Err(CliError("--workers must be 1..=256".into()));
     }
+    args.mode.as_deref().map(parse_mode).transpose().map(drop)
+}
+
+/// Runs the command.
+pub fn run(args: &RunArgs) -> Result<u8, CliError> {
+    if args.lab {
+        return super::run_lab::run(args);
+    }
+    run_engine(args)
+}
+
+/// Runs the engine (everything but `--lab`).
+pub fn run_engine(args: &RunArgs) -> Result<u8, CliError> {
+    check_args(args)?;
     let mode = args.mode.as_deref().map(parse_mode).transpose()?;
     let src = std::fs::read_to_string(&args.topology).map_err(|e| CliError::context(args.topology.display(), e))?;
     let topo = Topology::parse(&src).map_err(|e| CliError::context(args.topology.display(), e))?;
+    // The lab the file declares (made by `lab up` or `--lab`) must fit the ports: say so before they fail to open.
+    if let Ok(Some(lab)) = superpacket_lab::plumbing::parse(&src) {
+        for w in super::lab::port_warnings(&lab, &topo, Some(args.workers)) {
+            eprintln!("superpacket: warning: {}: {w}", args.topology.display());
+        }
+    }
     // Signals are blocked before any thread starts, so they wait in the signalfd.
     let signals = SignalFd::install().map_err(|e| CliError::context("signals", e))?;
     // The user is looked up before any port opens: an unknown one is a usage error.

@@ -494,6 +494,175 @@ impl Netlink {
         let flags = NLM_F_CREATE | if replace { NLM_F_REPLACE } else { NLM_F_EXCL };
         self.request("RTM_NEWNEIGH", &what, RouteNetlinkMessage::NewNeighbour(msg), flags).map(drop)
     }
+
+    /// What the kernel says of link `name` (`ip -d link show NAME`), `None`
+    /// if there is no such link.
+    ///
+    /// # Errors
+    /// Bad name, or the request failing otherwise.
+    pub fn link_state(&mut self, name: &str) -> Result<Option<LinkState>> {
+        check_ifname(name)?;
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        let replies =
+            match self.request("RTM_GETLINK", &|| format!("link {name}"), RouteNetlinkMessage::GetLink(msg), 0) {
+                Ok(r) => r,
+                Err(e) if e.raw_os_error() == Some(libc::ENODEV) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+        Ok(replies.into_iter().find_map(|m| match m {
+            RouteNetlinkMessage::NewLink(l) => Some(LinkState::from_message(&l)),
+            _ => None,
+        }))
+    }
+
+    /// The addresses of link `name` (`ip addr show dev NAME`), IPv4 and IPv6
+    /// (link-local ones included), as address and prefix length.
+    ///
+    /// # Errors
+    /// No such link, or the dump failing.
+    pub fn addresses(&mut self, name: &str) -> Result<Vec<(IpAddr, u8)>> {
+        let index = self.link_index(name)?;
+        let replies = self.request(
+            "RTM_GETADDR",
+            &|| format!("addresses of {name}"),
+            RouteNetlinkMessage::GetAddress(AddressMessage::default()),
+            NLM_F_DUMP,
+        )?;
+        let mut out = Vec::new();
+        for reply in replies {
+            let RouteNetlinkMessage::NewAddress(a) = reply else { continue };
+            if a.header.index != index {
+                continue;
+            }
+            // IFA_LOCAL is the interface's own address (IFA_ADDRESS the peer's on point-to-point links).
+            let local = a.attributes.iter().find_map(|x| match x {
+                AddressAttribute::Local(ip) => Some(*ip),
+                _ => None,
+            });
+            let addr = local.or_else(|| {
+                a.attributes.iter().find_map(|x| match x {
+                    AddressAttribute::Address(ip) => Some(*ip),
+                    _ => None,
+                })
+            });
+            if let Some(ip) = addr {
+                out.push((ip, a.header.prefix_len));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The unicast routes of the main table of one family (`ip [-6] route
+    /// show`).
+    ///
+    /// # Errors
+    /// The dump failing.
+    pub fn routes(&mut self, v6: bool) -> Result<Vec<RouteEntry>> {
+        let mut msg = RouteMessage::default();
+        msg.header.address_family = if v6 { AddressFamily::Inet6 } else { AddressFamily::Inet };
+        let replies = self.request(
+            "RTM_GETROUTE",
+            &|| format!("IPv{} routes", if v6 { 6 } else { 4 }),
+            RouteNetlinkMessage::GetRoute(msg),
+            NLM_F_DUMP,
+        )?;
+        let ip = |a: &RouteAddress| match a {
+            RouteAddress::Inet(v4) => Some(IpAddr::V4(*v4)),
+            RouteAddress::Inet6(v6) => Some(IpAddr::V6(*v6)),
+            _ => None,
+        };
+        let mut out = Vec::new();
+        for reply in replies {
+            let RouteNetlinkMessage::NewRoute(r) = reply else { continue };
+            let table = r
+                .attributes
+                .iter()
+                .find_map(|a| match a {
+                    RouteAttribute::Table(t) => Some(*t),
+                    _ => None,
+                })
+                .unwrap_or(u32::from(r.header.table));
+            if table != u32::from(RouteHeader::RT_TABLE_MAIN) || r.header.kind != RouteType::Unicast {
+                continue;
+            }
+            let unspecified = if v6 {
+                IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED)
+            } else {
+                IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED)
+            };
+            let mut entry =
+                RouteEntry { dest: unspecified, prefix: r.header.destination_prefix_length, via: None, oif: None };
+            for a in &r.attributes {
+                match a {
+                    RouteAttribute::Destination(d) => entry.dest = ip(d).unwrap_or(entry.dest),
+                    RouteAttribute::Gateway(g) => entry.via = ip(g),
+                    RouteAttribute::Oif(i) => entry.oif = Some(*i),
+                    _ => {}
+                }
+            }
+            out.push(entry);
+        }
+        Ok(out)
+    }
+}
+
+/// A link as [`Netlink::link_state`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkState {
+    /// Interface index.
+    pub index: u32,
+    /// `IFLA_INFO_KIND` (`tun` for TAPs and TUNs, `veth`, `bridge`, ...), if any.
+    pub kind: Option<String>,
+    /// `ARPHRD_*` link type: 1 (Ethernet) for a TAP, 65534 (none) for a TUN.
+    pub link_type: u16,
+    /// Administratively up (`IFF_UP`).
+    pub up: bool,
+    /// The MTU.
+    pub mtu: Option<u32>,
+    /// The index of the link's master (bridge, bond), if enslaved.
+    pub master: Option<u32>,
+}
+
+impl LinkState {
+    fn from_message(l: &LinkMessage) -> LinkState {
+        let mut state = LinkState {
+            index: l.header.index,
+            kind: None,
+            link_type: u16::from(l.header.link_layer_type),
+            up: l.header.flags.contains(LinkFlags::Up),
+            mtu: None,
+            master: None,
+        };
+        for a in &l.attributes {
+            match a {
+                LinkAttribute::Mtu(m) => state.mtu = Some(*m),
+                LinkAttribute::Controller(m) if *m != 0 => state.master = Some(*m),
+                LinkAttribute::LinkInfo(infos) => {
+                    for i in infos {
+                        if let LinkInfo::Kind(k) = i {
+                            state.kind = Some(k.to_string());
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        state
+    }
+}
+
+/// A route as [`Netlink::routes`] reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteEntry {
+    /// Destination (the unspecified address for a default route).
+    pub dest: IpAddr,
+    /// Destination prefix length (0: default route).
+    pub prefix: u8,
+    /// Gateway, if any.
+    pub via: Option<IpAddr>,
+    /// Output interface index, if any.
+    pub oif: Option<u32>,
 }
 
 /// What [`Netlink::link_state`] reports of a link.

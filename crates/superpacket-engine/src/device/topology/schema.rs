@@ -126,6 +126,11 @@ pub struct TopologySpec {
     /// `[reassembly]`: limits of the IPv4 defragmentation before NAT.
     #[serde(default)]
     pub reassembly: Option<ReassemblySpec>,
+    /// `[lab]`: the namespaces and links the file's ports expect, made and
+    /// removed by `superpacket lab up|down` (its schema and checks are the
+    /// lab's: `superpacket_lab::plumbing`). The engine does not read it.
+    #[serde(default)]
+    pub lab: Option<de::IgnoredAny>,
 }
 
 /// One `[[device]]`.
