@@ -775,7 +775,7 @@ fn tap_port_gone_and_back() {
     drv.reopen().expect("reopen the TAP");
     assert!(!drv.is_gone());
     assert_eq!(drv.offloads(), offloads);
-    assert!(ns.link_state("sptg0").unwrap().admin_up, "the reopened TAP is up");
+    assert!(ns.link_state("sptg0").unwrap().up, "the reopened TAP is up");
     let mut sock = PacketSocket::open_in(&ns, "sptg0", &capture_cfg()).unwrap();
     sock.send(&VirtioNetHdr::default(), &[&frame]).unwrap();
     let got = drain(&mut drv, 1, Duration::from_secs(2));

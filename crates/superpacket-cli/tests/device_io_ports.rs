@@ -355,7 +355,7 @@ id = 10
     let drv = g.driver_mut::<TapDriver>(up).expect("a TAP driver");
     assert_eq!(drv.endpoint().name(), "sptopo0");
     let state = ns.link_state("sptopo0").expect("the TAP in the namespace");
-    assert!(state.admin_up, "{state:?}");
+    assert!(state.up, "{state:?}");
     drop(g);
 
     let missing = src.replace(ns.name(), "sp-ioport-no-such-ns");

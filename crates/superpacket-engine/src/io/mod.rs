@@ -25,7 +25,7 @@
 //! NetNs::add_route(&self, "10.0.0.0/24" | "default", via: Option<&str>, dev: Option<&str>) / del_route(...)
 //! NetNs::neighbour_mac(&self, IpAddr) -> Result<Option<[u8; 6]>> / add_neighbour(&self, dev, "10.0.0.2", mac) / replace_neighbour
 //! NetNs::create_persistent_tap(&self, name) / create_persistent_tap_with(&self, &TapConfig)   // e.g. multi_queue
-//! NetNs::link_exists(&self, dev) -> Result<bool> / link_state(&self, dev) -> Result<LinkState { admin_up, oper_up, mtu }>
+//! NetNs::link_exists(&self, dev) -> Result<bool> / link_state(&self, dev) -> Result<LinkState { kind, up, oper_up, mtu, master, .. }>
 //! NetNs::add_veth(&self, name, peer, mtu: Option<u32>) / del_link(&self, dev)
 //! NetNs::set_offloads(&self, dev, &[("tx", "off"), ...])   // ethtool -K names and aliases, via SIOCETHTOOL
 //! NetNs::features(&self, dev) -> Result<ethtool::Features> / offloads(&self, dev) -> Result<String>  // `ethtool -k` text

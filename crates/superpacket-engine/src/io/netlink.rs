@@ -153,18 +153,6 @@ impl Netlink {
         Ok(self.get_link(name)?.header.index)
     }
 
-    /// Whether link `name` is administratively up and whether it is running
-    /// (`ip link show`'s `UP` flag and `state UP`).
-    ///
-    /// # Errors
-    /// Bad name, or no such link (`ENODEV`).
-    pub fn link_state(&mut self, name: &str) -> Result<LinkState> {
-        let link = self.get_link(name)?;
-        let flags = link.header.flags;
-        let oper_up = link.attributes.iter().any(|a| matches!(a, LinkAttribute::OperState(State::Up)));
-        Ok(LinkState { admin_up: flags.contains(LinkFlags::Up), oper_up, mtu: mtu_of(&link) })
-    }
-
     /// Whether link `name` exists.
     ///
     /// # Errors
@@ -618,6 +606,9 @@ pub struct LinkState {
     pub link_type: u16,
     /// Administratively up (`IFF_UP`).
     pub up: bool,
+    /// Operational state up (RFC 2863 `IF_OPER_UP`: carrier and queue
+    /// active; `ip link show`'s `state UP`).
+    pub oper_up: bool,
     /// The MTU.
     pub mtu: Option<u32>,
     /// The index of the link's master (bridge, bond), if enslaved.
@@ -631,6 +622,7 @@ impl LinkState {
             kind: None,
             link_type: u16::from(l.header.link_layer_type),
             up: l.header.flags.contains(LinkFlags::Up),
+            oper_up: l.attributes.iter().any(|a| matches!(a, LinkAttribute::OperState(State::Up))),
             mtu: None,
             master: None,
         };
@@ -663,24 +655,6 @@ pub struct RouteEntry {
     pub via: Option<IpAddr>,
     /// Output interface index, if any.
     pub oif: Option<u32>,
-}
-
-/// What [`Netlink::link_state`] reports of a link.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct LinkState {
-    /// Administratively up (`IFF_UP`).
-    pub admin_up: bool,
-    /// Operational state up (RFC 2863 `IF_OPER_UP`: carrier and queue active).
-    pub oper_up: bool,
-    /// The link's MTU, if the kernel reported one.
-    pub mtu: Option<u32>,
-}
-
-fn mtu_of(link: &LinkMessage) -> Option<u32> {
-    link.attributes.iter().find_map(|a| match a {
-        LinkAttribute::Mtu(m) => Some(*m),
-        _ => None,
-    })
 }
 
 fn family(addr: IpAddr) -> AddressFamily {

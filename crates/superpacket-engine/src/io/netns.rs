@@ -246,12 +246,16 @@ impl NetNs {
         self.netlink()?.link_exists(dev)
     }
 
-    /// Administrative and operational state of link `dev` (and its MTU).
+    /// What the kernel says of link `dev`: kind, up, running, MTU, master.
     ///
     /// # Errors
     /// Bad name, or no such link.
     pub fn link_state(&self, dev: &str) -> Result<LinkState> {
-        self.netlink()?.link_state(dev)
+        self.netlink()?.link_state(dev)?.ok_or_else(|| IoError::Syscall {
+            call: "RTM_GETLINK",
+            what: format!("link {dev} in netns {}", self.name),
+            source: std::io::Error::from_raw_os_error(libc::ENODEV),
+        })
     }
 
     /// Deletes link `dev` (a veth with its peer; a persistent TAP or TUN).

@@ -290,7 +290,7 @@ fn test_plumbing_matches_ip() {
     assert_eq!(l["linkinfo"]["info_data"]["multi_queue"], true, "{l}");
     // Link state as `ip link show` flags and `state` report them.
     let down = a.link_state("spnlmq").unwrap();
-    assert!(!down.admin_up && !down.oper_up, "{down:?}");
+    assert!(!down.up && !down.oper_up, "{down:?}");
     // A veth with its MTU set at creation, inside the namespace.
     a.add_veth("spnlv1", "spnlv2", Some(1600)).unwrap();
     for dev in ["spnlv1", "spnlv2"] {
@@ -306,7 +306,7 @@ fn test_plumbing_matches_ip() {
     }
     let l = link(&a, "spnlv1");
     assert!(flags(&l).contains(&"UP".to_string()) && l["operstate"] == "UP", "{l}");
-    assert!(a.link_state("spnlv1").unwrap().admin_up);
+    assert!(a.link_state("spnlv1").unwrap().up);
     // Neighbours: add refuses an existing entry, replace overwrites it.
     a.add_neighbour("spnlv1", "10.237.0.9", [0x02, 0, 0, 0, 0, 9]).unwrap();
     let again = a.add_neighbour("spnlv1", "10.237.0.9", [0x02, 0, 0, 0, 0, 10]).unwrap_err();
