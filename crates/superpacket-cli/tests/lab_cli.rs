@@ -142,10 +142,14 @@ fn lab_up_run_traffic_lab_down_for_the_shipped_examples() {
     assert_fixed_names_free();
     let dir = tempfile::tempdir().unwrap();
     let v4 = |s: &str| s.parse::<IpAddr>().unwrap();
-    let cases: [(&str, &[&str], [IpAddr; 2], bool); 3] = [
+    // Every live example with a lab (live-pv-bridge.toml has none: its
+    // ports are sockets, tests/pv_engine.rs runs it).
+    let cases: [(&str, &[&str], [IpAddr; 2], bool); 5] = [
         ("live-router.toml", &["sp-lab-a", "sp-lab-b"], [v4("10.72.0.2"), v4("fd72::2")], true),
         ("live-qinq-nat.toml", &["sp-lab-a", "sp-lab-b", "sp-lab-t"], [v4("10.72.0.2"), v4("fd72::2")], false),
         ("live-tun-router.toml", &["sp-lab-a", "sp-lab-b"], [v4("10.74.0.2"), v4("fd74::2")], true),
+        ("live-router-nat.toml", &["sp-lab-a", "sp-lab-b"], [v4("10.72.0.2"), v4("fd72::2")], true),
+        ("live-vlan-gro.toml", &["sp-lab-a", "sp-lab-b", "sp-lab-t"], [v4("10.72.0.2"), v4("fd72::2")], true),
     ];
     for (i, (name, namespaces, host_b, v6)) in cases.into_iter().enumerate() {
         let file = example(name);
