@@ -53,5 +53,6 @@ pub mod lab;
 pub mod oracle;
 pub mod relay;
 pub mod streams;
+pub mod tunnel_oracle;
 
 pub use oracle::{Delivered, GroOracle, GroOracleConfig, GsoOracle, GsoOracleConfig, OracleStats};
