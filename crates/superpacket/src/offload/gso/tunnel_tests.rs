@@ -495,3 +495,54 @@ proptest! {
         prop_assert_eq!(inner_payload, stream);
     }
 }
+
+#[test]
+fn tunnel_annotations_round_trip_and_validate() {
+    use crate::pcap::FrameAnnotation;
+    for kind in kinds() {
+        for outer_v6 in [false, true] {
+            for csum in [false, true] {
+                let t = tunnel(kind, outer_v6, csum);
+                let pkt = tunnel_superpacket(Fam::Tcp4, &t, 2500, 1000);
+                let bytes = pkt.to_vec();
+                let ann = FrameAnnotation::from_meta(&pkt.meta);
+                let text = ann.to_string();
+                let tg = if csum { "udp_tunnel_csum" } else { "udp_tunnel" };
+                assert_eq!(
+                    text,
+                    format!(
+                        "gso_type=tcpv4 gso_size=1000 gso_segs=3 tunnel={} tunnel_gso={tg} csum=partial",
+                        kind.name()
+                    )
+                );
+                let back = FrameAnnotation::parse_comment(&text).unwrap();
+                assert_eq!(back, ann);
+                let h = crate::wire::FrameHeaders::parse(&bytes).unwrap();
+                assert_eq!(back.to_meta_in(Some(&h), &bytes), pkt.meta, "{text}");
+                // Without tunnel_gso the outer checksum field decides (Linux's GRO rule).
+                let derived = FrameAnnotation::parse_comment(&text.replace(&format!(" tunnel_gso={tg}"), "")).unwrap();
+                assert_eq!(derived.to_meta_in(Some(&h), &bytes), pkt.meta, "{text}");
+                // pcap check: the superpacket and every segment (inner partial) validate.
+                let mut problems = Vec::new();
+                validate_frame(&bytes, Medium::Ethernet, &pkt.meta, false, &mut problems);
+                assert!(problems.is_empty(), "{text}: {problems:?}");
+                let caps = TargetCaps::new(MTU).with_csum(CsumCaps::HW).with_enc(GsoType::NONE, CsumCaps::HW);
+                let (_, frames) = run(&pkt, &caps);
+                for f in &frames {
+                    validate_frame(&f.data, Medium::Ethernet, &f.meta, false, &mut problems);
+                    let a = FrameAnnotation::from_meta(&f.meta);
+                    assert_eq!(a.to_string(), format!("tunnel={} csum=partial", kind.name()));
+                    let fh = crate::wire::FrameHeaders::parse(&f.data).unwrap();
+                    assert_eq!(a.to_meta_in(Some(&fh), &f.data), f.meta);
+                }
+                assert!(problems.is_empty(), "{text}: {problems:?}");
+                // A broken outer checksum seed is reported.
+                let mut bad = bytes.clone();
+                let ot = pkt.meta.encap.unwrap().outer_transport as usize;
+                bad[ot + 6] ^= 0x10;
+                validate_frame(&bad, Medium::Ethernet, &pkt.meta, false, &mut problems);
+                assert_eq!(problems.len(), usize::from(csum) + usize::from(!csum), "{text}: {problems:?}");
+            }
+        }
+    }
+}
