@@ -1,5 +1,5 @@
-//! The Linux kernel as the tunnel GSO oracle (docs/kernel-oracle.md section
-//! 7, [`superpacket_lab::tunnel_oracle`]): an inner TSO/USO superpacket is
+//! The Linux kernel as the tunnel GSO oracle (docs/kernel-oracle.md section 5,
+//! "The third oracle", [`superpacket_lab::tunnel_oracle`]): an inner TSO/USO superpacket is
 //! sent into a kernel VXLAN device; with the lower veth's UDP tunnel
 //! segmentation on, its peer captures the VXLAN superpacket whole; with it
 //! off, the kernel's segments. superpacket's segments of the captured

@@ -1,5 +1,5 @@
 //! The Linux kernel as the **tunnel GSO** oracle (docs/kernel-oracle.md
-//! section 7): the kernel builds a VXLAN superpacket from an inner TSO/USO
+//! section 5, "The third oracle"): the kernel builds a VXLAN superpacket from an inner TSO/USO
 //! superpacket, and segments it.
 //!
 //! Setup (two namespaces, deleted on drop): a veth `sptnl0` (sender) /

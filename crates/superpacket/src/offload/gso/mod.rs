@@ -38,6 +38,13 @@
 //!    completed in software from pseudo-header + header sum + payload sum
 //!    ([`csum_help`]).
 //!
+//! 5. **Tunnel superpackets** (`UDP_TUNNEL` / `UDP_TUNNEL_CSUM` with
+//!    [`OffloadMeta::encap`]: VXLAN, Geneve) take the same steps with the
+//!    outer headers fixed per segment as well (outer IPv4 ID, lengths, outer
+//!    UDP checksum zero, computed by LCO or left partial) and the inner ones
+//!    as above; module `tunnel`, offload-rules 3.7, checked against the
+//!    kernel's VXLAN segmentation (`tests/gso_tunnel_kernel_oracle.rs`).
+//!
 //! # Output forms ([`output`])
 //! Targets with scatter-gather get [`SgFrame`]s: a fresh header (owned by
 //! the segmenter, rewritten in place for each segment) plus payload slices
