@@ -80,8 +80,11 @@ impl TestFrame {
 
 fn test_frames() -> Vec<TestFrame> {
     let payload = |n: usize| (0..n).map(|i| (i % 251) as u8).collect::<Vec<u8>>();
-    let uso =
-        FrameAnnotation { gso: Some(GsoAnnotation { kind: GsoKind::UdpL4, size: 1472, segs: 44 }), csum_partial: true };
+    let uso = FrameAnnotation {
+        gso: Some(GsoAnnotation { kind: GsoKind::UdpL4, size: 1472, segs: 44 }),
+        csum_partial: true,
+        tunnel: None,
+    };
     vec![
         TestFrame {
             data: udp_frame(1000, 53, &payload(18), false),
@@ -92,7 +95,7 @@ fn test_frames() -> Vec<TestFrame> {
         TestFrame {
             data: udp_frame(1001, 4789, &payload(1000), true),
             ts: BASE_TS + 1_000,
-            annotation: FrameAnnotation { gso: None, csum_partial: true },
+            annotation: FrameAnnotation { gso: None, csum_partial: true, tunnel: None },
             extra_comment: None,
         },
         // A USO superpacket: 44 segments of 1472 bytes.
@@ -263,8 +266,11 @@ fn we_read_editcap_output() {
     );
     let got = read_ours(Path::new(&back));
     assert_eq!(got.len(), frames.len());
-    let want =
-        FrameAnnotation { gso: Some(GsoAnnotation { kind: GsoKind::TcpV4, size: 1448, segs: 3 }), csum_partial: true };
+    let want = FrameAnnotation {
+        gso: Some(GsoAnnotation { kind: GsoKind::TcpV4, size: 1448, segs: 3 }),
+        csum_partial: true,
+        tunnel: None,
+    };
     assert_eq!(got[2].3, want);
     assert!(got[0].3.is_empty() && got[0].4.is_none());
 }
@@ -317,8 +323,11 @@ fn tshark_accepts_frames_larger_than_64k() {
     // A 200000-byte frame with the IEEE local experimental EtherType (no IP length limit).
     let mut frame = vec![0x5Au8; 200_000];
     frame[..14].copy_from_slice(&[0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x88, 0xB5]);
-    let annotation =
-        FrameAnnotation { gso: Some(GsoAnnotation { kind: GsoKind::TcpV6, size: 8948, segs: 23 }), csum_partial: true };
+    let annotation = FrameAnnotation {
+        gso: Some(GsoAnnotation { kind: GsoKind::TcpV6, size: 8948, segs: 23 }),
+        csum_partial: true,
+        tunnel: None,
+    };
     for format in [CaptureFormat::PcapNg, CaptureFormat::PcapMicros] {
         let path = dir.path().join(format!("big.{format}"));
         let mut w = CaptureWriter::create(&path, format, LinkType::ETHERNET).unwrap();
@@ -341,6 +350,7 @@ fn reading_does_not_allocate_per_frame() {
         let annotation = FrameAnnotation {
             gso: Some(GsoAnnotation { kind: GsoKind::TcpV4, size: 1448, segs: 7 }),
             csum_partial: true,
+            tunnel: None,
         };
         for i in 0..2000u64 {
             let ann = if format.supports_comments() && i % 2 == 0 { annotation } else { FrameAnnotation::NONE };

@@ -57,5 +57,6 @@ pub mod oracle;
 pub mod plumbing;
 pub mod relay;
 pub mod streams;
+pub mod tunnel_oracle;
 
 pub use oracle::{Delivered, GroOracle, GroOracleConfig, GsoOracle, GsoOracleConfig, OracleStats};

@@ -379,3 +379,133 @@ pub fn insert_ipv6_dstopts(pkt: &Packet, l3: usize) -> Packet {
     }
     p
 }
+
+/// The outer headers of a UDP tunnel (offload-rules 3.7): what
+/// [`encapsulate`] puts in front of an inner frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TunnelSpec {
+    /// VXLAN or Geneve.
+    pub kind: crate::packet::TunnelKind,
+    /// The outer Ethernet, IP and UDP headers (its transport must be UDP;
+    /// `dst_port` is the tunnel port, `src_port` the entropy port).
+    pub outer: FlowSpec,
+    /// The VNI.
+    pub vni: u32,
+    /// Geneve option bytes (a multiple of 4, at most 252; 0 for VXLAN).
+    pub geneve_options: usize,
+    /// Outer UDP checksum: `UDP_TUNNEL_CSUM` for a superpacket, a computed
+    /// checksum for a single frame; else 0 (`UDP_TUNNEL`).
+    pub udp_csum: bool,
+    /// Outer IPv4 identification.
+    pub ip_id: u16,
+}
+
+impl TunnelSpec {
+    /// A VXLAN (port 4789) or Geneve (6081) tunnel between two hosts of
+    /// the given outer family, without outer checksum; outer DF clear, as a
+    /// Linux VXLAN device sends by default.
+    pub fn new(kind: crate::packet::TunnelKind, outer_v6: bool) -> TunnelSpec {
+        let mut outer = FlowSpec::new(Transport::Udp, outer_v6, 0);
+        outer.addrs = if outer_v6 {
+            Addrs::V6 {
+                src: Ipv6Addr::new(0xfd00, 0x7e, 0, 0, 0, 0, 0, 1),
+                dst: Ipv6Addr::new(0xfd00, 0x7e, 0, 0, 0, 0, 0, 2),
+            }
+        } else {
+            Addrs::V4 { src: Ipv4Addr::new(10, 126, 0, 1), dst: Ipv4Addr::new(10, 126, 0, 2) }
+        };
+        outer.src_mac = MacAddr([0x02, 0x7e, 0, 0, 0, 1]);
+        outer.dst_mac = MacAddr([0x02, 0x7e, 0, 0, 0, 2]);
+        outer.src_port = 0xaaa1;
+        outer.dst_port = match kind {
+            crate::packet::TunnelKind::Vxlan => crate::wire::vxlan::VXLAN_PORT,
+            crate::packet::TunnelKind::Geneve => crate::wire::geneve::GENEVE_PORT,
+        };
+        outer.dont_frag = false;
+        TunnelSpec { kind, outer, vni: 42, geneve_options: 0, udp_csum: false, ip_id: 0x1234 }
+    }
+
+    /// Bytes of the tunnel header (VXLAN 8, Geneve 8 + options).
+    pub fn tunnel_header_len(&self) -> usize {
+        match self.kind {
+            crate::packet::TunnelKind::Vxlan => 8,
+            crate::packet::TunnelKind::Geneve => 8 + self.geneve_options,
+        }
+    }
+}
+
+/// Puts the outer headers of `tunnel` in front of the Ethernet frame
+/// `inner` (test and oracle support), as a Linux VXLAN/Geneve device does
+/// on transmit:
+/// - a superpacket (or a packet with a partial checksum) keeps its metadata
+///   with every offset moved and `encap` set; a superpacket gets
+///   `UDP_TUNNEL_CSUM` (outer UDP checksum field seeded with the
+///   pseudo-header sum of the whole, as `udp_set_csum` does for GSO) or
+///   `UDP_TUNNEL` (field 0);
+/// - a finished frame (no partial checksum) gets a complete outer UDP
+///   checksum (0 mangled to 0xFFFF) or 0.
+///
+/// # Errors
+/// If the result does not fit in one outer IP packet.
+pub fn encapsulate(inner: &Packet, tunnel: &TunnelSpec) -> Result<Packet> {
+    use crate::packet::{Encapsulation, GsoType, TunnelKind};
+    let inner_bytes = inner.to_vec();
+    let tl = tunnel.tunnel_header_len();
+    let mut flow = Flow::new(tunnel.outer);
+    flow.ip_id = tunnel.ip_id;
+    let mut out = Vec::new();
+    let udp = flow.write_headers(tl + inner_bytes.len(), TcpFlags::empty(), &mut out)?;
+    let th = udp + 8;
+    match tunnel.kind {
+        TunnelKind::Vxlan => {
+            crate::wire::vxlan::VxlanRepr { vni: tunnel.vni }.emit(&mut out[th..th + 8])?;
+        }
+        TunnelKind::Geneve => {
+            out[th] = (tunnel.geneve_options / 4) as u8;
+            out[th + 2..th + 4].copy_from_slice(&crate::wire::geneve::GENEVE_PROTO_ETHERNET.to_be_bytes());
+            out[th + 4..th + 8].copy_from_slice(&(tunnel.vni << 8).to_be_bytes());
+            for (i, b) in out[th + 8..th + tl].iter_mut().enumerate() {
+                *b = i as u8;
+            }
+        }
+    }
+    let inner_mac = th + tl;
+    out[inner_mac..].copy_from_slice(&inner_bytes);
+    let by = inner_mac as isize;
+    let mut meta = inner.meta.shifted(by).ok_or(WireError::Malformed { layer: "gen", reason: "offsets" })?;
+    let partial = matches!(inner.meta.csum, ChecksumState::Partial { .. });
+    if partial || inner.meta.is_gso() {
+        let h = crate::wire::FrameHeaders::parse(&inner_bytes)?;
+        meta.encap = Some(Encapsulation {
+            tunnel: tunnel.kind,
+            outer_transport: udp as u16,
+            inner_mac: inner_mac as u16,
+            inner_network: (inner_mac + h.l3_offset) as u16,
+            inner_transport: (inner_mac + h.l4_offset) as u16,
+        });
+    }
+    if tunnel.udp_csum {
+        let field = udp + 6;
+        let pseudo = match tunnel.outer.addrs {
+            Addrs::V4 { src, dst } => {
+                crate::csum::pseudo_header_v4(src.octets(), dst.octets(), 17, (out.len() - udp) as u16)
+            }
+            Addrs::V6 { src, dst } => {
+                crate::csum::pseudo_header_v6(src.octets(), dst.octets(), 17, (out.len() - udp) as u32)
+            }
+        };
+        if inner.meta.is_gso() || partial {
+            out[field..field + 2].copy_from_slice(&pseudo.to_be_bytes());
+        } else {
+            let sum = crate::csum::ones_add(pseudo, crate::csum::ones_sum(&out[udp..]));
+            let c = if !sum == 0 { 0xFFFF } else { !sum };
+            out[field..field + 2].copy_from_slice(&c.to_be_bytes());
+        }
+    }
+    if inner.meta.is_gso() {
+        meta.gso_type |= if tunnel.udp_csum { GsoType::UDP_TUNNEL_CSUM } else { GsoType::UDP_TUNNEL };
+    }
+    let mut p = Packet::from_frame(&out);
+    p.meta = meta;
+    Ok(p)
+}

@@ -190,8 +190,89 @@ pub fn validate_frame(frame: &[u8], link: Medium, meta: &OffloadMeta, snapped: b
     if snapped {
         return;
     }
+    if let Some(encap) = meta.encap {
+        check_tunnel(frame, &h, &encap, meta, out);
+        return;
+    }
     check_l4_checksum(frame, &h, meta, out);
     check_gso(&h, meta, out);
+}
+
+/// A UDP tunnel packet (offload-rules 3.7): the outer UDP checksum is 0,
+/// the pseudo-header sum of the whole (a `UDP_TUNNEL_CSUM` superpacket), or
+/// verifies with the inner checksum taken as completed (LCO: an inner
+/// partial checksum field holding its pseudo-header sum); then the inner
+/// frame is checked against the inner metadata (problems prefixed `inner:`).
+fn check_tunnel(
+    frame: &[u8],
+    h: &FrameHeaders,
+    encap: &crate::packet::Encapsulation,
+    meta: &OffloadMeta,
+    out: &mut Vec<Problem>,
+) {
+    use crate::packet::GsoType;
+    let (ot, im) = (encap.outer_transport as usize, encap.inner_mac as usize);
+    let end = h.l3_offset + h.l3_len;
+    if h.l4 != L4Kind::Udp || h.l4_offset != ot || im < ot + 8 || im + 14 > end {
+        push(out, ProblemKind::Malformed, format!("tunnel offsets {encap:?} do not fit the outer UDP header"));
+        return;
+    }
+    let inner_frame = &frame[im..end];
+    let inner_h = match parse_headers(inner_frame, Medium::Ethernet) {
+        Ok(ih) => ih,
+        Err(e) => {
+            push(out, ProblemKind::Malformed, format!("inner: {e}"));
+            return;
+        }
+    };
+    let field = u16::from_be_bytes([frame[ot + 6], frame[ot + 7]]);
+    let pseudo = l4_pseudo_header_sum(frame, h).unwrap_or(0);
+    let tunnel_gso = meta.is_tunnel_gso();
+    if tunnel_gso && meta.gso_type.contains(GsoType::UDP_TUNNEL_CSUM) {
+        if !ones_eq(field, pseudo) {
+            push(
+                out,
+                ProblemKind::UdpChecksum,
+                format!(
+                    "outer UDP checksum field {field:#06x} of a udp_tunnel_csum superpacket, expected the pseudo-header sum {pseudo:#06x}"
+                ),
+            );
+        }
+    } else if tunnel_gso && field != 0 {
+        push(
+            out,
+            ProblemKind::UdpChecksum,
+            format!("outer UDP checksum {field:#06x} of a udp_tunnel superpacket, expected 0"),
+        );
+    } else if !tunnel_gso && field != 0 {
+        let inner_l4 = im + inner_h.l4_offset;
+        let sum = match meta.csum {
+            ChecksumState::Partial { start, .. } if start as usize == inner_l4 => {
+                let ip = l4_pseudo_header_sum(inner_frame, &inner_h).unwrap_or(0);
+                let lco = if (inner_l4 - ot) % 2 == 1 { (!ip).swap_bytes() } else { !ip };
+                ones_add(ones_add(pseudo, ones_sum(&frame[ot..inner_l4])), lco)
+            }
+            _ => ones_add(pseudo, ones_sum(&frame[ot..end])),
+        };
+        if sum != 0xFFFF {
+            push(out, ProblemKind::UdpChecksum, format!("outer UDP checksum {field:#06x} does not verify"));
+        }
+    }
+    let mut inner = *meta;
+    inner.encap = None;
+    inner.gso_type = meta.gso_type.without(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM);
+    if let ChecksumState::Partial { start, offset } = meta.csum {
+        inner.csum = ChecksumState::Partial { start: start.saturating_sub(encap.inner_mac), offset };
+    }
+    let before = out.len();
+    if inner_h.l3 == L3Kind::Ipv4 {
+        check_ipv4_header(&inner_frame[inner_h.l3_offset..inner_h.l3_offset + inner_h.l3_header_len], out);
+    }
+    check_l4_checksum(inner_frame, &inner_h, &inner, out);
+    check_gso(&inner_h, &inner, out);
+    for p in &mut out[before..] {
+        p.detail.insert_str(0, "inner: ");
+    }
 }
 
 fn check_ipv4_header(header: &[u8], out: &mut Vec<Problem>) {

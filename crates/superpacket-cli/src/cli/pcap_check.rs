@@ -83,7 +83,7 @@ pub fn run(args: &CheckArgs) -> Result<u8, CliError> {
         let snapped = frame.is_snapped();
         report.snapped += u64::from(snapped);
         let headers = validate::parse_headers(frame.data, link).ok();
-        let meta = frame.annotation.to_meta(headers.as_ref());
+        let meta = frame.annotation.to_meta_in(headers.as_ref(), frame.data);
         problems.clear();
         validate::validate_frame(frame.data, link, &meta, snapped, &mut problems);
         let index = frame.index;

@@ -99,7 +99,7 @@ pub fn run(args: &GsoArgs) -> Result<u8, CliError> {
             continue;
         }
         let headers = medium.parse(frame.data).ok();
-        let mut meta = frame.annotation.to_meta(headers.as_ref());
+        let mut meta = frame.annotation.to_meta_in(headers.as_ref(), frame.data);
         if let (Some(size), Some(h)) = (args.gso_size, headers.as_ref())
             && meta.gso_type.is_empty()
         {

@@ -703,7 +703,7 @@ pub fn effective_features(
 /// and a frag-list packet needs FRAGLIST.
 pub fn gso_ok(f: NetdevFeatures, info: &PacketInfo) -> bool {
     type F = NetdevFeatures;
-    const MAP: [(GsoType, NetdevFeatures); 9] = [
+    const MAP: [(GsoType, NetdevFeatures); 11] = [
         (GsoType::TCPV4, F::TSO),
         (GsoType::DODGY, F::GSO_ROBUST),
         (GsoType::TCP_ECN, F::TSO_ECN),
@@ -713,6 +713,8 @@ pub fn gso_ok(f: NetdevFeatures, info: &PacketInfo) -> bool {
         (GsoType::TCP_ACCECN, F::GSO_ACCECN),
         (GsoType::TCP_FIXEDID, F::TSO_MANGLEID),
         (GsoType::TCP_FIXEDID_INNER, F::TSO_MANGLEID),
+        (GsoType::UDP_TUNNEL, F::GSO_UDP_TUNNEL),
+        (GsoType::UDP_TUNNEL_CSUM, F::GSO_UDP_TUNNEL_CSUM),
     ];
     let mut rest = info.gso_type;
     for (t, feat) in MAP {
@@ -765,6 +767,8 @@ pub fn target_caps(f: NetdevFeatures, dev: &DeviceFeatures, mtu: usize) -> Targe
         (F::GSO_UDP_L4, GsoType::UDP_L4),
         (F::GSO_FRAGLIST, GsoType::FRAGLIST),
         (F::GSO_ACCECN, GsoType::TCP_ACCECN),
+        (F::GSO_UDP_TUNNEL, GsoType::UDP_TUNNEL),
+        (F::GSO_UDP_TUNNEL_CSUM, GsoType::UDP_TUNNEL_CSUM),
     ] {
         if f.contains(feat) {
             gso |= t;
@@ -780,6 +784,13 @@ pub fn target_caps(f: NetdevFeatures, dev: &DeviceFeatures, mtu: usize) -> Targe
     }
     if f.contains(F::FRAGLIST) {
         caps = caps.with_fraglist();
+    }
+    // The device model has no `hw_enc_features`: a port with UDP tunnel GSO
+    // is taken to offer all its features for inner headers too (as veth,
+    // whose `hw_enc_features` are its features, does); without the tunnel
+    // features tunnel superpackets are segmented in software (offload-rules 3.7).
+    if gso.intersects(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM) {
+        caps = caps.with_enc(gso, caps.csum);
     }
     caps.max_segs = dev.gso_max_segs;
     caps.gso_max_size = dev.gso_max_size;

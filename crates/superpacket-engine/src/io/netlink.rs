@@ -593,6 +593,42 @@ impl Netlink {
         }
         Ok(out)
     }
+
+    /// Creates VXLAN device `name` (down) as `ip link add NAME type vxlan id
+    /// VNI remote R local L dstport P dev DEV [no]udpcsum` (see [`VxlanLink`]).
+    ///
+    /// # Errors
+    /// Bad name, no such lower device, mixed address families, or the kernel refusing.
+    pub fn add_vxlan(&mut self, name: &str, cfg: &VxlanLink<'_>) -> Result<()> {
+        use netlink_packet_route::link::InfoVxlan;
+        let VxlanLink { vni, remote, local, port, dev, udp_csum } = *cfg;
+        check_ifname(name)?;
+        let what = || format!("add vxlan {name} id {vni} remote {remote} local {local} dstport {port} dev {dev}");
+        let link = self.link_index(dev)?;
+        let mut data = vec![InfoVxlan::Id(vni), InfoVxlan::Link(link), InfoVxlan::Port(port)];
+        match (remote, local) {
+            (IpAddr::V4(r), IpAddr::V4(l)) => {
+                data.extend([InfoVxlan::Group(r), InfoVxlan::Local(l), InfoVxlan::UDPCsum(udp_csum)]);
+            }
+            (IpAddr::V6(r), IpAddr::V6(l)) => {
+                data.extend([InfoVxlan::Group6(r), InfoVxlan::Local6(l), InfoVxlan::UDPZeroCsumTX(!udp_csum)]);
+            }
+            _ => {
+                return Err(IoError::Syscall {
+                    call: "RTM_NEWLINK",
+                    what: what(),
+                    source: io::Error::from_raw_os_error(libc::EINVAL),
+                });
+            }
+        }
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        msg.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Vxlan),
+            LinkInfo::Data(InfoData::Vxlan(data)),
+        ]));
+        self.new_link(&what, msg)
+    }
 }
 
 /// A link as [`Netlink::link_state`] reports it.
@@ -709,4 +745,22 @@ mod tests {
             assert!(parse_cidr(bad).is_err(), "{bad}");
         }
     }
+}
+
+/// Settings of a VXLAN device made by [`Netlink::add_vxlan`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct VxlanLink<'a> {
+    /// VNI.
+    pub vni: u32,
+    /// Unicast remote (outer destination) address.
+    pub remote: IpAddr,
+    /// Local (outer source) address, same family as `remote`.
+    pub local: IpAddr,
+    /// UDP destination port (4789 for IANA VXLAN).
+    pub port: u16,
+    /// Lower device.
+    pub dev: &'a str,
+    /// Outer UDP checksum on transmit: `udpcsum` (IPv4), not
+    /// `udp6zerocsumtx` (IPv6).
+    pub udp_csum: bool,
 }

@@ -2,6 +2,7 @@
 //!
 //! See [`FrameAnnotation`] for the comment grammar.
 
+use crate::packet::TunnelKind;
 use std::fmt;
 use std::str::FromStr;
 
@@ -71,6 +72,8 @@ pub struct GsoAnnotation {
 /// | `gso_segs=N` | number of segments, 0..=65535 (0 = unknown), optional |
 /// | `csum=partial` | the L4 checksum field holds the pseudo-header sum (`CHECKSUM_PARTIAL`) |
 /// | `csum=none\|unnecessary\|complete` | accepted on read, meaning "not partial" |
+/// | `tunnel=vxlan\|geneve` | the frame is a UDP tunnel packet: `gso_type`, `gso_size` and `csum=partial` describe its **inner** headers (offload-rules 3.7) |
+/// | `tunnel_gso=udp_tunnel\|udp_tunnel_csum` | with `tunnel` and a GSO type: outer UDP checksum 0 / computed per segment; when absent, 0 in the outer UDP checksum field means `udp_tunnel`, as Linux's GRO decides |
 ///
 /// Tokens are separated by any ASCII whitespace. Tokens with other keys and
 /// words without `=` are ignored, so free-text comments are not errors. A known
@@ -90,6 +93,20 @@ pub struct FrameAnnotation {
     /// The TCP/UDP checksum field holds the pseudo-header sum
     /// (`CHECKSUM_PARTIAL`) rather than a complete checksum.
     pub csum_partial: bool,
+    /// The frame is a UDP tunnel packet; the fields above describe its
+    /// inner headers.
+    pub tunnel: Option<TunnelAnnotation>,
+}
+
+/// The `tunnel=` and `tunnel_gso=` tokens of a [`FrameAnnotation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TunnelAnnotation {
+    /// `tunnel=vxlan|geneve`.
+    pub kind: TunnelKind,
+    /// `tunnel_gso=udp_tunnel_csum` (`Some(true)`) or `udp_tunnel`
+    /// (`Some(false)`); `None` when not given (derived from the outer UDP
+    /// checksum field).
+    pub csum: Option<bool>,
 }
 
 /// A malformed offload annotation in a packet comment.
@@ -141,11 +158,11 @@ impl std::error::Error for AnnotationError {}
 
 impl FrameAnnotation {
     /// No offload metadata.
-    pub const NONE: FrameAnnotation = FrameAnnotation { gso: None, csum_partial: false };
+    pub const NONE: FrameAnnotation = FrameAnnotation { gso: None, csum_partial: false, tunnel: None };
 
     /// Whether there is nothing to annotate (no GSO, checksum not partial).
     pub fn is_empty(&self) -> bool {
-        self.gso.is_none() && !self.csum_partial
+        self.gso.is_none() && !self.csum_partial && self.tunnel.is_none()
     }
 
     /// Parses the annotation tokens of a packet comment. Unknown tokens and
@@ -178,6 +195,13 @@ impl fmt::Display for FrameAnnotation {
             write!(f, "gso_type={} gso_size={} gso_segs={}", g.kind, g.size, g.segs)?;
             sep = " ";
         }
+        if let Some(t) = self.tunnel {
+            write!(f, "{sep}tunnel={}", t.kind.name())?;
+            if let (Some(csum), Some(_)) = (t.csum, self.gso) {
+                write!(f, " tunnel_gso={}", if csum { "udp_tunnel_csum" } else { "udp_tunnel" })?;
+            }
+            sep = " ";
+        }
         if self.csum_partial {
             write!(f, "{sep}csum=partial")?;
         }
@@ -201,6 +225,8 @@ pub(crate) struct Accumulator {
     size: Option<u16>,
     segs: Option<u16>,
     csum_partial: Option<bool>,
+    tunnel: Option<TunnelKind>,
+    tunnel_csum: Option<bool>,
 }
 
 impl Accumulator {
@@ -232,6 +258,22 @@ impl Accumulator {
                     };
                     set_once(&mut self.csum_partial, partial, "csum")?;
                 }
+                b"tunnel" => {
+                    let kind = match value {
+                        b"vxlan" => TunnelKind::Vxlan,
+                        b"geneve" => TunnelKind::Geneve,
+                        _ => return Err(invalid("tunnel", value, "expected vxlan or geneve")),
+                    };
+                    set_once(&mut self.tunnel, kind, "tunnel")?;
+                }
+                b"tunnel_gso" => {
+                    let csum = match value {
+                        b"udp_tunnel" => false,
+                        b"udp_tunnel_csum" => true,
+                        _ => return Err(invalid("tunnel_gso", value, "expected udp_tunnel or udp_tunnel_csum")),
+                    };
+                    set_once(&mut self.tunnel_csum, csum, "tunnel_gso")?;
+                }
                 _ => {}
             }
         }
@@ -258,7 +300,11 @@ impl Accumulator {
                 Some(GsoAnnotation { kind, size, segs: self.segs.unwrap_or(0) })
             }
         };
-        Ok(FrameAnnotation { gso, csum_partial: self.csum_partial.unwrap_or(false) })
+        if self.tunnel_csum.is_some() && (gso.is_none() || self.tunnel.is_none()) {
+            return Err(AnnotationError::GsoFieldWithoutType { key: "tunnel_gso" });
+        }
+        let tunnel = self.tunnel.map(|kind| TunnelAnnotation { kind, csum: self.tunnel_csum });
+        Ok(FrameAnnotation { gso, csum_partial: self.csum_partial.unwrap_or(false), tunnel })
     }
 }
 

@@ -77,7 +77,7 @@ mod tests;
 use crate::wire::Medium;
 use std::fmt;
 
-pub use annotation::{AnnotationError, FrameAnnotation, GsoAnnotation, GsoKind};
+pub use annotation::{AnnotationError, FrameAnnotation, GsoAnnotation, GsoKind, TunnelAnnotation};
 pub use error::PcapError;
 pub use reader::{CaptureReader, CapturedFrame, InterfaceInfo, OptionIter, SectionInfo, TsResolution};
 pub use writer::{CaptureWriter, WriteRecord, WriterOptions};

@@ -58,14 +58,14 @@ fn pattern(len: usize, seed: u8) -> Vec<u8> {
 }
 
 fn gso(kind: GsoKind, size: u16, segs: u16, csum_partial: bool) -> FrameAnnotation {
-    FrameAnnotation { gso: Some(GsoAnnotation { kind, size, segs }), csum_partial }
+    FrameAnnotation { gso: Some(GsoAnnotation { kind, size, segs }), csum_partial, tunnel: None }
 }
 
 /// Frames used by the round-trip tests: (data, timestamp_ns, annotation).
 fn sample_frames() -> Vec<(Vec<u8>, u64, FrameAnnotation)> {
     vec![
         (pattern(60, 1), 1_700_000_000_123_456_789, FrameAnnotation::NONE),
-        (pattern(1514, 2), 1_700_000_001_000_000_001, FrameAnnotation { gso: None, csum_partial: true }),
+        (pattern(1514, 2), 1_700_000_001_000_000_001, FrameAnnotation { gso: None, csum_partial: true, tunnel: None }),
         (pattern(65226, 3), 1_700_000_002_999_999_999, gso(GsoKind::TcpV4, 1448, 45, true)),
         (pattern(200_000, 4), 1_700_000_003_000_000_000, gso(GsoKind::UdpL4, 1472, 136, false)),
         (pattern(1, 5), 0, gso(GsoKind::TcpV6, 1428, 1, true)),
@@ -261,7 +261,7 @@ fn annotations_round_trip_exactly() {
             }
         }
     }
-    frames.push((pattern(64, 0), 5, FrameAnnotation { gso: None, csum_partial: true }));
+    frames.push((pattern(64, 0), 5, FrameAnnotation { gso: None, csum_partial: true, tunnel: None }));
     frames.push((pattern(64, 0), 6, FrameAnnotation::NONE));
     for order in [ByteOrder::Little, ByteOrder::Big] {
         let bytes = write_capture(CaptureFormat::PcapNg, order, LinkType::ETHERNET, &frames);
@@ -279,7 +279,7 @@ fn annotations_round_trip_exactly() {
 fn comment_token_parsing_table() {
     use AnnotationError as E;
     let none = FrameAnnotation::NONE;
-    let partial = FrameAnnotation { gso: None, csum_partial: true };
+    let partial = FrameAnnotation { gso: None, csum_partial: true, tunnel: None };
     let tcp4 = gso(GsoKind::TcpV4, 1448, 45, false);
     let bad = |key: &'static str, value: &str, reason: &'static str| {
         Err(E::InvalidValue { key, value: value.to_owned(), reason })
@@ -350,7 +350,7 @@ fn comment_token_parsing_table() {
 fn comment_writing_table() {
     let table = [
         (FrameAnnotation::NONE, ""),
-        (FrameAnnotation { gso: None, csum_partial: true }, "csum=partial"),
+        (FrameAnnotation { gso: None, csum_partial: true, tunnel: None }, "csum=partial"),
         (gso(GsoKind::TcpV4, 1448, 45, false), "gso_type=tcpv4 gso_size=1448 gso_segs=45"),
         (gso(GsoKind::TcpV6, 1, 0, true), "gso_type=tcpv6 gso_size=1 gso_segs=0 csum=partial"),
         (gso(GsoKind::UdpL4, 65535, 65535, true), "gso_type=udp_l4 gso_size=65535 gso_segs=65535 csum=partial"),
@@ -514,7 +514,7 @@ fn hand_built_pcapng_both_byte_orders_all_blocks() {
     assert_eq!(f.timestamp_ns, 3_000_000_000);
     assert_eq!(f.comment.as_deref(), Some("free text"));
     assert_eq!(all_comments[1], ["free text", "csum=partial"]);
-    assert_eq!(f.annotation, FrameAnnotation { gso: None, csum_partial: true });
+    assert_eq!(f.annotation, FrameAnnotation { gso: None, csum_partial: true, tunnel: None });
 
     let f = &frames[2];
     assert_eq!((&f.data[..], f.captured_len, f.original_len, f.timestamp_ns), (&b"abc"[..], 3, 3, 0));
@@ -712,7 +712,7 @@ fn truncation_at_every_byte_is_a_typed_error() {
     let frames = [
         (pattern(60, 1), 1_000, FrameAnnotation::NONE),
         (pattern(61, 2), 2_000, gso(GsoKind::TcpV4, 1448, 2, true)),
-        (pattern(3, 3), 3_000, FrameAnnotation { gso: None, csum_partial: true }),
+        (pattern(3, 3), 3_000, FrameAnnotation { gso: None, csum_partial: true, tunnel: None }),
     ];
     for format in [CaptureFormat::PcapMicros, CaptureFormat::PcapNanos, CaptureFormat::PcapNg] {
         let frames: Vec<_> = frames
@@ -797,7 +797,7 @@ fn arb_annotation() -> impl Strategy<Value = FrameAnnotation> {
         size,
         segs,
     }));
-    (gso, any::<bool>()).prop_map(|(gso, csum_partial)| FrameAnnotation { gso, csum_partial })
+    (gso, any::<bool>()).prop_map(|(gso, csum_partial)| FrameAnnotation { gso, csum_partial, tunnel: None })
 }
 
 proptest! {

@@ -38,6 +38,13 @@
 //!    completed in software from pseudo-header + header sum + payload sum
 //!    ([`csum_help`]).
 //!
+//! 5. **Tunnel superpackets** (`UDP_TUNNEL` / `UDP_TUNNEL_CSUM` with
+//!    [`OffloadMeta::encap`]: VXLAN, Geneve) take the same steps with the
+//!    outer headers fixed per segment as well (outer IPv4 ID, lengths, outer
+//!    UDP checksum zero, computed by LCO or left partial) and the inner ones
+//!    as above; module `tunnel`, offload-rules 3.7, checked against the
+//!    kernel's VXLAN segmentation (`tests/gso_tunnel_kernel_oracle.rs`).
+//!
 //! # Output forms ([`output`])
 //! Targets with scatter-gather get [`SgFrame`]s: a fresh header (owned by
 //! the segmenter, rewritten in place for each segment) plus payload slices
@@ -68,12 +75,15 @@ pub mod fraglist;
 mod layout;
 pub mod output;
 pub mod tcp;
+pub(crate) mod tunnel;
 pub mod udp;
 
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
 
 use crate::packet::{ChecksumState, GsoProtocol, GsoType, OffloadMeta, Packet};
 use crate::wire::WireError;
@@ -108,7 +118,9 @@ const KNOWN_GSO_BITS: GsoType = GsoType::from_bits(
         | GsoType::FRAGLIST.bits()
         | GsoType::TCP_ACCECN.bits()
         | GsoType::TCP_FIXEDID.bits()
-        | GsoType::TCP_FIXEDID_INNER.bits(),
+        | GsoType::TCP_FIXEDID_INNER.bits()
+        | GsoType::UDP_TUNNEL.bits()
+        | GsoType::UDP_TUNNEL_CSUM.bits(),
 );
 
 /// TCP-only GSO bits (invalid with UDP_L4).
@@ -149,7 +161,10 @@ pub struct TargetCaps {
     /// GSO types the target segments itself: TCPV4 (TSO), TCPV6 (TSO6),
     /// UDP_L4 (USO), TCP_ECN (TSO_ECN), TCP_ACCECN, TCP_FIXEDID (the
     /// `TSO_MANGLEID` feature), FRAGLIST (GSO_FRAGLIST). DODGY is never
-    /// needed: the segmenter validates DODGY packets itself.
+    /// needed: the segmenter validates DODGY packets itself. UDP_TUNNEL and
+    /// UDP_TUNNEL_CSUM are Linux's `GSO_UDP_TUNNEL[_CSUM]` features: a tunnel
+    /// superpacket passes through only if its bits are here **and** in
+    /// [`TargetCaps::enc_gso`] (offload-rules 3.7).
     #[cfg_attr(feature = "serde", serde(serialize_with = "ser_gso_type"))]
     pub gso: GsoType,
     /// Checksum offload.
@@ -175,6 +190,15 @@ pub struct TargetCaps {
     /// allows 1; a device whose `features_check` hook can parse deeper stacks
     /// raises it. `HW_CSUM` is never limited by tags.
     pub max_offload_tags: u8,
+    /// GSO types the target also does on the inner headers of a tunnel
+    /// packet (the GSO bits of Linux's `hw_enc_features`); default none.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_gso_type"))]
+    pub enc_gso: GsoType,
+    /// Checksum offload for the inner headers of a tunnel packet (the
+    /// checksum bits of `hw_enc_features`), intersected with
+    /// [`TargetCaps::csum`]; default none: inner checksums of tunnel
+    /// segments are completed in software (offload-rules 3.7).
+    pub enc_csum: CsumCaps,
     /// How the target's packets start: Ethernet (TAP, AF_PACKET) or raw IP
     /// (TUN). Every packet given to [`Segmenter::segment`] for this target is
     /// read as this medium, and its segments keep it.
@@ -200,6 +224,8 @@ impl TargetCaps {
             gso_max_size: GSO_LEGACY_MAX_SIZE,
             udp_max_segments: UDP_MAX_SEGMENTS,
             max_offload_tags: 1,
+            enc_gso: GsoType::NONE,
+            enc_csum: CsumCaps::NONE,
             medium: Medium::Ethernet,
         }
     }
@@ -222,6 +248,13 @@ impl TargetCaps {
     /// With these GSO types done by the target.
     pub const fn with_gso(mut self, gso: GsoType) -> TargetCaps {
         self.gso = gso;
+        self
+    }
+    /// With these offloads for the inner headers of tunnel packets (Linux
+    /// `hw_enc_features`: see [`TargetCaps::enc_gso`], [`TargetCaps::enc_csum`]).
+    pub const fn with_enc(mut self, gso: GsoType, csum: CsumCaps) -> TargetCaps {
+        self.enc_gso = gso;
+        self.enc_csum = csum;
         self
     }
     /// With frag-list support.
@@ -319,6 +352,15 @@ pub enum GsoError {
     },
     /// A fraglist aggregate whose chained packets do not fit its head.
     BadFraglist(&'static str),
+    /// Tunnel GSO metadata that is not valid by itself (offload-rules 3.7):
+    /// UDP_TUNNEL without [`OffloadMeta::encap`], encapsulation offsets on
+    /// a plain GSO type, both tunnel bits, FRAGLIST in a tunnel.
+    BadTunnelGso(&'static str),
+    /// [`OffloadMeta::encap`] disagrees with the bytes (offload-rules 3.7):
+    /// outer headers not UDP at `outer_transport`, a tunnel header of the
+    /// wrong length or protocol, inner offsets that are not the inner
+    /// headers, an outer UDP length not reaching the end.
+    BadEncapsulation(&'static str),
 }
 
 impl std::fmt::Display for GsoError {
@@ -349,6 +391,8 @@ impl std::fmt::Display for GsoError {
             }
             GsoError::HeaderTooLong { len, max } => write!(f, "header block of {len} bytes exceeds {max}"),
             GsoError::BadFraglist(why) => write!(f, "bad fraglist aggregate: {why}"),
+            GsoError::BadTunnelGso(why) => write!(f, "bad tunnel GSO metadata: {why}"),
+            GsoError::BadEncapsulation(why) => write!(f, "encapsulation offsets disagree with the packet: {why}"),
         }
     }
 }
@@ -372,6 +416,8 @@ impl GsoError {
             GsoError::LengthMismatch { .. } => "length-mismatch",
             GsoError::HeaderTooLong { .. } => "header-too-long",
             GsoError::BadFraglist(_) => "bad-fraglist",
+            GsoError::BadTunnelGso(_) => "bad-tunnel-gso",
+            GsoError::BadEncapsulation(_) => "bad-encap",
         }
     }
 }
@@ -504,6 +550,9 @@ pub(crate) struct Plan {
     pub partial_in: bool,
     /// Metadata of every output frame.
     pub out_meta: OffloadMeta,
+    /// A tunnel superpacket's outer headers to fix per segment (`lay` is
+    /// then the inner layout, offsets from the frame start).
+    pub outer: Option<tunnel::OuterFixer>,
 }
 
 impl Segmenter {
@@ -575,6 +624,9 @@ impl Segmenter {
         }
         if meta.gso_size == 0 {
             return Err(GsoError::ZeroGsoSize);
+        }
+        if t.intersects(tunnel::TUNNEL_BITS) || meta.encap.is_some() {
+            return tunnel::segment(self, pkt, caps, sink, proto);
         }
         let lay = self.probe(pkt, caps.medium)?;
         check_protocol(t, proto, &lay)?;
@@ -667,6 +719,7 @@ impl Segmenter {
             frag_headers,
             partial_in: matches!(meta.csum, ChecksumState::Partial { .. }),
             out_meta,
+            outer: None,
         })
     }
 
@@ -707,7 +760,10 @@ impl Segmenter {
             if caps.sg {
                 let saved = cursor.clone();
                 if let Some((n, psum)) = cursor.gather(len, &mut slices, plan.sw_csum) {
-                    fixer.fix(&mut self.hdr[..hl], i, at, len, psum);
+                    let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, len, psum);
+                    if let Some(outer) = &plan.outer {
+                        outer.fix(&mut self.hdr[..hl], i, hl + len, pseudo);
+                    }
                     sink.sg_frame(&SgFrame { header: &self.hdr[..hl], payload: &slices[..n], meta: plan.out_meta });
                     continue;
                 }
@@ -717,7 +773,10 @@ impl Segmenter {
             let buf = sink.linear_buffer(hl + len);
             buf[..hl].copy_from_slice(&self.hdr[..hl]);
             let psum = cursor.copy_into(&mut buf[hl..hl + len], plan.sw_csum);
-            fixer.fix(&mut buf[..hl], i, at, len, psum);
+            let pseudo = fixer.fix(&mut buf[..hl], i, at, len, psum);
+            if let Some(outer) = &plan.outer {
+                outer.fix(&mut buf[..hl], i, hl + len, pseudo);
+            }
             sink.linear_frame(hl + len, &plan.out_meta);
         }
         count
@@ -830,9 +889,10 @@ impl HeaderFixer {
 
     /// Rewrites `hdr` (a copy of the template's `hdr_len` bytes) for segment
     /// `i`, which starts `offset` bytes into the payload and carries `len`
-    /// bytes whose sum (at even parity) is `psum`.
+    /// bytes whose sum (at even parity) is `psum`. Returns the segment's L4
+    /// pseudo-header sum (for a tunnel's outer checksum by LCO).
     #[inline]
-    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, len: usize, psum: u16) {
+    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, len: usize, psum: u16) -> u16 {
         use crate::csum::ones_add;
         let lay = &self.lay;
         let l3 = lay.l3_offset;
@@ -876,6 +936,7 @@ impl HeaderFixer {
             pseudo
         };
         hdr[field..field + 2].copy_from_slice(&value.to_be_bytes());
+        pseudo
     }
 }
 
