@@ -9,7 +9,7 @@
 //! tunnel headers in its headroom and is handed to the router as a locally
 //! generated packet, which routes it out of the underlay. **A superpacket
 //! stays one packet**: its GSO type gains `UDP_TUNNEL` (outer UDP checksum
-//! zero) or `UDP_TUNNEL_CSUM` and [`OffloadMeta::encap`] records the inner
+//! zero) or `UDP_TUNNEL_CSUM` and [`superpacket::packet::OffloadMeta::encap`] records the inner
 //! headers, so the final port takes it whole or segments it (offload-rules
 //! "Tunnels", GSO). The outer IPv4 header has DF clear and IDs reserved per
 //! segment (`ip_select_ident_segs`); the UDP source port comes from the
