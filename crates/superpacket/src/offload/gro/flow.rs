@@ -184,6 +184,10 @@ pub struct Held {
     pub age_ns: Option<u64>,
     /// At least one packet was merged in.
     pub merged: bool,
+    /// A tunnel aggregate's outer state (offload-rules 2.6); then `l3`,
+    /// `l4`, `payload`, `first`, `fixed_id` and `v6` describe the inner
+    /// headers and `l3_len` counts from the outer IP header.
+    pub tunnel: Option<super::tunnel::TunnelHeld>,
 }
 
 /// Where a held aggregate is: its bucket, its place there (0 = oldest) and
@@ -271,16 +275,30 @@ impl FlowTable {
 
     /// The aggregate in bucket `b` with this key. `ext` gives the IPv6
     /// extension-header bytes of the new packet (compared byte for byte when
-    /// the key says there are some).
+    /// the key says there are some). For a tunnel packet, `tunnel` is its
+    /// outer headers and frame: the outer identity must match too
+    /// (offload-rules 2.6).
     #[inline]
-    pub fn find(&self, b: usize, key: &FlowKey, ext: &[u8]) -> Option<Position> {
+    pub fn find(
+        &self,
+        b: usize,
+        key: &FlowKey,
+        ext: &[u8],
+        tunnel: Option<(&super::tunnel::TunnelIn, &[u8])>,
+    ) -> Option<Position> {
         for (index, &slot) in self.row(b).iter().enumerate() {
             let held = &self.slots[slot as usize];
             if held.key.same(key) {
                 if key.ext_len() != 0 {
                     let lin = held.pkt.linear();
-                    if &lin[held.l3 + 40..held.l4] != ext {
+                    if lin.get(held.l3 + 40..held.l4) != Some(ext) {
                         continue;
+                    }
+                }
+                if let Some((t, frame)) = tunnel {
+                    match &held.tunnel {
+                        Some(ht) if ht.same(t, held.pkt.linear(), frame) => {}
+                        _ => continue,
                     }
                 }
                 return Some(Position { bucket: b, index, slot });

@@ -67,6 +67,7 @@ pub mod lro;
 mod parse;
 mod tcp;
 pub mod toeplitz;
+mod tunnel;
 mod udp;
 
 #[cfg(test)]
@@ -75,11 +76,12 @@ mod proptests;
 mod tests;
 
 pub use counters::{BypassCounters, BypassReason, FlushCounters, FlushReason, GroCounters};
+pub use tunnel::{MAX_TUNNEL_PORTS, TunnelPorts};
 pub use udp::UDP_GRO_CNT_MAX;
 
 use crate::csum;
 use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
-use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
+use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet, TunnelKind};
 pub use crate::wire::Medium;
 use crate::wire::field::be16;
 use flow::{FlowKey, FlowTable, Held, Position};
@@ -178,6 +180,11 @@ pub struct GroConfig {
     /// How received packets start: Ethernet frames (TAP, AF_PACKET) or raw
     /// IP packets (TUN). Aggregates keep the medium of their packets.
     pub medium: Medium,
+    /// UDP ports with a VXLAN or Geneve tunnel behind them (Linux: a UDP
+    /// tunnel socket on the port): datagrams to them are coalesced on their
+    /// inner flow (offload-rules 2.6). None by default: tunnel datagrams
+    /// are plain UDP.
+    pub tunnels: TunnelPorts,
 }
 
 impl GroConfig {
@@ -198,6 +205,7 @@ impl GroConfig {
         lro: false,
         lro_queue_max: 1024,
         medium: Medium::Ethernet,
+        tunnels: TunnelPorts::NONE,
     };
 }
 
@@ -245,6 +253,31 @@ impl GroConfig {
         self.medium = medium;
         self
     }
+
+    /// This configuration with a `kind` tunnel behind UDP port `port`
+    /// (offload-rules 2.6; at most [`MAX_TUNNEL_PORTS`] ports).
+    ///
+    /// ```
+    /// use superpacket::offload::gro::{Gro, GroConfig};
+    /// use superpacket::packet::{GsoType, TunnelKind};
+    /// use superpacket::traffic::{FlowSpec, Transport, TunnelFlow};
+    /// use superpacket::wire::TcpFlags;
+    ///
+    /// let mut gro = Gro::new(GroConfig::default().with_tunnel(4789, TunnelKind::Vxlan));
+    /// let mut t = TunnelFlow::new(TunnelKind::Vxlan, false, FlowSpec::new(Transport::Tcp, false, 1), 1);
+    /// for _ in 0..3 {
+    ///     gro.receive_frame(&t.frame(1000, TcpFlags::empty()).unwrap());
+    /// }
+    /// gro.flush();
+    /// let sp = gro.drain_delivered().next().unwrap();
+    /// assert_eq!(sp.meta.gso_segs, 3);
+    /// assert!(sp.meta.gso_type.contains(GsoType::TCPV4 | GsoType::UDP_TUNNEL_CSUM));
+    /// assert_eq!(sp.meta.encap.unwrap().inner_mac, 14 + 20 + 8 + 8);
+    /// ```
+    pub const fn with_tunnel(mut self, port: u16, kind: TunnelKind) -> GroConfig {
+        self.tunnels = self.tunnels.with(port, kind);
+        self
+    }
 }
 
 /// A parsed packet on its way through the engine (the kernel's
@@ -260,6 +293,10 @@ pub(crate) struct Incoming {
     pub payload: usize,
     pub l3_len: usize,
     pub payload_len: usize,
+    /// L3 length from the outermost IP header (`l3_len` unless tunnelled).
+    pub agg_len: usize,
+    /// The outer headers of a tunnel packet (offload-rules 2.6).
+    pub tunnel: Option<tunnel::TunnelIn>,
     /// Must not merge; reaching L4 it flushes a matching TCP aggregate
     /// (offload-rules 1.2: reserved flag, strict-mode padding).
     pub flush_mark: bool,
@@ -502,8 +539,9 @@ impl Gro {
         };
         let b = self.table.bucket_of(n.hash);
         let found = {
-            let ext: &[u8] = if n.key.ext_len() != 0 { &pkt.linear()[n.l3 + 40..n.l4] } else { &[] };
-            self.table.find(b, &n.key, ext)
+            let lin = pkt.linear();
+            let ext: &[u8] = if n.key.ext_len() != 0 { &lin[n.l3 + 40..n.l4] } else { &[] };
+            self.table.find(b, &n.key, ext, n.tunnel.as_ref().map(|t| (t, lin)))
         };
         if n.tcp {
             self.tcp_receive(pkt, &n, b, found);
@@ -527,6 +565,12 @@ impl Gro {
             return Err(BypassReason::Vlan);
         }
         let l3c = ip::check_l3(frame, &h)?;
+        if !h.tcp
+            && !self.cfg.tunnels.is_empty()
+            && let Some(kind) = self.cfg.tunnels.lookup(be16(frame, h.l4 + 2))
+        {
+            return self.prepare_tunnel(pkt, &h, l3c, kind, hash);
+        }
         let (v6, tcp) = (h.v6, h.tcp);
         if !tcp && self.cfg.udp == UdpGroMode::Off {
             return Err(BypassReason::UdpOff);
@@ -574,11 +618,191 @@ impl Gro {
             payload: h.payload,
             l3_len: h.l3_len,
             payload_len: h.payload_len,
+            agg_len: h.l3_len,
+            tunnel: None,
             flush_mark,
             padded_strict,
             segs,
             gso_size,
         })
+    }
+
+    /// Entry checks of a datagram to a tunnel port (offload-rules 2.6): the
+    /// outer headers were accepted by the IP layer (`l3c`); parse the tunnel
+    /// and inner headers, apply the inner IP layer's early rejection, verify
+    /// the outer UDP checksum (unless zero) and the inner one, as
+    /// `udp4/6_gro_receive` + `udp_gro_receive` + `vxlan/geneve_gro_receive`
+    /// + `eth_gro_receive` + the inner `inet/ipv6_gro_receive` and L4 entry.
+    #[cold]
+    #[inline(never)]
+    fn prepare_tunnel(
+        &mut self,
+        pkt: &mut Packet,
+        h: &GroHeaders,
+        l3c: ip::L3Checks,
+        kind: TunnelKind,
+        hash: Option<u32>,
+    ) -> Result<Incoming, BypassReason> {
+        if pkt.meta.is_gso() {
+            return Err(BypassReason::Gso);
+        }
+        let frame = pkt.linear();
+        let t = tunnel::parse(frame, h, kind)?;
+        let ih = t.inner;
+        let inner_l3c = ip::check_l3(frame, &ih)?;
+        if !ih.tcp && self.cfg.tunnels.lookup(be16(frame, ih.l4 + 2)).is_some() {
+            // A tunnel in the tunnel: udp_gro_receive refuses a second encap level.
+            return Err(BypassReason::Tunnel);
+        }
+        let key = tunnel::inner_key(frame, &t);
+        let tin = tunnel::TunnelIn {
+            id: tunnel::tunnel_id(frame, h),
+            kind,
+            outer_v6: h.v6,
+            outer_l3: h.l3,
+            outer_l4: h.l4,
+            inner_mac: t.inner_mac,
+        };
+        let outer_check = be16(frame, h.l4 + 6);
+        let mut padded_strict = false;
+        if h.l2_padding > 0 {
+            if self.cfg.trim_padding {
+                trim_padding(pkt, h);
+            } else {
+                padded_strict = true;
+            }
+        }
+        let outer_flush = l3c.flush_mark || padded_strict;
+        if outer_flush && outer_check != 0 && pkt.meta.csum == ChecksumState::None {
+            // The outer checksum was not verified (the packet is flush-marked)
+            // and nothing vouches for it: udp_gro_receive does not enter the tunnel.
+            return Err(if padded_strict { BypassReason::Padding } else { BypassReason::Malformed });
+        }
+        // Inner padding (the inner IP packet shorter than the outer UDP
+        // payload) marks the packet as the outer one would (inet_gro_receive).
+        let inner_padded = ih.l2_padding > 0;
+        let inner_flush = inner_l3c.flush_mark || inner_padded;
+        self.verify_tunnel(pkt, h, &ih, outer_flush, outer_flush || inner_flush)?;
+        if self.cfg.tcp_fraglist && ih.tcp || self.cfg.udp == UdpGroMode::Fraglist && !ih.tcp {
+            return Err(BypassReason::Mode);
+        }
+        if !ih.tcp && self.cfg.udp == UdpGroMode::Off {
+            return Err(BypassReason::UdpOff);
+        }
+        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ tin.id.outer.cheap_hash());
+        Ok(Incoming {
+            key,
+            hash,
+            tcp: ih.tcp,
+            v6: ih.v6,
+            l3: ih.l3,
+            l4: ih.l4,
+            payload: ih.payload,
+            l3_len: ih.l3_len,
+            payload_len: ih.payload_len,
+            agg_len: ih.l3 - h.l3 + ih.l3_len,
+            tunnel: Some(tin),
+            flush_mark: outer_flush || inner_flush,
+            padded_strict: padded_strict || inner_padded,
+            segs: 1,
+            gso_size: 0,
+        })
+    }
+
+    /// Checksums of a tunnel packet (offload-rules 2.6, 0.3): the outer UDP
+    /// checksum is verified unless zero, then the inner TCP/UDP one from the
+    /// sum the outer one implies (no second pass over the payload) or, with
+    /// a zero outer checksum, in software. Each level counts as verified,
+    /// a zero outer checksum included (`skb_gro_incr_csum_unnecessary`): a
+    /// packet arriving `None` leaves `Unnecessary { level: 1 }` (level 0 if
+    /// only the outer one was reached). `Unnecessary { level: 0 }` vouches
+    /// for the outer checksum only, and becomes level 1 once the inner one
+    /// is checked; `Partial` and higher levels are trusted; `Complete` is
+    /// checked from its sum. Nothing is verified at or after a flush-marked
+    /// level (`skip_outer`, `skip_inner`).
+    fn verify_tunnel(
+        &mut self,
+        pkt: &mut Packet,
+        h: &GroHeaders,
+        ih: &GroHeaders,
+        skip_outer: bool,
+        skip_inner: bool,
+    ) -> Result<(), BypassReason> {
+        let lin = pkt.linear();
+        let outer_check = be16(lin, h.l4 + 6);
+        let inner_proto = if ih.tcp { 6 } else { 17 };
+        let inner_zero_udp = !ih.tcp && be16(lin, ih.l4 + 6) == 0;
+        let inner_pseudo = ip::pseudo_sum(lin, ih.l3, ih.v6, inner_proto, ih.l4_len());
+        let outer_pseudo = ip::pseudo_sum(lin, h.l3, h.v6, 17, h.l4_len());
+        // The inner L4 sum from the outer L4 sum: minus the bytes between the
+        // two L4 headers (an even distance for every header shape here, but
+        // an odd one would shift the bytes: ones_sum_at).
+        let inner_from_outer = |outer_l4_sum: u16| {
+            let gap = ih.l4 - h.l4;
+            let rest = csum::ones_sub(outer_l4_sum, csum::ones_sum(&lin[h.l4..ih.l4]));
+            if gap % 2 == 1 { rest.swap_bytes() } else { rest }
+        };
+        let ok = |pseudo: u16, sum: u16| csum::ones_add(pseudo, sum) == 0xFFFF;
+        match pkt.meta.csum {
+            ChecksumState::Partial { .. } => Ok(()),
+            ChecksumState::Unnecessary { level } => {
+                if level >= 1 || skip_inner || inner_zero_udp {
+                    return Ok(());
+                }
+                self.counters.checksums_verified += 1;
+                if !ok(inner_pseudo, csum::ones_sum(&lin[ih.l4..ih.l3_end()])) {
+                    return Err(BypassReason::BadChecksum);
+                }
+                pkt.meta.csum = ChecksumState::Unnecessary { level: 1 };
+                Ok(())
+            }
+            ChecksumState::Complete { sum } => {
+                if skip_outer {
+                    return Ok(());
+                }
+                let outer_sum = csum::ones_sub(sum, csum::ones_sum(&lin[h.l3..h.l4]));
+                if outer_check != 0 && !ok(outer_pseudo, outer_sum) {
+                    return Err(BypassReason::BadChecksum);
+                }
+                if skip_inner || inner_zero_udp {
+                    return Ok(());
+                }
+                if !ok(inner_pseudo, inner_from_outer(outer_sum)) {
+                    return Err(BypassReason::BadChecksum);
+                }
+                Ok(())
+            }
+            ChecksumState::None => {
+                if skip_outer {
+                    return Ok(());
+                }
+                let outer_sum = if outer_check != 0 {
+                    self.counters.checksums_verified += 1;
+                    let s = csum::ones_sum(&lin[h.l4..h.l3_end()]);
+                    if !ok(outer_pseudo, s) {
+                        return Err(BypassReason::BadChecksum);
+                    }
+                    Some(s)
+                } else {
+                    None
+                };
+                if skip_inner {
+                    pkt.meta.csum = ChecksumState::Unnecessary { level: 0 };
+                    return Ok(());
+                }
+                let inner_ok = inner_zero_udp
+                    || match outer_sum {
+                        Some(s) => ok(inner_pseudo, inner_from_outer(s)),
+                        None => {
+                            self.counters.checksums_verified += 1;
+                            ok(inner_pseudo, csum::ones_sum(&lin[ih.l4..ih.l3_end()]))
+                        }
+                    };
+                let level = if inner_ok { 1 } else { 0 };
+                pkt.meta.csum = ChecksumState::Unnecessary { level };
+                if inner_ok { Ok(()) } else { Err(BypassReason::BadChecksum) }
+            }
+        }
     }
 
     /// L4 checksum validation (offload-rules 0.3, 1.1 checksum setup, 1.3 entry
@@ -624,7 +848,7 @@ impl Gro {
         let w = tcp::word3(&frame[n.l4..]);
         if let Some(at) = found {
             match tcp::can_merge(self.table.get(at), frame, pkt.meta.csum, n, &self.cfg) {
-                Ok(latch) => return self.tcp_merge(pkt, n, at, latch, w),
+                Ok(latches) => return self.tcp_merge(pkt, n, at, latches, w),
                 Err(reason) => self.flush_at(at, reason),
             }
         }
@@ -642,9 +866,12 @@ impl Gro {
     }
 
     #[inline]
-    fn tcp_merge(&mut self, pkt: &mut Packet, n: &Incoming, at: Position, latch: bool, w: u32) {
+    fn tcp_merge(&mut self, pkt: &mut Packet, n: &Incoming, at: Position, latches: (bool, bool), w: u32) {
         let p = self.table.get_mut(at);
-        p.fixed_id |= latch;
+        p.fixed_id |= latches.0;
+        if let Some(t) = &mut p.tunnel {
+            t.outer_fixed_id |= latches.1;
+        }
         p.count += n.segs;
         p.l3_len += n.payload_len;
         p.next_seq = p.next_seq.wrapping_add(n.payload_len as u32);
@@ -679,10 +906,13 @@ impl Gro {
                 return self.bypass(pkt, BypassReason::Mode);
             }
             match udp::decide(self.table.get(at), pkt, n, &self.cfg) {
-                UdpDecision::Merge { latch } => {
+                UdpDecision::Merge { latch, outer_latch } => {
                     let ulen = be16(pkt.linear(), n.l4 + 4);
                     let p = self.table.get_mut(at);
                     p.fixed_id |= latch;
+                    if let Some(t) = &mut p.tunnel {
+                        t.outer_fixed_id |= outer_latch;
+                    }
                     p.count += 1;
                     p.l3_len += n.payload_len;
                     p.merged = true;
@@ -742,6 +972,7 @@ impl Gro {
             fixed_id,
             age_ns,
             merged,
+            tunnel: held_tunnel,
         } = slot;
         *key = n.key;
         first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
@@ -751,7 +982,7 @@ impl Gro {
         *l3 = n.l3;
         *l4 = n.l4;
         *payload = n.payload;
-        *l3_len = n.l3_len;
+        *l3_len = n.agg_len;
         *count = n.segs;
         *mss = if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 };
         *held_next_seq = next_seq;
@@ -759,6 +990,7 @@ impl Gro {
         *fixed_id = false;
         *age_ns = arrival_ns;
         *merged = false;
+        *held_tunnel = n.tunnel.as_ref().map(|t| tunnel::TunnelHeld::new(t, frame));
         // The slot's packet is an empty one left by `finish`.
         std::mem::replace(held_pkt, std::mem::take(pkt)).release();
         self.peak_held = self.peak_held.max(self.table.len());
@@ -837,7 +1069,9 @@ fn chain(p: &mut Packet, mut n: Packet, payload: usize, fraglist: bool) {
 fn finish(held: &mut Held, reason: FlushReason, out: &mut Vec<Packet>, counters: &mut GroCounters) {
     counters.flush(reason);
     if held.merged {
-        if held.tcp {
+        if held.tunnel.is_some() {
+            tunnel::complete(held);
+        } else if held.tcp {
             tcp::complete(held);
         } else {
             udp::complete(held);

@@ -83,7 +83,8 @@ pub fn csum_kind(c: ChecksumState) -> (u8, u8) {
 /// Decides whether the new segment can be merged into `p` (offload-rules 1.3
 /// (a)-(h), all evaluated; the first failing rule names the flush reason).
 /// `nl` is the new packet's frame and `n_csum` its checksum state. Returns
-/// the IPv4 fixed-ID latch decision on success.
+/// the IPv4 fixed-ID latch decisions on success: the TCP packet's own IP
+/// header, and a tunnel aggregate's outer header (offload-rules 2.6).
 #[inline]
 pub fn can_merge(
     p: &Held,
@@ -91,7 +92,7 @@ pub fn can_merge(
     n_csum: ChecksumState,
     n: &Incoming,
     cfg: &GroConfig,
-) -> Result<bool, FlushReason> {
+) -> Result<(bool, bool), FlushReason> {
     // The aggregate's side is its first packet's header copy (fixed size).
     let pt = &p.first.tcp;
     let nt = &nl[n.l4..];
@@ -126,6 +127,10 @@ pub fn can_merge(
     }
     // (b) network header rules.
     let latch = ip::network_flush(p, nl, n.l3, cfg)?;
+    let outer_latch = match (&p.tunnel, &n.tunnel) {
+        (Some(t), Some(nt)) => super::tunnel::outer_flush(t, p.count, nl, nt.outer_l3, cfg)?,
+        _ => false,
+    };
     // (c) ACK number and (d) options, byte for byte (same length: the data
     // offset is in word 3); word 3 itself (bytes 12..16) was compared above.
     let hl = p.payload - p.l4;
@@ -152,7 +157,7 @@ pub fn can_merge(
     if p.l3_len + len >= cfg.max_size {
         return Err(FlushReason::SizeLimit);
     }
-    Ok(latch)
+    Ok((latch, outer_latch))
 }
 
 /// Completes a merged TCP aggregate (offload-rules 1.4): IP length, the TCP

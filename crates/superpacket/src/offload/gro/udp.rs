@@ -39,6 +39,8 @@ pub enum UdpDecision {
     Merge {
         /// Set the IPv4 fixed-ID latch.
         latch: bool,
+        /// Set a tunnel aggregate's outer fixed-ID latch (offload-rules 2.6).
+        outer_latch: bool,
     },
     /// Flush `p`, then hold the datagram as a new aggregate (unless it carries
     /// a flush mark, then deliver it normally).
@@ -54,11 +56,14 @@ pub enum UdpDecision {
 pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDecision {
     let nl = n_pkt.linear();
     let ulen = be16(nl, n.l4 + 4);
-    let net = ip::network_flush(p, nl, n.l3, cfg);
+    let net = ip::network_flush(p, nl, n.l3, cfg).and_then(|latch| match (&p.tunnel, &n.tunnel) {
+        (Some(t), Some(nt)) => super::tunnel::outer_flush(t, p.count, nl, nt.outer_l3, cfg).map(|outer| (latch, outer)),
+        _ => Ok((latch, false)),
+    });
     if ulen > p.ulen {
         return UdpDecision::FlushAndHold(FlushReason::SegmentSize);
     }
-    let latch = match net {
+    let (latch, outer_latch) = match net {
         Ok(l) => l,
         Err(r) => return UdpDecision::FlushAndHold(r),
     };
@@ -73,7 +78,7 @@ pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDec
     if p.l3_len + n.payload_len >= cfg.max_size {
         return UdpDecision::FlushAndHold(FlushReason::SizeLimit);
     }
-    UdpDecision::Merge { latch }
+    UdpDecision::Merge { latch, outer_latch }
 }
 
 /// Completes a merged UDP aggregate (offload-rules 2.4): UDP length = total;
