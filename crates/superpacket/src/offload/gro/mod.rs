@@ -74,6 +74,8 @@ mod udp;
 mod proptests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tunnel_tests;
 
 pub use counters::{BypassCounters, BypassReason, FlushCounters, FlushReason, GroCounters};
 pub use tunnel::{MAX_TUNNEL_PORTS, TunnelPorts};
