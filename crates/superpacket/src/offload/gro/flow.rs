@@ -33,7 +33,7 @@ const IPV4_MARKER: u64 = 0x4000_0000;
 impl FlowKey {
     /// Builds the key of a TCP/UDP frame over IPv4 or IPv6 with at most two
     /// VLAN tags. `frame` must hold the headers `h` describes.
-    #[inline]
+    #[inline(always)]
     pub fn build(frame: &[u8], h: &GroHeaders) -> FlowKey {
         // Fixed-size views of the parsed headers: one bounds check each,
         // none per field. The parse guarantees them (an Ethernet header and
@@ -284,7 +284,7 @@ impl FlowTable {
         b: usize,
         key: &FlowKey,
         ext: &[u8],
-        tunnel: Option<(&super::tunnel::TunnelIn, &[u8])>,
+        tunnel: Option<(&super::tunnel::TunnelIn, &super::tunnel::TunnelId, &[u8])>,
     ) -> Option<Position> {
         for (index, &slot) in self.row(b).iter().enumerate() {
             let held = &self.slots[slot as usize];
@@ -295,9 +295,9 @@ impl FlowTable {
                         continue;
                     }
                 }
-                if let Some((t, frame)) = tunnel {
+                if let Some((t, id, frame)) = tunnel {
                     match &held.tunnel {
-                        Some(ht) if ht.same(t, held.pkt.linear(), frame) => {}
+                        Some(ht) if ht.same(t, id, held.pkt.linear(), frame) => {}
                         _ => continue,
                     }
                 }

@@ -47,7 +47,7 @@ pub struct L3Checks {
 /// fragments, a bad IPv4 header checksum, IPv6 fragments and extension
 /// headers without a GRO handler. A rejected packet is delivered normally
 /// and no held aggregate is touched.
-#[inline]
+#[inline(always)]
 pub fn check_l3(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> {
     let ip = &frame[h.l3..];
     let v6 = h.v6;

@@ -543,7 +543,15 @@ impl Gro {
         let found = {
             let lin = pkt.linear();
             let ext: &[u8] = if n.key.ext_len() != 0 { &lin[n.l3 + 40..n.l4] } else { &[] };
-            self.table.find(b, &n.key, ext, n.tunnel.as_ref().map(|t| (t, lin)))
+            let id;
+            let tunnel = match &n.tunnel {
+                Some(t) => {
+                    id = t.id(lin);
+                    Some((t, &id, lin))
+                }
+                None => None,
+            };
+            self.table.find(b, &n.key, ext, tunnel)
         };
         if n.tcp {
             self.tcp_receive(pkt, &n, b, found);
@@ -657,14 +665,13 @@ impl Gro {
             return Err(BypassReason::Tunnel);
         }
         let key = tunnel::inner_key(frame, &t);
-        let tin = tunnel::TunnelIn {
-            id: tunnel::tunnel_id(frame, h),
-            kind,
-            outer_v6: h.v6,
-            outer_l3: h.l3,
-            outer_l4: h.l4,
-            inner_mac: t.inner_mac,
+        let (Ok(outer_l3), Ok(outer_l4), Ok(inner_mac)) =
+            (u16::try_from(h.l3), u16::try_from(h.l4), u16::try_from(t.inner_mac))
+        else {
+            return Err(BypassReason::Malformed);
         };
+        let tin = tunnel::TunnelIn { kind, outer_v6: h.v6, outer_l3, outer_l4, inner_mac };
+        let outer_hash = tunnel::tunnel_id(frame, h).outer.cheap_hash();
         let outer_check = be16(frame, h.l4 + 6);
         let mut padded_strict = false;
         if h.l2_padding > 0 {
@@ -691,7 +698,7 @@ impl Gro {
         if !ih.tcp && self.cfg.udp == UdpGroMode::Off {
             return Err(BypassReason::UdpOff);
         }
-        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ tin.id.outer.cheap_hash());
+        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ outer_hash);
         Ok(Incoming {
             key,
             hash,

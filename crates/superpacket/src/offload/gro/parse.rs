@@ -58,8 +58,10 @@ fn is_tpid(t: u16) -> bool {
 }
 
 impl GroHeaders {
-    /// Parses a packet of `medium` (fast path, then the full parser).
-    #[inline]
+    /// Parses a packet of `medium` (fast path, then the full parser). Always
+    /// inlined: called from the tunnel path too, the compiler otherwise makes
+    /// it a call on every packet.
+    #[inline(always)]
     pub fn parse(frame: &[u8], medium: Medium) -> Result<GroHeaders, NotCandidate> {
         let fast = match medium {
             Medium::Ethernet => Self::fast_ethernet(frame),
@@ -72,7 +74,7 @@ impl GroHeaders {
     }
 
     /// Ethernet with at most two tags; `None` means "ask the full parser".
-    #[inline]
+    #[inline(always)]
     fn fast_ethernet(frame: &[u8]) -> Option<GroHeaders> {
         let len = frame.len();
         if len < 14 + 20 {
@@ -93,7 +95,7 @@ impl GroHeaders {
     }
 
     /// A raw IP packet; `None` means "ask the full parser".
-    #[inline]
+    #[inline(always)]
     fn fast_ip(frame: &[u8]) -> Option<GroHeaders> {
         if frame.len() < 20 {
             return None;

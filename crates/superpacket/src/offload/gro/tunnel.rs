@@ -121,16 +121,40 @@ pub struct TunnelId {
     pub csum: bool,
 }
 
-/// A new packet's tunnel headers (offsets from the frame start).
+/// A new packet's tunnel headers (offsets from the frame start). Kept small:
+/// it travels in every packet's `Incoming` (a large one is moved with a
+/// `memcpy` call on the plain path); the identity is computed when needed.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TunnelIn {
-    pub id: TunnelId,
     pub kind: TunnelKind,
     pub outer_v6: bool,
-    pub outer_l3: usize,
-    pub outer_l4: usize,
-    /// Outer IPv6 extension headers end here (= `outer_l4`).
-    pub inner_mac: usize,
+    pub outer_l3: u16,
+    pub outer_l4: u16,
+    pub inner_mac: u16,
+}
+
+impl TunnelIn {
+    /// The outer identity of the packet `frame` these offsets describe.
+    pub(crate) fn id(&self, frame: &[u8]) -> TunnelId {
+        let (l3, l4) = (self.outer_l3 as usize, self.outer_l4 as usize);
+        // FlowKey::build reads the offsets, the tag count, the version and the protocol.
+        let tags = l3.saturating_sub(14) / 4;
+        let h = GroHeaders {
+            tags,
+            v6: self.outer_v6,
+            tcp: false,
+            l3,
+            l3_header_len: l4 - l3,
+            l3_len: 0,
+            l4,
+            payload: l4 + 8,
+            payload_len: 0,
+            is_fragment: false,
+            has_fragment_header: false,
+            l2_padding: 0,
+        };
+        tunnel_id(frame, &h)
+    }
 }
 
 /// A held tunnel aggregate's outer state.
@@ -158,16 +182,17 @@ impl TunnelHeld {
     /// From a new packet's tunnel headers.
     pub(crate) fn new(t: &TunnelIn, frame: &[u8]) -> TunnelHeld {
         let mut outer_ip = [0u8; 20];
-        if let Some(ip) = frame.get(t.outer_l3..t.outer_l3 + 20) {
+        let l3 = t.outer_l3 as usize;
+        if let Some(ip) = frame.get(l3..l3 + 20) {
             outer_ip.copy_from_slice(ip);
         }
         TunnelHeld {
-            id: t.id,
+            id: t.id(frame),
             kind: t.kind,
             outer_v6: t.outer_v6,
-            outer_l3: t.outer_l3,
-            outer_l4: t.outer_l4,
-            inner_mac: t.inner_mac,
+            outer_l3: l3,
+            outer_l4: t.outer_l4 as usize,
+            inner_mac: t.inner_mac as usize,
             outer_ip,
             outer_fixed_id: false,
         }
@@ -176,8 +201,8 @@ impl TunnelHeld {
     /// Same outer flow as the new packet `n` (frame `n_frame`); `held` is
     /// this aggregate's frame (its headers are unchanged while held).
     #[inline]
-    pub(crate) fn same(&self, n: &TunnelIn, held: &[u8], n_frame: &[u8]) -> bool {
-        if self.id != n.id || self.inner_mac != n.inner_mac || self.outer_l4 != n.outer_l4 {
+    pub(crate) fn same(&self, n: &TunnelIn, n_id: &TunnelId, held: &[u8], n_frame: &[u8]) -> bool {
+        if self.id != *n_id || self.inner_mac != n.inner_mac as usize || self.outer_l4 != n.outer_l4 as usize {
             return false;
         }
         // Outer IPv6 extension headers, then Geneve options: byte for byte.
@@ -266,10 +291,10 @@ pub(crate) fn outer_flush(
     t: &TunnelHeld,
     count: u32,
     n_frame: &[u8],
-    n_outer_l3: usize,
+    n_outer_l3: u16,
     cfg: &super::GroConfig,
 ) -> Result<bool, FlushReason> {
-    ip::header_flush(&t.outer_ip, t.outer_v6, t.outer_fixed_id, count, n_frame, n_outer_l3, cfg)
+    ip::header_flush(&t.outer_ip, t.outer_v6, t.outer_fixed_id, count, n_frame, n_outer_l3 as usize, cfg)
 }
 
 /// Completes a merged tunnel aggregate (offload-rules 2.6): the inner
