@@ -47,8 +47,14 @@ pub struct L3Checks {
 /// fragments, a bad IPv4 header checksum, IPv6 fragments and extension
 /// headers without a GRO handler. A rejected packet is delivered normally
 /// and no held aggregate is touched.
-#[inline(always)]
+#[inline]
 pub fn check_l3(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> {
+    check_l3_on::<false>(frame, h)
+}
+
+/// [`check_l3`], one copy per path (see [`GroHeaders::parse_on`]).
+#[inline]
+pub fn check_l3_on<const TUNNEL: bool>(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> {
     let ip = &frame[h.l3..];
     let v6 = h.v6;
     if !v6 {
@@ -137,7 +143,8 @@ pub fn header_flush(
         FixedIdRule::Legacy => df,
     };
     let latch = count == 1 && off == 0 && may_latch;
-    let ok = if fixed || latch { off == 0 } else { off == count as u16 };
+    let fixed = fixed || latch;
+    let ok = if fixed { off == 0 } else { off == count as u16 };
     if ok { Ok(latch) } else { Err(FlushReason::Mismatch) }
 }
 

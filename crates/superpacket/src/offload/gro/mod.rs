@@ -295,10 +295,6 @@ pub(crate) struct Incoming {
     pub payload: usize,
     pub l3_len: usize,
     pub payload_len: usize,
-    /// L3 length from the outermost IP header (`l3_len` unless tunnelled).
-    pub agg_len: usize,
-    /// The outer headers of a tunnel packet (offload-rules 2.6).
-    pub tunnel: Option<tunnel::TunnelIn>,
     /// Must not merge; reaching L4 it flushes a matching TCP aggregate
     /// (offload-rules 1.2: reserved flag, strict-mode padding).
     pub flush_mark: bool,
@@ -308,6 +304,52 @@ pub(crate) struct Incoming {
     pub segs: u32,
     /// Its `gso_size` if it is a GSO packet, else 0.
     pub gso_size: u16,
+}
+
+/// Why [`Gro::prepare`] gives no plain packet: deliver it unmerged, or the
+/// tunnel path took it.
+pub(crate) enum NotPlain {
+    /// Deliver it as it is, for this reason.
+    Bypass(BypassReason),
+    /// A datagram to a tunnel port: [`Gro::tunnel_one`] has dealt with it.
+    Tunnel,
+}
+
+impl From<BypassReason> for NotPlain {
+    #[inline(always)]
+    fn from(reason: BypassReason) -> NotPlain {
+        NotPlain::Bypass(reason)
+    }
+}
+
+/// What a level of encapsulation adds to the TCP/UDP merge rules and to a
+/// new aggregate (offload-rules 2.6). A plain packet has [`Plain`], whose
+/// hooks are empty, so the plain path compiles to the code it had before
+/// tunnels; a tunnel packet has [`tunnel::Outer`].
+pub(crate) trait Encap {
+    /// The outer network rules against the aggregate `p` for the new packet
+    /// `nl` (after the inner ones): the outer fixed-ID latch decision.
+    fn outer_flush(&self, p: &Held, nl: &[u8], cfg: &GroConfig) -> Result<bool, FlushReason>;
+    /// A packet was merged into `p` with this outer latch decision.
+    fn merged(&self, p: &mut Held, outer_latch: bool);
+    /// `p` was started from the packet `frame` (every plain field written).
+    fn held(&self, p: &mut Held, frame: &[u8]);
+}
+
+/// No encapsulation.
+pub(crate) struct Plain;
+
+impl Encap for Plain {
+    #[inline(always)]
+    fn outer_flush(&self, _: &Held, _: &[u8], _: &GroConfig) -> Result<bool, FlushReason> {
+        Ok(false)
+    }
+
+    #[inline(always)]
+    fn merged(&self, _: &mut Held, _: bool) {}
+
+    #[inline(always)]
+    fn held(&self, _: &mut Held, _: &[u8]) {}
 }
 
 /// The GRO engine: one per receive queue (a NAPI context).
@@ -537,33 +579,60 @@ impl Gro {
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
+            Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
+            Err(NotPlain::Tunnel) => return,
+        };
+        let b = self.table.bucket_of(n.hash);
+        let found = {
+            let ext: &[u8] = if n.key.ext_len() != 0 { &pkt.linear()[n.l3 + 40..n.l4] } else { &[] };
+            self.table.find(b, &n.key, ext)
+        };
+        if n.tcp {
+            self.tcp_receive(pkt, &n, b, found, &Plain);
+        } else {
+            self.udp_receive(pkt, &n, b, found, &Plain);
+        }
+    }
+
+    /// [`Gro::gro_one`] for a datagram to a `kind` tunnel port whose outer
+    /// headers passed the IP layer's checks (`outer_mark`: they flush-mark
+    /// it), coalesced on its inner flow (offload-rules 2.6).
+    ///
+    /// Kept apart from the plain path, which has no tunnel state nor check
+    /// of its own: a tunnel aggregate's inner key carries a tunnel mark, so a
+    /// plain packet never finds one. The outer headers are parsed again here
+    /// rather than handed over: a reference to the plain path's parse (even a
+    /// copy passed by value) keeps it in memory instead of registers, 30-odd
+    /// instructions per plain packet.
+    #[cold]
+    #[inline(never)]
+    fn tunnel_one(&mut self, pkt: &mut Packet, outer_mark: bool, kind: TunnelKind, hash: Option<u32>) {
+        let Ok(h) = GroHeaders::parse_on::<true>(pkt.linear(), self.cfg.medium) else {
+            // Unreachable: the plain path parsed this packet.
+            return self.bypass(pkt, BypassReason::Malformed);
+        };
+        let l3c = ip::L3Checks { flush_mark: outer_mark };
+        let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, kind, hash) {
+            Ok(n) => n,
             Err(reason) => return self.bypass(pkt, reason),
         };
         let b = self.table.bucket_of(n.hash);
         let found = {
             let lin = pkt.linear();
             let ext: &[u8] = if n.key.ext_len() != 0 { &lin[n.l3 + 40..n.l4] } else { &[] };
-            let id;
-            let tunnel = match &n.tunnel {
-                Some(t) => {
-                    id = t.id(lin);
-                    Some((t, &id, lin))
-                }
-                None => None,
-            };
-            self.table.find(b, &n.key, ext, tunnel)
+            self.table.find_tunnel(b, &n.key, ext, &outer.t, &outer.t.id(lin), lin)
         };
         if n.tcp {
-            self.tcp_receive(pkt, &n, b, found);
+            self.tcp_receive(pkt, &n, b, found, &outer);
         } else {
-            self.udp_receive(pkt, &n, b, found);
+            self.udp_receive(pkt, &n, b, found, &outer);
         }
     }
 
     /// Entry checks (offload-rules 1.1, 1.2, 1.3 entry, 2.1): parse once,
     /// reject what GRO cannot take, trim padding, verify the L4 checksum.
     #[inline]
-    fn prepare(&mut self, pkt: &mut Packet, hash: Option<u32>) -> Result<Incoming, BypassReason> {
+    fn prepare(&mut self, pkt: &mut Packet, hash: Option<u32>) -> Result<Incoming, NotPlain> {
         let frame = pkt.linear();
         let h = GroHeaders::parse(frame, self.cfg.medium).map_err(|e| match e {
             NotCandidate::Malformed => BypassReason::Malformed,
@@ -572,18 +641,20 @@ impl Gro {
             NotCandidate::TooManyTags => BypassReason::Vlan,
         })?;
         if h.tags != 0 && !self.cfg.vlan {
-            return Err(BypassReason::Vlan);
+            return Err(BypassReason::Vlan.into());
         }
         let l3c = ip::check_l3(frame, &h)?;
-        if !h.tcp
-            && !self.cfg.tunnels.is_empty()
-            && let Some(kind) = self.cfg.tunnels.lookup(be16(frame, h.l4 + 2))
-        {
-            return self.prepare_tunnel(pkt, &h, l3c, kind, hash);
-        }
         let (v6, tcp) = (h.v6, h.tcp);
-        if !tcp && self.cfg.udp == UdpGroMode::Off {
-            return Err(BypassReason::UdpOff);
+        if !tcp {
+            if !self.cfg.tunnels.is_empty()
+                && let Some(kind) = self.cfg.tunnels.lookup(be16(frame, h.l4 + 2))
+            {
+                self.tunnel_one(pkt, l3c.flush_mark, kind, hash);
+                return Err(NotPlain::Tunnel);
+            }
+            if self.cfg.udp == UdpGroMode::Off {
+                return Err(BypassReason::UdpOff.into());
+            }
         }
         // Built before the padding is trimmed: it reads only headers.
         let key = FlowKey::build(frame, &h);
@@ -599,7 +670,7 @@ impl Gro {
             let t = pkt.meta.gso_type;
             let want = if v6 { GsoType::TCPV6 } else { GsoType::TCPV4 };
             if !tcp || !t.contains(want) || t.contains(GsoType::DODGY) {
-                return Err(BypassReason::Gso);
+                return Err(BypassReason::Gso.into());
             }
             let size = pkt.meta.gso_size;
             let segs = if pkt.meta.gso_segs != 0 {
@@ -628,8 +699,6 @@ impl Gro {
             payload: h.payload,
             l3_len: h.l3_len,
             payload_len: h.payload_len,
-            agg_len: h.l3_len,
-            tunnel: None,
             flush_mark,
             padded_strict,
             segs,
@@ -643,8 +712,9 @@ impl Gro {
     /// the outer UDP checksum (unless zero) and the inner one, as
     /// `udp4/6_gro_receive` + `udp_gro_receive` + `vxlan/geneve_gro_receive`
     /// + `eth_gro_receive` + the inner `inet/ipv6_gro_receive` and L4 entry.
-    #[cold]
-    #[inline(never)]
+    ///
+    /// Returns the inner packet and what its outer headers add.
+    #[inline]
     fn prepare_tunnel(
         &mut self,
         pkt: &mut Packet,
@@ -652,14 +722,14 @@ impl Gro {
         l3c: ip::L3Checks,
         kind: TunnelKind,
         hash: Option<u32>,
-    ) -> Result<Incoming, BypassReason> {
+    ) -> Result<(Incoming, tunnel::Outer), BypassReason> {
         if pkt.meta.is_gso() {
             return Err(BypassReason::Gso);
         }
         let frame = pkt.linear();
         let t = tunnel::parse(frame, h, kind)?;
         let ih = t.inner;
-        let inner_l3c = ip::check_l3(frame, &ih)?;
+        let inner_l3c = ip::check_l3_on::<true>(frame, &ih)?;
         if !ih.tcp && self.cfg.tunnels.lookup(be16(frame, ih.l4 + 2)).is_some() {
             // A tunnel in the tunnel: udp_gro_receive refuses a second encap level.
             return Err(BypassReason::Tunnel);
@@ -699,7 +769,8 @@ impl Gro {
             return Err(BypassReason::UdpOff);
         }
         let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ outer_hash);
-        Ok(Incoming {
+        let outer = tunnel::Outer { t: tin, agg_len: ih.l3 - h.l3 + ih.l3_len };
+        let n = Incoming {
             key,
             hash,
             tcp: ih.tcp,
@@ -709,13 +780,12 @@ impl Gro {
             payload: ih.payload,
             l3_len: ih.l3_len,
             payload_len: ih.payload_len,
-            agg_len: ih.l3 - h.l3 + ih.l3_len,
-            tunnel: Some(tin),
             flush_mark: outer_flush || inner_flush,
             padded_strict: padded_strict || inner_padded,
             segs: 1,
             gso_size: 0,
-        })
+        };
+        Ok((n, outer))
     }
 
     /// Checksums of a tunnel packet (offload-rules 2.6, 0.3): the outer UDP
@@ -852,12 +922,12 @@ impl Gro {
 
     /// The TCP outcome matrix (offload-rules 1.3).
     #[inline]
-    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>) {
+    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl Encap) {
         let frame = pkt.linear();
         let w = tcp::word3(&frame[n.l4..]);
         if let Some(at) = found {
-            match tcp::can_merge(self.table.get(at), frame, pkt.meta.csum, n, &self.cfg) {
-                Ok(latches) => return self.tcp_merge(pkt, n, at, latches, w),
+            match tcp::can_merge(self.table.get(at), frame, pkt.meta.csum, n, &self.cfg, e) {
+                Ok(latches) => return self.tcp_merge(pkt, n, at, latches, w, e),
                 Err(reason) => self.flush_at(at, reason),
             }
         }
@@ -871,16 +941,22 @@ impl Gro {
         if w & W3_CLOSING != 0 {
             return self.bypass(pkt, BypassReason::TcpFlags);
         }
-        self.hold(pkt, n, b);
+        self.hold(pkt, n, b, e);
     }
 
     #[inline]
-    fn tcp_merge(&mut self, pkt: &mut Packet, n: &Incoming, at: Position, latches: (bool, bool), w: u32) {
+    fn tcp_merge(
+        &mut self,
+        pkt: &mut Packet,
+        n: &Incoming,
+        at: Position,
+        latches: (bool, bool),
+        w: u32,
+        e: &impl Encap,
+    ) {
         let p = self.table.get_mut(at);
         p.fixed_id |= latches.0;
-        if let Some(t) = &mut p.tunnel {
-            t.outer_fixed_id |= latches.1;
-        }
+        e.merged(p, latches.1);
         p.count += n.segs;
         p.l3_len += n.payload_len;
         p.next_seq = p.next_seq.wrapping_add(n.payload_len as u32);
@@ -905,7 +981,7 @@ impl Gro {
     /// The UDP rules (offload-rules 2.3). Out of line: it keeps the TCP path
     /// (the common case) compact.
     #[inline(never)]
-    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>) {
+    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl Encap) {
         if let Err(reason) = udp::check_entry(pkt, n) {
             return self.bypass(pkt, reason);
         }
@@ -914,14 +990,12 @@ impl Gro {
                 self.flush_at(at, FlushReason::Mismatch);
                 return self.bypass(pkt, BypassReason::Mode);
             }
-            match udp::decide(self.table.get(at), pkt, n, &self.cfg) {
+            match udp::decide(self.table.get(at), pkt, n, &self.cfg, e) {
                 UdpDecision::Merge { latch, outer_latch } => {
                     let ulen = be16(pkt.linear(), n.l4 + 4);
                     let p = self.table.get_mut(at);
                     p.fixed_id |= latch;
-                    if let Some(t) = &mut p.tunnel {
-                        t.outer_fixed_id |= outer_latch;
-                    }
+                    e.merged(p, outer_latch);
                     p.count += 1;
                     p.l3_len += n.payload_len;
                     p.merged = true;
@@ -942,13 +1016,13 @@ impl Gro {
         if n.flush_mark {
             return self.bypass(pkt, BypassReason::Malformed);
         }
-        self.hold(pkt, n, b);
+        self.hold(pkt, n, b, e);
     }
 
     /// Holds the packet as a new aggregate; a full bucket first loses its
     /// oldest aggregate (offload-rules 1.1).
     #[inline]
-    fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize) {
+    fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl Encap) {
         let frame = pkt.linear();
         let l4 = &frame[n.l4..];
         let (next_seq, ulen) =
@@ -965,7 +1039,7 @@ impl Gro {
         // pattern names them all, so a new field cannot be forgotten here.
         let Held {
             key,
-            pkt: held_pkt,
+            pkt: _,
             first,
             tcp,
             v6,
@@ -981,8 +1055,10 @@ impl Gro {
             fixed_id,
             age_ns,
             merged,
-            tunnel: held_tunnel,
-        } = slot;
+            // None in every free slot (`finish` leaves it so); the tunnel
+            // path sets it below.
+            tunnel: _,
+        } = &mut *slot;
         *key = n.key;
         first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
         *tcp = n.tcp;
@@ -991,7 +1067,7 @@ impl Gro {
         *l3 = n.l3;
         *l4 = n.l4;
         *payload = n.payload;
-        *l3_len = n.agg_len;
+        *l3_len = n.l3_len;
         *count = n.segs;
         *mss = if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 };
         *held_next_seq = next_seq;
@@ -999,9 +1075,13 @@ impl Gro {
         *fixed_id = false;
         *age_ns = arrival_ns;
         *merged = false;
-        *held_tunnel = n.tunnel.as_ref().map(|t| tunnel::TunnelHeld::new(t, frame));
-        // The slot's packet is an empty one left by `finish`.
-        std::mem::replace(held_pkt, std::mem::take(pkt)).release();
+        e.held(slot, frame);
+        // The slot's packet is an empty one left by `finish` (a default
+        // packet): swapped out for the caller to drop, as `take` would leave
+        // it, without the three `memcpy` calls of `take` and `replace`
+        // (docs/benchmarks.md, "Instructions per packet: tunnel GRO").
+        debug_assert_eq!(slot.pkt.total_len(), 0, "a slot keeps an empty packet");
+        std::mem::swap(&mut slot.pkt, pkt);
         self.peak_held = self.peak_held.max(self.table.len());
     }
 }
@@ -1076,11 +1156,12 @@ fn chain(p: &mut Packet, mut n: Packet, payload: usize, fraglist: bool) {
 /// delivers its packet, leaving an empty one in the slot.
 #[inline]
 fn finish(held: &mut Held, reason: FlushReason, out: &mut Vec<Packet>, counters: &mut GroCounters) {
+    if held.tunnel.is_some() {
+        return finish_tunnel(held, reason, out, counters);
+    }
     counters.flush(reason);
     if held.merged {
-        if held.tunnel.is_some() {
-            tunnel::complete(held);
-        } else if held.tcp {
+        if held.tcp {
             tcp::complete(held);
         } else {
             udp::complete(held);
@@ -1088,6 +1169,22 @@ fn finish(held: &mut Held, reason: FlushReason, out: &mut Vec<Packet>, counters:
         counters.superpackets += 1;
         counters.superpacket_segments += held.count as u64;
     }
+    counters.packets_out += 1;
+    out.push(std::mem::take(&mut held.pkt));
+}
+
+/// [`finish`] for a tunnel aggregate (offload-rules 2.6), leaving the slot's
+/// tunnel state empty for the next aggregate.
+#[cold]
+#[inline(never)]
+fn finish_tunnel(held: &mut Held, reason: FlushReason, out: &mut Vec<Packet>, counters: &mut GroCounters) {
+    counters.flush(reason);
+    if held.merged {
+        tunnel::complete(held);
+        counters.superpackets += 1;
+        counters.superpacket_segments += held.count as u64;
+    }
+    held.tunnel = None;
     counters.packets_out += 1;
     out.push(std::mem::take(&mut held.pkt));
 }

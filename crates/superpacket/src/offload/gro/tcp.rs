@@ -4,7 +4,7 @@
 use super::counters::FlushReason;
 use super::flow::Held;
 use super::ip;
-use super::{CwrRule, GroConfig, Incoming};
+use super::{CwrRule, Encap, GroConfig, Incoming};
 use crate::packet::{ChecksumState, GsoType};
 use crate::wire::field::{be32, ne32, ne64};
 
@@ -92,6 +92,7 @@ pub fn can_merge(
     n_csum: ChecksumState,
     n: &Incoming,
     cfg: &GroConfig,
+    e: &impl Encap,
 ) -> Result<(bool, bool), FlushReason> {
     // The aggregate's side is its first packet's header copy (fixed size).
     let pt = &p.first.tcp;
@@ -127,10 +128,7 @@ pub fn can_merge(
     }
     // (b) network header rules.
     let latch = ip::network_flush(p, nl, n.l3, cfg)?;
-    let outer_latch = match (&p.tunnel, &n.tunnel) {
-        (Some(t), Some(nt)) => super::tunnel::outer_flush(t, p.count, nl, nt.outer_l3, cfg)?,
-        _ => false,
-    };
+    let outer_latch = e.outer_flush(p, nl, cfg)?;
     // (c) ACK number and (d) options, byte for byte (same length: the data
     // offset is in word 3); word 3 itself (bytes 12..16) was compared above.
     let hl = p.payload - p.l4;
@@ -165,6 +163,11 @@ pub fn can_merge(
 /// size and segments. Fraglist aggregates only get the head's IP length and
 /// become CHECKSUM_UNNECESSARY.
 pub fn complete(held: &mut Held) {
+    complete_on::<false>(held)
+}
+
+/// [`complete`], one copy per path (see [`super::parse::GroHeaders::parse_on`]).
+pub fn complete_on<const TUNNEL: bool>(held: &mut Held) {
     let (l3, l4, v6) = (held.l3, held.l4, held.v6);
     let l3_len = held.l3_len;
     let proto = if v6 { GsoType::TCPV6 } else { GsoType::TCPV4 };

@@ -157,6 +157,39 @@ impl TunnelIn {
     }
 }
 
+/// What a tunnel packet's outer headers add to its inner packet's merge and
+/// hold (offload-rules 2.6): the outer network rules with their own fixed-ID
+/// latch, and the outer state of a new aggregate.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Outer {
+    /// The new packet's outer headers.
+    pub t: TunnelIn,
+    /// Its L3 length from the outer IP header (the size limit counts from there).
+    pub agg_len: usize,
+}
+
+impl super::Encap for Outer {
+    #[inline]
+    fn outer_flush(&self, p: &Held, nl: &[u8], cfg: &super::GroConfig) -> Result<bool, FlushReason> {
+        match &p.tunnel {
+            Some(t) => outer_flush(t, p.count, nl, self.t.outer_l3, cfg),
+            None => Ok(false),
+        }
+    }
+
+    #[inline]
+    fn merged(&self, p: &mut Held, outer_latch: bool) {
+        if let Some(t) = &mut p.tunnel {
+            t.outer_fixed_id |= outer_latch;
+        }
+    }
+
+    fn held(&self, p: &mut Held, frame: &[u8]) {
+        p.l3_len = self.agg_len;
+        p.tunnel = Some(TunnelHeld::new(&self.t, frame));
+    }
+}
+
 /// A held tunnel aggregate's outer state.
 #[derive(Debug, Clone, Copy)]
 pub struct TunnelHeld {
@@ -247,7 +280,7 @@ pub(crate) fn parse(frame: &[u8], h: &GroHeaders, kind: TunnelKind) -> Result<Tu
         return Err(BypassReason::Malformed);
     }
     let inner_frame = &frame[inner_mac..end];
-    let ih = GroHeaders::parse(inner_frame, Medium::Ethernet).map_err(|e| match e {
+    let ih = GroHeaders::parse_on::<true>(inner_frame, Medium::Ethernet).map_err(|e| match e {
         NotCandidate::Malformed => BypassReason::Malformed,
         _ => BypassReason::Tunnel,
     })?;
@@ -264,7 +297,7 @@ pub(crate) fn parse(frame: &[u8], h: &GroHeaders, kind: TunnelKind) -> Result<Tu
 pub(crate) fn inner_key(frame: &[u8], t: &TunnelParse) -> FlowKey {
     let m = t.inner_mac;
     let rel = GroHeaders { l3: t.inner.l3 - m, l4: t.inner.l4 - m, payload: t.inner.payload - m, ..t.inner };
-    let mut key = FlowKey::build(&frame[m..], &rel);
+    let mut key = FlowKey::build_on::<true>(&frame[m..], &rel);
     key.0[1] |= TUNNEL_MARK << 48;
     key
 }
@@ -276,7 +309,7 @@ const TUNNEL_MARK: u64 = 0x80;
 pub(crate) fn tunnel_id(frame: &[u8], h: &GroHeaders) -> TunnelId {
     let tnl = h.l4 + 8;
     TunnelId {
-        outer: FlowKey::build(frame, h),
+        outer: FlowKey::build_on::<true>(frame, h),
         header: frame.get(tnl..tnl + 8).map_or(0, |b| ne64(b, 0)),
         csum: be16(frame, h.l4 + 6) != 0,
     }
@@ -310,9 +343,9 @@ pub fn complete(held: &mut Held) {
     // udp_gro_complete assigns the tunnel type before the inner completion ORs in its bits.
     held.pkt.meta.gso_type = if t.id.csum { GsoType::UDP_TUNNEL_CSUM } else { GsoType::UDP_TUNNEL };
     if held.tcp {
-        super::tcp::complete(held);
+        super::tcp::complete_on::<true>(held);
     } else {
-        super::udp::complete(held);
+        super::udp::complete_on::<true>(held);
     }
     held.l3_len = outer_len;
     let mut meta = held.pkt.meta;

@@ -5,7 +5,7 @@ use super::counters::{BypassReason, FlushReason};
 use super::flow::Held;
 use super::ip;
 use super::tcp::{csum_kind, unnecessary};
-use super::{GroConfig, Incoming};
+use super::{Encap, GroConfig, Incoming};
 use crate::packet::{ChecksumState, GsoType, Packet};
 use crate::wire::field::be16;
 
@@ -53,13 +53,10 @@ pub enum UdpDecision {
 /// The `udp_gro_receive_segment` decision for a datagram of the same flow
 /// (offload-rules 2.3).
 #[inline]
-pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDecision {
+pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig, e: &impl Encap) -> UdpDecision {
     let nl = n_pkt.linear();
     let ulen = be16(nl, n.l4 + 4);
-    let net = ip::network_flush(p, nl, n.l3, cfg).and_then(|latch| match (&p.tunnel, &n.tunnel) {
-        (Some(t), Some(nt)) => super::tunnel::outer_flush(t, p.count, nl, nt.outer_l3, cfg).map(|outer| (latch, outer)),
-        _ => Ok((latch, false)),
-    });
+    let net = ip::network_flush(p, nl, n.l3, cfg).and_then(|latch| Ok((latch, e.outer_flush(p, nl, cfg)?)));
     if ulen > p.ulen {
         return UdpDecision::FlushAndHold(FlushReason::SegmentSize);
     }
@@ -85,6 +82,11 @@ pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDec
 /// segment mode: checksum field = pseudo-header sum, CHECKSUM_PARTIAL,
 /// UDP_L4; fraglist: FRAGLIST | UDP_L4, CHECKSUM_UNNECESSARY.
 pub fn complete(held: &mut Held) {
+    complete_on::<false>(held)
+}
+
+/// [`complete`], one copy per path (see [`super::parse::GroHeaders::parse_on`]).
+pub fn complete_on<const TUNNEL: bool>(held: &mut Held) {
     let (l3, l4, v6) = (held.l3, held.l4, held.v6);
     let l3_len = held.l3_len;
     let l4_len = l3_len - (l4 - l3);
