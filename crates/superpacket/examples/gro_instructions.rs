@@ -2,20 +2,24 @@
 //! are steadier on a shared machine than times: 20 passes over 1024 TCP/IPv4
 //! frames of 1448 payload bytes (20480 packets) in bursts of 128, one flow or
 //! `FLOWS` interleaved ones, checksums trusted (as a NIC validated them) or,
-//! with a second argument, verified in software.
+//! with `verify`, verified in software. With `vxlan` the same flows come
+//! inside VXLAN over IPv4 (outer UDP checksum on, 1398 inner payload bytes so
+//! that a frame fits a 1500-byte MTU) to a GRO with the VXLAN port configured:
+//! tunnel GRO's cost; `vxlan-port` configures the port but sends the plain
+//! frames: what configuring a tunnel costs plain traffic.
 //!
 //! ```sh
 //! cargo build --release -p superpacket --example gro_instructions
 //! valgrind --tool=callgrind --toggle-collect='*gro_burst*' \
-//!     target/release/examples/gro_instructions [FLOWS [verify]]
+//!     target/release/examples/gro_instructions [FLOWS [verify] [vxlan|vxlan-port]]
 //! ```
 //!
 //! Instructions per packet = "Collected" / 20480 (docs/benchmarks.md,
 //! "Instructions per packet").
 
 use superpacket::offload::gro::{Gro, GroConfig};
-use superpacket::packet::{ChecksumState, Packet};
-use superpacket::traffic::{Flow, FlowSpec, Transport};
+use superpacket::packet::{ChecksumState, Packet, TunnelKind};
+use superpacket::traffic::{Flow, FlowSpec, Transport, TunnelFlow};
 use superpacket::wire::TcpFlags;
 
 /// Frames per pass.
@@ -38,16 +42,28 @@ fn main() {
     let flows: u32 = match args.next().map(|a| a.parse()) {
         None => 1,
         Some(Ok(n)) if n > 0 => n,
-        Some(_) => {
-            eprintln!("usage: gro_instructions [FLOWS (> 0) [verify]]");
-            std::process::exit(2);
-        }
+        Some(_) => usage(),
     };
-    let verify = args.next().is_some();
-    let mut spec_flows: Vec<Flow> = (0..flows).map(|i| Flow::new(FlowSpec::new(Transport::Tcp, false, i))).collect();
-    let frames: Vec<Vec<u8>> =
-        (0..FRAMES).map(|i| spec_flows[i % flows as usize].frame(1448, TcpFlags::empty()).expect("fits")).collect();
-    let mut gro = Gro::new(GroConfig::default());
+    let (mut verify, mut vxlan, mut port) = (false, false, false);
+    for a in args {
+        match a.as_str() {
+            "verify" => verify = true,
+            "vxlan" => (vxlan, port) = (true, true),
+            "vxlan-port" => port = true,
+            _ => usage(),
+        }
+    }
+    let spec = |i| FlowSpec::new(Transport::Tcp, false, i);
+    let frames: Vec<Vec<u8>> = if vxlan {
+        let mut tunnels: Vec<TunnelFlow> =
+            (0..flows).map(|i| TunnelFlow::new(TunnelKind::Vxlan, false, spec(i), i)).collect();
+        (0..FRAMES).map(|i| tunnels[i % flows as usize].frame(1398, TcpFlags::empty()).expect("fits")).collect()
+    } else {
+        let mut spec_flows: Vec<Flow> = (0..flows).map(|i| Flow::new(spec(i))).collect();
+        (0..FRAMES).map(|i| spec_flows[i % flows as usize].frame(1448, TcpFlags::empty()).expect("fits")).collect()
+    };
+    let cfg = if port { GroConfig::default().with_tunnel(4789, TunnelKind::Vxlan) } else { GroConfig::default() };
+    let mut gro = Gro::new(cfg);
     let mut out = Vec::new();
     for _ in 0..PASSES {
         for chunk in frames.chunks(BURST) {
@@ -65,5 +81,24 @@ fn main() {
             out.clear();
         }
     }
-    println!("{} packets, {flows} flow(s), checksums {}", FRAMES * PASSES, if verify { "verified" } else { "trusted" });
+    let c = gro.counters();
+    println!(
+        "{} packets, {flows} flow(s){}, checksums {}: {} merged, {} superpackets",
+        FRAMES * PASSES,
+        if vxlan {
+            " in VXLAN"
+        } else if port {
+            ", VXLAN port configured"
+        } else {
+            ""
+        },
+        if verify { "verified" } else { "trusted" },
+        c.merged,
+        c.superpackets
+    );
+}
+
+fn usage() -> ! {
+    eprintln!("usage: gro_instructions [FLOWS (> 0) [verify] [vxlan|vxlan-port]]");
+    std::process::exit(2);
 }

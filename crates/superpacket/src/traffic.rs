@@ -22,6 +22,9 @@ use crate::wire::udp::{UdpPacket, UdpRepr};
 use crate::wire::{Result, WireError};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+mod tunnel;
+pub use tunnel::TunnelFlow;
+
 /// Network addresses of a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Addrs {

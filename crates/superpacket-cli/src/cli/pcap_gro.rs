@@ -32,7 +32,7 @@ use std::fs::File;
 use std::io::BufWriter;
 use std::path::PathBuf;
 use superpacket::offload::gro::{self, CwrRule, FixedIdRule, Gro, GroConfig, GroCounters, UdpGroMode};
-use superpacket::packet::Packet;
+use superpacket::packet::{Packet, TunnelKind};
 use superpacket::pcap::{CaptureReader, CaptureWriter, FrameAnnotation, PcapError};
 use superpacket::wire::Medium;
 
@@ -84,6 +84,14 @@ pub struct GroArgs {
     /// Also flush aggregates older than this many microseconds (by frame timestamps).
     #[arg(long, value_name = "US")]
     pub flush_age_us: Option<u64>,
+    /// Tunnel GRO for VXLAN on this UDP port (e.g. 4789; repeatable): datagrams
+    /// to it are coalesced on their inner flow (docs/offload-rules.md 2.6).
+    #[arg(long, value_name = "PORT")]
+    pub vxlan: Vec<u16>,
+    /// Tunnel GRO for Geneve on this UDP port (e.g. 6081; repeatable; at most
+    /// four tunnel ports in all).
+    #[arg(long, value_name = "PORT")]
+    pub geneve: Vec<u16>,
     /// Print one JSON object {"medium", "packets_in", "wrong_ip_version",
     /// "packets_out", "superpackets", "segments_per_superpacket",
     /// "aggregation", "counters"}.
@@ -101,7 +109,15 @@ fn parse_batch(s: &str) -> Result<usize, String> {
 impl GroArgs {
     /// The engine configuration these arguments ask for.
     pub fn config(&self) -> GroConfig {
+        let mut tunnels = gro::TunnelPorts::NONE;
+        for &p in &self.vxlan {
+            tunnels = tunnels.with(p, TunnelKind::Vxlan);
+        }
+        for &p in &self.geneve {
+            tunnels = tunnels.with(p, TunnelKind::Geneve);
+        }
         GroConfig {
+            tunnels,
             udp: match self.udp {
                 UdpArg::Off => UdpGroMode::Off,
                 UdpArg::Forward => UdpGroMode::Forward,

@@ -20,7 +20,7 @@ use netlink_packet_core::{
 };
 use netlink_packet_route::address::{AddressAttribute, AddressFlags, AddressMessage};
 use netlink_packet_route::link::{
-    InfoData, InfoKind, InfoVeth, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, State,
+    InfoData, InfoKind, InfoVeth, InfoVxlan, LinkAttribute, LinkFlags, LinkInfo, LinkMessage, State,
 };
 use netlink_packet_route::neighbour::{NeighbourAddress, NeighbourAttribute, NeighbourMessage, NeighbourState};
 use netlink_packet_route::route::{
@@ -628,6 +628,25 @@ impl Netlink {
             LinkInfo::Data(InfoData::Vxlan(data)),
         ]));
         self.new_link(&what, msg)
+    }
+
+    /// Creates VXLAN device `name` (down) in collect-metadata mode
+    /// (`ip link add NAME type vxlan dstport PORT external`): once up it
+    /// holds UDP tunnel sockets on `port` for IPv4 and IPv6, so the
+    /// namespace's GRO coalesces VXLAN packets to that port (offload-rules
+    /// 2.2 item 1) whatever their addresses.
+    ///
+    /// # Errors
+    /// Bad name, a name or port in use, or the kernel refusing.
+    pub fn add_vxlan_external(&mut self, name: &str, port: u16) -> Result<()> {
+        check_ifname(name)?;
+        let mut msg = LinkMessage::default();
+        msg.attributes.push(LinkAttribute::IfName(name.to_string()));
+        msg.attributes.push(LinkAttribute::LinkInfo(vec![
+            LinkInfo::Kind(InfoKind::Vxlan),
+            LinkInfo::Data(InfoData::Vxlan(vec![InfoVxlan::CollectMetadata(true), InfoVxlan::Port(port)])),
+        ]));
+        self.new_link(&|| format!("add vxlan {name} dstport {port} external"), msg)
     }
 }
 

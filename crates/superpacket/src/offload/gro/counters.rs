@@ -69,6 +69,11 @@ pub enum BypassReason {
     Mode,
     /// Bad TCP/UDP checksum: delivered unmerged and untouched (offload-rules 1.3).
     BadChecksum,
+    /// A datagram to a tunnel port GRO does not look into: Geneve with a
+    /// version other than 0, the O bit or a non-Ethernet payload, an inner
+    /// frame with VLAN tags or without TCP/UDP over IP, a tunnel inside the
+    /// tunnel (offload-rules 2.6).
+    Tunnel,
 }
 
 /// Aggregates flushed, by reason.
@@ -148,6 +153,8 @@ pub struct BypassCounters {
     pub mode: u64,
     /// See [`BypassReason::BadChecksum`].
     pub bad_checksum: u64,
+    /// See [`BypassReason::Tunnel`].
+    pub tunnel: u64,
 }
 
 impl BypassCounters {
@@ -170,6 +177,7 @@ impl BypassCounters {
             + self.gso
             + self.mode
             + self.bad_checksum
+            + self.tunnel
     }
 }
 
@@ -242,6 +250,7 @@ impl GroCounters {
             BypassReason::Gso => &mut b.gso,
             BypassReason::Mode => &mut b.mode,
             BypassReason::BadChecksum => &mut b.bad_checksum,
+            BypassReason::Tunnel => &mut b.tunnel,
         } += 1;
     }
 

@@ -35,6 +35,12 @@ impl FlowKey {
     /// VLAN tags. `frame` must hold the headers `h` describes.
     #[inline]
     pub fn build(frame: &[u8], h: &GroHeaders) -> FlowKey {
+        Self::build_on::<false>(frame, h)
+    }
+
+    /// [`FlowKey::build`], one copy per path (see [`GroHeaders::parse_on`]).
+    #[inline]
+    pub fn build_on<const TUNNEL: bool>(frame: &[u8], h: &GroHeaders) -> FlowKey {
         // Fixed-size views of the parsed headers: one bounds check each,
         // none per field. The parse guarantees them (an Ethernet header and
         // at least 20 bytes of IP header, or two tags, fill the first 20
@@ -184,6 +190,10 @@ pub struct Held {
     pub age_ns: Option<u64>,
     /// At least one packet was merged in.
     pub merged: bool,
+    /// A tunnel aggregate's outer state (offload-rules 2.6); then `l3`,
+    /// `l4`, `payload`, `first`, `fixed_id` and `v6` describe the inner
+    /// headers and `l3_len` counts from the outer IP header.
+    pub tunnel: Option<super::tunnel::TunnelHeld>,
 }
 
 /// Where a held aggregate is: its bucket, its place there (0 = oldest) and
@@ -271,7 +281,8 @@ impl FlowTable {
 
     /// The aggregate in bucket `b` with this key. `ext` gives the IPv6
     /// extension-header bytes of the new packet (compared byte for byte when
-    /// the key says there are some).
+    /// the key says there are some). A plain key never finds a tunnel
+    /// aggregate: their keys carry a tunnel mark ([`FlowTable::find_tunnel`]).
     #[inline]
     pub fn find(&self, b: usize, key: &FlowKey, ext: &[u8]) -> Option<Position> {
         for (index, &slot) in self.row(b).iter().enumerate() {
@@ -282,6 +293,35 @@ impl FlowTable {
                     if &lin[held.l3 + 40..held.l4] != ext {
                         continue;
                     }
+                }
+                return Some(Position { bucket: b, index, slot });
+            }
+        }
+        None
+    }
+
+    /// [`FlowTable::find`] for a tunnel packet (its inner key, inner IPv6
+    /// extension headers `ext`): the outer identity must match too, `t` and
+    /// `id` being the new packet's outer headers in `frame` (offload-rules 2.6).
+    pub fn find_tunnel(
+        &self,
+        b: usize,
+        key: &FlowKey,
+        ext: &[u8],
+        t: &super::tunnel::TunnelIn,
+        id: &super::tunnel::TunnelId,
+        frame: &[u8],
+    ) -> Option<Position> {
+        for (index, &slot) in self.row(b).iter().enumerate() {
+            let held = &self.slots[slot as usize];
+            if held.key.same(key) {
+                let lin = held.pkt.linear();
+                if key.ext_len() != 0 && lin.get(held.l3 + 40..held.l4) != Some(ext) {
+                    continue;
+                }
+                match &held.tunnel {
+                    Some(ht) if ht.same(t, id, lin, frame) => {}
+                    _ => continue,
                 }
                 return Some(Position { bucket: b, index, slot });
             }

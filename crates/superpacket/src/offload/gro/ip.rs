@@ -49,6 +49,12 @@ pub struct L3Checks {
 /// and no held aggregate is touched.
 #[inline]
 pub fn check_l3(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> {
+    check_l3_on::<false>(frame, h)
+}
+
+/// [`check_l3`], one copy per path (see [`GroHeaders::parse_on`]).
+#[inline]
+pub fn check_l3_on<const TUNNEL: bool>(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> {
     let ip = &frame[h.l3..];
     let v6 = h.v6;
     if !v6 {
@@ -92,14 +98,31 @@ pub fn check_l3(frame: &[u8], h: &GroHeaders) -> Result<L3Checks, BypassReason> 
 /// it merges), or [`FlushReason::Mismatch`].
 #[inline(always)]
 pub fn network_flush(p: &Held, n_frame: &[u8], n_l3: usize, cfg: &GroConfig) -> Result<bool, FlushReason> {
+    header_flush(&p.first.ip, p.v6, p.fixed_id, p.count, n_frame, n_l3, cfg)
+}
+
+/// [`network_flush`] for one header level: `a` is the aggregate's first
+/// header (its first 20 bytes), `v6` its version, `fixed` that level's
+/// fixed-ID latch and `count` the segments held; the new packet's header is
+/// at `n_l3` of `n_frame`. Tunnel aggregates check their outer header with it
+/// too, with the outer latch (offload-rules 2.6).
+#[inline(always)]
+pub fn header_flush(
+    a: &[u8; 20],
+    v6: bool,
+    fixed: bool,
+    count: u32,
+    n_frame: &[u8],
+    n_l3: usize,
+    cfg: &GroConfig,
+) -> Result<bool, FlushReason> {
     // The new packet's header was parsed whole (IPv4: 20 bytes, IPv6: 40),
     // so this fixed-size view holds and every byte below is read unchecked;
     // the aggregate's side is its first packet's copy.
-    let a = &p.first.ip;
     let Some(b) = n_frame.get(n_l3..).and_then(|ip| ip.first_chunk::<20>()) else {
         return Err(FlushReason::Mismatch);
     };
-    if p.v6 {
+    if v6 {
         // Traffic class spans bytes 0-1 (mask 0x0FF0_0000 of the first word).
         let tc_differs = ((a[0] ^ b[0]) & 0x0F) != 0 || ((a[1] ^ b[1]) & 0xF0) != 0;
         if tc_differs || a[7] != b[7] {
@@ -114,15 +137,14 @@ pub fn network_flush(p: &Held, n_frame: &[u8], n_l3: usize, cfg: &GroConfig) -> 
     let id_p = be16(a, 4);
     let id_n = be16(b, 4);
     let off = id_n.wrapping_sub(id_p);
-    let count = p.count as u16;
     let df = b[6] & IPV4_DF != 0;
     let may_latch = match cfg.fixed_id {
         FixedIdRule::Current => true,
         FixedIdRule::Legacy => df,
     };
-    let latch = p.count == 1 && off == 0 && may_latch;
-    let fixed = p.fixed_id || latch;
-    let ok = if fixed { off == 0 } else { off == count };
+    let latch = count == 1 && off == 0 && may_latch;
+    let fixed = fixed || latch;
+    let ok = if fixed { off == 0 } else { off == count as u16 };
     if ok { Ok(latch) } else { Err(FlushReason::Mismatch) }
 }
 

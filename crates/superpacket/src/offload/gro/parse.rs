@@ -61,9 +61,17 @@ impl GroHeaders {
     /// Parses a packet of `medium` (fast path, then the full parser).
     #[inline]
     pub fn parse(frame: &[u8], medium: Medium) -> Result<GroHeaders, NotCandidate> {
+        Self::parse_on::<false>(frame, medium)
+    }
+
+    /// [`GroHeaders::parse`], compiled once for the plain path and once for
+    /// the tunnel path (`TUNNEL`) so that each copy has one caller and the
+    /// plain one is inlined as before tunnels existed (see [`super::Encap`]).
+    #[inline]
+    pub fn parse_on<const TUNNEL: bool>(frame: &[u8], medium: Medium) -> Result<GroHeaders, NotCandidate> {
         let fast = match medium {
-            Medium::Ethernet => Self::fast_ethernet(frame),
-            Medium::Ip => Self::fast_ip(frame),
+            Medium::Ethernet => Self::fast_ethernet::<TUNNEL>(frame),
+            Medium::Ip => Self::fast_ip::<TUNNEL>(frame),
         };
         match fast {
             Some(h) => Ok(h),
@@ -73,7 +81,7 @@ impl GroHeaders {
 
     /// Ethernet with at most two tags; `None` means "ask the full parser".
     #[inline]
-    fn fast_ethernet(frame: &[u8]) -> Option<GroHeaders> {
+    fn fast_ethernet<const TUNNEL: bool>(frame: &[u8]) -> Option<GroHeaders> {
         let len = frame.len();
         if len < 14 + 20 {
             return None;
@@ -94,7 +102,7 @@ impl GroHeaders {
 
     /// A raw IP packet; `None` means "ask the full parser".
     #[inline]
-    fn fast_ip(frame: &[u8]) -> Option<GroHeaders> {
+    fn fast_ip<const TUNNEL: bool>(frame: &[u8]) -> Option<GroHeaders> {
         if frame.len() < 20 {
             return None;
         }
@@ -249,14 +257,14 @@ mod tests {
                         for pad in [0, 7] {
                             frame.resize(frame.len() + pad, 0);
                             let ctx = format!("{t:?} v6={v6} tags={tags:?} len={len} pad={pad}");
-                            let fast = GroHeaders::fast_ethernet(&frame).expect("fast path");
+                            let fast = GroHeaders::fast_ethernet::<false>(&frame).expect("fast path");
                             let slow = GroHeaders::slow(&frame, Medium::Ethernet).unwrap();
                             assert_eq!(fast, slow, "{ctx}");
                             if !tags.is_empty() {
                                 continue;
                             }
                             let raw = &frame[14..];
-                            let fast_ip = GroHeaders::fast_ip(raw).expect("fast path");
+                            let fast_ip = GroHeaders::fast_ip::<false>(raw).expect("fast path");
                             assert_eq!(fast_ip, GroHeaders::slow(raw, Medium::Ip).unwrap(), "{ctx} raw IP");
                             let shifted =
                                 GroHeaders { l3: fast.l3 - 14, l4: fast.l4 - 14, payload: fast.payload - 14, ..fast };
@@ -273,8 +281,8 @@ mod tests {
         let mut f = Flow::new(FlowSpec::new(Transport::Tcp, false, 3));
         let mut frame = f.frame(10, TcpFlags::empty()).unwrap();
         frame[14 + 6] |= 0x20; // MF
-        assert!(GroHeaders::fast_ethernet(&frame).is_none());
-        assert!(GroHeaders::fast_ip(&frame[14..]).is_none());
+        assert!(GroHeaders::fast_ethernet::<false>(&frame).is_none());
+        assert!(GroHeaders::fast_ip::<false>(&frame[14..]).is_none());
         assert!(GroHeaders::parse(&frame[14..], Medium::Ip).unwrap().is_fragment);
         assert_eq!(GroHeaders::parse(&[0x45; 10], Medium::Ip), Err(NotCandidate::Malformed));
         assert_eq!(GroHeaders::parse(&[0x55; 60], Medium::Ip), Err(NotCandidate::Malformed));

@@ -4,7 +4,7 @@
 use super::counters::FlushReason;
 use super::flow::Held;
 use super::ip;
-use super::{CwrRule, GroConfig, Incoming};
+use super::{CwrRule, Encap, GroConfig, Incoming};
 use crate::packet::{ChecksumState, GsoType};
 use crate::wire::field::{be32, ne32, ne64};
 
@@ -83,7 +83,8 @@ pub fn csum_kind(c: ChecksumState) -> (u8, u8) {
 /// Decides whether the new segment can be merged into `p` (offload-rules 1.3
 /// (a)-(h), all evaluated; the first failing rule names the flush reason).
 /// `nl` is the new packet's frame and `n_csum` its checksum state. Returns
-/// the IPv4 fixed-ID latch decision on success.
+/// the IPv4 fixed-ID latch decisions on success: the TCP packet's own IP
+/// header, and a tunnel aggregate's outer header (offload-rules 2.6).
 #[inline]
 pub fn can_merge(
     p: &Held,
@@ -91,7 +92,8 @@ pub fn can_merge(
     n_csum: ChecksumState,
     n: &Incoming,
     cfg: &GroConfig,
-) -> Result<bool, FlushReason> {
+    e: &impl Encap,
+) -> Result<(bool, bool), FlushReason> {
     // The aggregate's side is its first packet's header copy (fixed size).
     let pt = &p.first.tcp;
     let nt = &nl[n.l4..];
@@ -126,6 +128,7 @@ pub fn can_merge(
     }
     // (b) network header rules.
     let latch = ip::network_flush(p, nl, n.l3, cfg)?;
+    let outer_latch = e.outer_flush(p, nl, cfg)?;
     // (c) ACK number and (d) options, byte for byte (same length: the data
     // offset is in word 3); word 3 itself (bytes 12..16) was compared above.
     let hl = p.payload - p.l4;
@@ -152,7 +155,7 @@ pub fn can_merge(
     if p.l3_len + len >= cfg.max_size {
         return Err(FlushReason::SizeLimit);
     }
-    Ok(latch)
+    Ok((latch, outer_latch))
 }
 
 /// Completes a merged TCP aggregate (offload-rules 1.4): IP length, the TCP
@@ -160,6 +163,11 @@ pub fn can_merge(
 /// size and segments. Fraglist aggregates only get the head's IP length and
 /// become CHECKSUM_UNNECESSARY.
 pub fn complete(held: &mut Held) {
+    complete_on::<false>(held)
+}
+
+/// [`complete`], one copy per path (see [`super::parse::GroHeaders::parse_on`]).
+pub fn complete_on<const TUNNEL: bool>(held: &mut Held) {
     let (l3, l4, v6) = (held.l3, held.l4, held.v6);
     let l3_len = held.l3_len;
     let proto = if v6 { GsoType::TCPV6 } else { GsoType::TCPV4 };

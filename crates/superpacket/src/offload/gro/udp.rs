@@ -5,7 +5,7 @@ use super::counters::{BypassReason, FlushReason};
 use super::flow::Held;
 use super::ip;
 use super::tcp::{csum_kind, unnecessary};
-use super::{GroConfig, Incoming};
+use super::{Encap, GroConfig, Incoming};
 use crate::packet::{ChecksumState, GsoType, Packet};
 use crate::wire::field::be16;
 
@@ -39,6 +39,8 @@ pub enum UdpDecision {
     Merge {
         /// Set the IPv4 fixed-ID latch.
         latch: bool,
+        /// Set a tunnel aggregate's outer fixed-ID latch (offload-rules 2.6).
+        outer_latch: bool,
     },
     /// Flush `p`, then hold the datagram as a new aggregate (unless it carries
     /// a flush mark, then deliver it normally).
@@ -51,14 +53,14 @@ pub enum UdpDecision {
 /// The `udp_gro_receive_segment` decision for a datagram of the same flow
 /// (offload-rules 2.3).
 #[inline]
-pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDecision {
+pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig, e: &impl Encap) -> UdpDecision {
     let nl = n_pkt.linear();
     let ulen = be16(nl, n.l4 + 4);
-    let net = ip::network_flush(p, nl, n.l3, cfg);
+    let net = ip::network_flush(p, nl, n.l3, cfg).and_then(|latch| Ok((latch, e.outer_flush(p, nl, cfg)?)));
     if ulen > p.ulen {
         return UdpDecision::FlushAndHold(FlushReason::SegmentSize);
     }
-    let latch = match net {
+    let (latch, outer_latch) = match net {
         Ok(l) => l,
         Err(r) => return UdpDecision::FlushAndHold(r),
     };
@@ -73,13 +75,18 @@ pub fn decide(p: &Held, n_pkt: &Packet, n: &Incoming, cfg: &GroConfig) -> UdpDec
     if p.l3_len + n.payload_len >= cfg.max_size {
         return UdpDecision::FlushAndHold(FlushReason::SizeLimit);
     }
-    UdpDecision::Merge { latch }
+    UdpDecision::Merge { latch, outer_latch }
 }
 
 /// Completes a merged UDP aggregate (offload-rules 2.4): UDP length = total;
 /// segment mode: checksum field = pseudo-header sum, CHECKSUM_PARTIAL,
 /// UDP_L4; fraglist: FRAGLIST | UDP_L4, CHECKSUM_UNNECESSARY.
 pub fn complete(held: &mut Held) {
+    complete_on::<false>(held)
+}
+
+/// [`complete`], one copy per path (see [`super::parse::GroHeaders::parse_on`]).
+pub fn complete_on<const TUNNEL: bool>(held: &mut Held) {
     let (l3, l4, v6) = (held.l3, held.l4, held.v6);
     let l3_len = held.l3_len;
     let l4_len = l3_len - (l4 - l3);
