@@ -736,6 +736,33 @@ udp_checksum = false
         superpacket_engine::device::Topology::parse(VXLAN_LAB).unwrap();
     }
 
+    /// `examples/live-vxlan-overlay.toml`'s lab: B's kernel VXLAN end faces
+    /// the engine's (`vx`: id 42, local 10.96.0.1, remote 10.96.0.2) over
+    /// the underlay TAP the engine's port `u` attaches to.
+    #[test]
+    fn the_overlay_example_declares_the_kernel_end_of_the_tunnel() {
+        let src = include_str!("../../../../examples/live-vxlan-overlay.toml");
+        let spec = parse(src).unwrap().unwrap();
+        assert_eq!(spec.netns, ["sp-ovl-a", "sp-ovl-b"]);
+        let names: Vec<_> = spec.links.iter().map(|l| (l.kind, l.netns.as_str(), l.name.as_str())).collect();
+        assert_eq!(
+            names,
+            [
+                (LinkKind::Tap, "sp-ovl-a", "spo-a"),
+                (LinkKind::Tap, "sp-ovl-b", "spo-u"),
+                (LinkKind::Vxlan, "sp-ovl-b", "vx0")
+            ]
+        );
+        assert_eq!(spec.links[0].mtu, Some(1450), "A's segments fit the overlay");
+        let v = spec.links[2].vxlan.as_ref().unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            (v.id, v.local, v.remote, v.dstport, v.dev.as_str()),
+            (42, ip("10.96.0.2"), ip("10.96.0.1"), 4789, "spo-u")
+        );
+        superpacket_engine::device::Topology::parse(src).unwrap();
+    }
+
     #[test]
     fn vxlan_errors_name_line_and_column() {
         let base = "[lab]\nnetns = [\"x\"]\n\n[[lab.link]]\nkind = \"tap\"\nname = \"u0\"\nnetns = \"x\"\n\n[[lab.link]]\nkind = \"vxlan\"\nname = \"vx0\"\nnetns = \"x\"\n";
