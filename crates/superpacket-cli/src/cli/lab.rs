@@ -18,7 +18,8 @@ use superpacket_lab::plumbing::{self, DownOutcome, ItemState, LabError, LabSpec,
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
     /// Make what FILE's [lab] table declares (namespaces, TAPs, TUNs, veths,
-    /// bridges, addresses, routes) and record it in /run/superpacket/lab/.
+    /// bridges, VXLAN devices, addresses, routes) and record it in
+    /// /run/superpacket/lab/.
     /// Refuses (exit 2) if a declared namespace exists that an earlier `lab
     /// up` of FILE did not make; says so (exit 0) if the lab is already up.
     Up(FileArgs),

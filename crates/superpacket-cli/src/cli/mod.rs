@@ -68,8 +68,8 @@ enum Command {
     Run(run::RunArgs),
     /// Show the counters of a running engine.
     Stats(stats::StatsArgs),
-    /// Make, remove or check the namespaces, TAPs, TUNs, veths, addresses
-    /// and routes a topology declares in its [lab] table (as root; see
+    /// Make, remove or check the namespaces, TAPs, TUNs, veths, bridges,
+    /// VXLAN devices, addresses and routes a topology declares in its [lab] table (as root; see
     /// docs/topology.md): `lab up FILE`, then `run FILE`, then `lab down FILE`.
     Lab {
         #[command(subcommand)]

@@ -2,7 +2,8 @@
 //!
 //! `up` makes, in order: the namespaces (each recorded at once, loopback
 //! up, IPv6 off if asked), the links (persistent TAPs and TUNs, veths with
-//! each end in its namespace, bridges) with their MTU and addresses (IPv6
+//! each end in its namespace, bridges, VXLAN devices over a link made
+//! before them) with their MTU and addresses (IPv6
 //! without duplicate address detection, usable at once), the bridge ports,
 //! the link states, then the routes. If a step fails, everything made so
 //! far is removed before the error is returned.
@@ -13,7 +14,7 @@ use std::path::{Path, PathBuf};
 use super::schema::End;
 use super::state::{self, LabState, LinkRecord, NamespaceRecord, StateLock};
 use super::{LabError, LabSpec, LinkDecl, LinkKind, fingerprint, require_root};
-use superpacket_engine::io::netlink::Netlink;
+use superpacket_engine::io::netlink::{Netlink, VxlanLink};
 use superpacket_engine::io::netns::{create_named, delete_named};
 use superpacket_engine::io::{IoError, NetNs, TapConfig, TapDevice, TunConfig, TunDevice};
 
@@ -219,6 +220,18 @@ fn create_link(l: &LinkDecl, handles: &BTreeMap<&str, NetNs>) -> Result<(), IoEr
             ns.netlink()?.add_veth(&l.name, &peer.name, Some(peer_ns.fd()))
         }
         LinkKind::Bridge => ns.netlink()?.add_bridge(&l.name),
+        LinkKind::Vxlan => {
+            let v = l.vxlan.as_ref().expect("a checked vxlan has its settings");
+            let cfg = VxlanLink {
+                vni: v.id,
+                remote: v.remote,
+                local: v.local,
+                port: v.dstport,
+                dev: &v.dev,
+                udp_csum: v.udp_checksum,
+            };
+            ns.netlink()?.add_vxlan(&l.name, &cfg)
+        }
     }
 }
 

@@ -1,7 +1,8 @@
 //! The plumbing a live topology expects, declared in its own `[lab]` table
 //! and made or removed by code (`superpacket lab up|down|status FILE`,
 //! `superpacket run --lab FILE`): network namespaces, persistent TAPs and
-//! TUNs with a virtio-net header, veth pairs, bridges, addresses and routes.
+//! TUNs with a virtio-net header, veth pairs, bridges, VXLAN devices,
+//! addresses and routes.
 //! Format reference: `docs/topology.md` (`[lab]`).
 //!
 //! ```toml
@@ -42,7 +43,7 @@ pub mod state;
 mod status;
 
 pub use apply::{DownOutcome, UpOutcome, down, up};
-pub use schema::{LabSpec, LinkDecl, LinkKind, PeerDecl, RouteDecl, parse};
+pub use schema::{LabSpec, LinkDecl, LinkKind, PeerDecl, RouteDecl, VxlanDecl, parse};
 pub use state::{LabState, STATE_DIR, state_path};
 pub use status::{ItemState, LabStatus, StatusItem, status};
 

@@ -56,6 +56,18 @@ struct LinkTable {
     peer: Option<Spanned<PeerTable>>,
     #[serde(default)]
     ports: Option<Spanned<Vec<Spanned<String>>>>,
+    #[serde(default)]
+    id: Option<Spanned<u32>>,
+    #[serde(default)]
+    local: Option<Spanned<String>>,
+    #[serde(default)]
+    remote: Option<Spanned<String>>,
+    #[serde(default)]
+    dstport: Option<Spanned<u16>>,
+    #[serde(default)]
+    dev: Option<Spanned<String>>,
+    #[serde(default)]
+    udp_checksum: Option<Spanned<bool>>,
 }
 
 /// A veth's `peer = { name, netns, addresses }`.
@@ -109,20 +121,24 @@ pub enum LinkKind {
     Veth,
     /// A Linux bridge.
     Bridge,
+    /// A Linux VXLAN device over a link of its namespace (`ip link add
+    /// NAME type vxlan id VNI local L remote R dstport P dev DEV`).
+    Vxlan,
 }
 
 impl LinkKind {
-    /// `tap`, `tun`, `veth` or `bridge`.
+    /// `tap`, `tun`, `veth`, `bridge` or `vxlan`.
     pub fn name(self) -> &'static str {
         match self {
             LinkKind::Tap => "tap",
             LinkKind::Tun => "tun",
             LinkKind::Veth => "veth",
             LinkKind::Bridge => "bridge",
+            LinkKind::Vxlan => "vxlan",
         }
     }
 
-    const ALL: [LinkKind; 4] = [LinkKind::Tap, LinkKind::Tun, LinkKind::Veth, LinkKind::Bridge];
+    const ALL: [LinkKind; 5] = [LinkKind::Tap, LinkKind::Tun, LinkKind::Veth, LinkKind::Bridge, LinkKind::Vxlan];
 }
 
 /// One `[[lab.link]]`, checked.
@@ -146,8 +162,28 @@ pub struct LinkDecl {
     pub peer: Option<PeerDecl>,
     /// A bridge's ports (links of its namespace).
     pub ports: Vec<String>,
+    /// A VXLAN device's settings.
+    pub vxlan: Option<VxlanDecl>,
     /// Line of the link's `name`.
     pub line: usize,
+}
+
+/// The settings of a `vxlan` link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VxlanDecl {
+    /// The VNI (`id`).
+    pub id: u32,
+    /// Local (outer source) address.
+    pub local: IpAddr,
+    /// Remote (outer destination) address: the default FDB entry.
+    pub remote: IpAddr,
+    /// UDP destination port (default 4789).
+    pub dstport: u16,
+    /// The underlay link (declared earlier in the same namespace).
+    pub dev: String,
+    /// Outer UDP checksum on transmit (default: off over IPv4, on over
+    /// IPv6, as Linux).
+    pub udp_checksum: bool,
 }
 
 /// One end of a link: the link itself, or a veth's peer.
@@ -396,7 +432,7 @@ impl Check<'_> {
 
     fn link(&self, spec: &LabSpec, l: &LinkTable) -> Result<LinkDecl, TopologyError> {
         let kind = LinkKind::ALL.into_iter().find(|k| k.name() == l.kind.get_ref()).ok_or_else(|| {
-            self.err(l.kind.span(), format!("unknown link kind `{}` (tap, tun, veth, bridge)", l.kind.get_ref()))
+            self.err(l.kind.span(), format!("unknown link kind `{}` (tap, tun, veth, bridge, vxlan)", l.kind.get_ref()))
         })?;
         let name = self.ifname(&l.name)?;
         let netns = self.namespace(spec, &l.netns)?;
@@ -409,6 +445,14 @@ impl Check<'_> {
         only("multi_queue", l.multi_queue.as_ref().map(Spanned::span), &[LinkKind::Tap, LinkKind::Tun])?;
         only("peer", l.peer.as_ref().map(Spanned::span), &[LinkKind::Veth])?;
         only("ports", l.ports.as_ref().map(Spanned::span), &[LinkKind::Bridge])?;
+        let vx = &[LinkKind::Vxlan];
+        only("id", l.id.as_ref().map(Spanned::span), vx)?;
+        only("local", l.local.as_ref().map(Spanned::span), vx)?;
+        only("remote", l.remote.as_ref().map(Spanned::span), vx)?;
+        only("dstport", l.dstport.as_ref().map(Spanned::span), vx)?;
+        only("dev", l.dev.as_ref().map(Spanned::span), vx)?;
+        only("udp_checksum", l.udp_checksum.as_ref().map(Spanned::span), vx)?;
+        let vxlan = if kind == LinkKind::Vxlan { Some(self.vxlan(spec, l, &name, &netns)?) } else { None };
         if let Some(m) = &l.mtu
             && !(68..=65535).contains(m.get_ref())
         {
@@ -442,7 +486,62 @@ impl Check<'_> {
             addresses: self.addresses(spec, &l.addresses)?,
             peer,
             ports: l.ports.iter().flat_map(|p| p.get_ref()).map(|p| p.get_ref().clone()).collect(),
+            vxlan,
             line: self.line(l.name.span()),
+        })
+    }
+
+    /// A `vxlan` link's settings: `id`, `local`, `remote` and `dev` required,
+    /// the addresses of one family, `dev` a link declared before it in its
+    /// namespace.
+    fn vxlan(&self, spec: &LabSpec, l: &LinkTable, name: &str, netns: &str) -> Result<VxlanDecl, TopologyError> {
+        let need = |key: &str| self.err(l.name.span(), format!("vxlan `{name}` needs `{key}`"));
+        let id = l.id.as_ref().ok_or_else(|| need("id"))?;
+        if *id.get_ref() >= 1 << 24 {
+            return Err(self.err(id.span(), format!("VNI {} does not fit 24 bits", id.get_ref())));
+        }
+        let address = |key: &str, v: &Option<Spanned<String>>| -> Result<IpAddr, TopologyError> {
+            let v = v.as_ref().ok_or_else(|| need(key))?;
+            let a = v
+                .get_ref()
+                .parse::<IpAddr>()
+                .map_err(|_| self.err(v.span(), format!("{key} `{}` is not an IP address", v.get_ref())))?;
+            if a.is_unspecified() || a.is_multicast() {
+                return Err(self.err(v.span(), format!("{key} {a}: give a unicast address")));
+            }
+            if a.is_ipv6() && !spec.ipv6 {
+                return Err(self.err(v.span(), format!("{key} {a}: IPv6 is off in this lab (ipv6 = false)")));
+            }
+            Ok(a)
+        };
+        let local = address("local", &l.local)?;
+        let remote = address("remote", &l.remote)?;
+        if local.is_ipv4() != remote.is_ipv4() {
+            let span = l.remote.as_ref().map_or(l.name.span(), Spanned::span);
+            return Err(
+                self.err(span, format!("vxlan `{name}`: local {local} and remote {remote} of different families"))
+            );
+        }
+        let dstport = match &l.dstport {
+            Some(p) if *p.get_ref() == 0 => return Err(self.err(p.span(), "dstport 0")),
+            Some(p) => *p.get_ref(),
+            None => superpacket::wire::VXLAN_PORT,
+        };
+        let dev = l.dev.as_ref().ok_or_else(|| need("dev"))?;
+        let dev_name = self.ifname(dev)?;
+        if spec.interface(netns, &dev_name).is_none() {
+            return Err(self.err(
+                dev.span(),
+                format!("vxlan `{name}`: no link `{dev_name}` declared before it in `{netns}` (its underlay)"),
+            ));
+        }
+        Ok(VxlanDecl {
+            id: *id.get_ref(),
+            local,
+            remote,
+            dstport,
+            dev: dev_name,
+            udp_checksum: l.udp_checksum.as_ref().map_or(local.is_ipv6(), |c| *c.get_ref()),
         })
     }
 
@@ -569,6 +668,153 @@ dev = "tap-a"
         assert_eq!(spec.routes[1].describe(), "10.9.0.0/16 dev tap-a");
         assert_eq!(spec.links[0].line, 13);
         assert_eq!(spec.interfaces(), [("ns-a", "tap-a"), ("ns-t", "t1"), ("ns-t", "t2"), ("ns-t", "br0")]);
+    }
+
+    const VXLAN_LAB: &str = r#"
+[lab]
+netns = ["ns-b"]
+
+[[lab.link]]
+kind = "tap"
+name = "u0"
+netns = "ns-b"
+addresses = ["10.96.0.2/24"]
+
+[[lab.link]]
+kind = "vxlan"
+name = "vx0"
+netns = "ns-b"
+id = 42
+local = "10.96.0.2"
+remote = "10.96.0.1"
+dev = "u0"
+mtu = 1400
+addresses = ["10.95.0.2/24", "fd95::2/64"]
+
+[[lab.link]]
+kind = "vxlan"
+name = "vx6"
+netns = "ns-b"
+id = 7
+local = "fd96::2"
+remote = "fd96::1"
+dstport = 8472
+dev = "u0"
+udp_checksum = false
+"#;
+
+    #[test]
+    fn a_vxlan_link_parses_with_linux_defaults() {
+        let spec = parse(VXLAN_LAB).unwrap().unwrap();
+        let vx = &spec.links[1];
+        assert_eq!((vx.kind, vx.mtu, vx.line), (LinkKind::Vxlan, Some(1400), 13));
+        assert_eq!(vx.addresses.len(), 2);
+        let v = vx.vxlan.as_ref().unwrap();
+        assert_eq!(
+            *v,
+            VxlanDecl {
+                id: 42,
+                local: "10.96.0.2".parse().unwrap(),
+                remote: "10.96.0.1".parse().unwrap(),
+                dstport: 4789,
+                dev: "u0".into(),
+                udp_checksum: false,
+            }
+        );
+        let v6 = spec.links[2].vxlan.as_ref().unwrap();
+        assert_eq!((v6.id, v6.dstport, v6.udp_checksum), (7, 8472, false));
+        assert!(v6.local.is_ipv6());
+        assert!(spec.links[0].vxlan.is_none());
+        // Over IPv6 the outer checksum is on unless said otherwise (Linux: no udp6zerocsumtx).
+        let on = parse(&VXLAN_LAB.replace("udp_checksum = false\n", "")).unwrap().unwrap();
+        assert!(on.links[2].vxlan.as_ref().unwrap().udp_checksum);
+        // A vxlan may be a bridge port.
+        let src = format!(
+            "{VXLAN_LAB}\n[[lab.link]]\nkind = \"bridge\"\nname = \"br0\"\nnetns = \"ns-b\"\nports = [\"vx0\"]\n"
+        );
+        assert_eq!(parse(&src).unwrap().unwrap().links[3].ports, ["vx0"]);
+        superpacket_engine::device::Topology::parse(VXLAN_LAB).unwrap();
+    }
+
+    /// `examples/live-vxlan-overlay.toml`'s lab: B's kernel VXLAN end faces
+    /// the engine's (`vx`: id 42, local 10.96.0.1, remote 10.96.0.2) over
+    /// the underlay TAP the engine's port `u` attaches to.
+    #[test]
+    fn the_overlay_example_declares_the_kernel_end_of_the_tunnel() {
+        let src = include_str!("../../../../examples/live-vxlan-overlay.toml");
+        let spec = parse(src).unwrap().unwrap();
+        assert_eq!(spec.netns, ["sp-ovl-a", "sp-ovl-b"]);
+        let names: Vec<_> = spec.links.iter().map(|l| (l.kind, l.netns.as_str(), l.name.as_str())).collect();
+        assert_eq!(
+            names,
+            [
+                (LinkKind::Tap, "sp-ovl-a", "spo-a"),
+                (LinkKind::Tap, "sp-ovl-b", "spo-u"),
+                (LinkKind::Vxlan, "sp-ovl-b", "vx0")
+            ]
+        );
+        assert_eq!(spec.links[0].mtu, Some(1450), "A's segments fit the overlay");
+        let v = spec.links[2].vxlan.as_ref().unwrap();
+        let ip = |s: &str| s.parse::<IpAddr>().unwrap();
+        assert_eq!(
+            (v.id, v.local, v.remote, v.dstport, v.dev.as_str()),
+            (42, ip("10.96.0.2"), ip("10.96.0.1"), 4789, "spo-u")
+        );
+        superpacket_engine::device::Topology::parse(src).unwrap();
+    }
+
+    #[test]
+    fn vxlan_errors_name_line_and_column() {
+        let base = "[lab]\nnetns = [\"x\"]\n\n[[lab.link]]\nkind = \"tap\"\nname = \"u0\"\nnetns = \"x\"\n\n[[lab.link]]\nkind = \"vxlan\"\nname = \"vx0\"\nnetns = \"x\"\n";
+        let full = "id = 42\nlocal = \"10.0.0.1\"\nremote = \"10.0.0.2\"\ndev = \"u0\"\n";
+        assert!(parse(&format!("{base}{full}")).unwrap().is_some());
+        let without =
+            |key: &str| full.lines().filter(|l| !l.starts_with(key)).map(|l| format!("{l}\n")).collect::<String>();
+        let cases: Vec<(String, usize, &str)> = vec![
+            (without("id"), 11, "vxlan `vx0` needs `id`"),
+            (without("local"), 11, "needs `local`"),
+            (without("remote"), 11, "needs `remote`"),
+            (without("dev"), 11, "needs `dev`"),
+            (full.replace("id = 42", "id = 16777216"), 13, "does not fit 24 bits"),
+            (full.replace("\"10.0.0.1\"", "\"ten\""), 14, "local `ten` is not an IP address"),
+            (full.replace("\"10.0.0.2\"", "\"fd00::2\""), 15, "different families"),
+            (full.replace("\"10.0.0.2\"", "\"239.1.1.1\""), 15, "unicast"),
+            (full.replace("\"u0\"", "\"u9\""), 16, "no link `u9` declared before it in `x`"),
+            (format!("{full}dstport = 0\n"), 17, "dstport 0"),
+            (format!("{full}dstport = 70000\n"), 17, "invalid value"),
+            (format!("{full}ports = [\"u0\"]\n"), 17, "key `ports` does not apply to a vxlan link"),
+            (format!("{full}vni = 42\n"), 17, "unknown field `vni`"),
+        ];
+        for (extra, line, text) in &cases {
+            let e = error(&format!("{base}{extra}"));
+            assert_eq!(e.line, *line, "{extra}: {e}");
+            assert!(e.column > 0, "{extra}: {e}");
+            assert!(e.message.contains(text), "{extra}: {e}");
+        }
+        // vxlan keys on another kind.
+        for key in [
+            "id = 1",
+            "local = \"10.0.0.1\"",
+            "remote = \"10.0.0.1\"",
+            "dstport = 1",
+            "dev = \"lo\"",
+            "udp_checksum = true",
+        ] {
+            let e = error(&format!(
+                "[lab]\nnetns = [\"x\"]\n[[lab.link]]\nkind = \"tap\"\nname = \"t\"\nnetns = \"x\"\n{key}\n"
+            ));
+            assert!(e.line == 7 && e.message.contains("does not apply to a tap link"), "{key}: {e}");
+        }
+        // The underlay must come first, and an IPv6 underlay needs IPv6.
+        let e = error(
+            "[lab]\nnetns = [\"x\"]\n[[lab.link]]\nkind = \"vxlan\"\nname = \"v\"\nnetns = \"x\"\nid = 1\nlocal = \"10.0.0.1\"\nremote = \"10.0.0.2\"\ndev = \"t\"\n[[lab.link]]\nkind = \"tap\"\nname = \"t\"\nnetns = \"x\"\n",
+        );
+        assert!(e.line == 10 && e.message.contains("declared before it"), "{e}");
+        let e = error(
+            &format!("{base}{}", full.replace("10.0.0.1", "fd00::1").replace("10.0.0.2", "fd00::2"))
+                .replace("netns = [\"x\"]", "netns = [\"x\"]\nipv6 = false"),
+        );
+        assert!(e.message.contains("IPv6 is off"), "{e}");
     }
 
     #[test]
