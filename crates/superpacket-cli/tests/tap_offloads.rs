@@ -96,7 +96,7 @@ fn persistent_tap_gets_its_offloads_back() {
     let before = ethtool_features(&ns, "spto0");
     eprintln!("persistent tap before: {before:?}");
     {
-        let tap = TapDevice::open_in(&ns, &TapConfig::named("spto0")).expect("attach");
+        let mut tap = TapDevice::open_in(&ns, &TapConfig::named("spto0")).expect("attach");
         assert!(tap.existed_before());
         assert_eq!(tap.netdev_offloads().expect("netdev offloads"), flags_of(&before));
         assert_eq!(tap.restore_on_drop(), Some(flags_of(&before)));
@@ -117,7 +117,7 @@ fn persistent_tap_gets_its_offloads_back() {
     let kept = ethtool_features(&ns, "spto0");
     assert_eq!(flags_of(&kept), TUN_F_CSUM | TUN_F_TSO4, "{kept:?}");
     {
-        let tap = TapDevice::open_in(&ns, &TapConfig::named("spto0")).expect("attach");
+        let mut tap = TapDevice::open_in(&ns, &TapConfig::named("spto0")).expect("attach");
         assert_eq!(tap.restore_on_drop(), Some(TUN_F_CSUM | TUN_F_TSO4));
         assert_eq!(tap.negotiate_offload(ALL | TUN_F_TSO_ECN).unwrap(), ALL | TUN_F_TSO_ECN);
         assert_eq!(tap.netdev_offloads().unwrap(), ALL | TUN_F_TSO_ECN);
@@ -137,7 +137,7 @@ fn multi_queue_tap_restores_when_the_last_queue_goes() {
     persistent_tap(&ns, "spto0", true);
     let before = ethtool_features(&ns, "spto0");
     let cfg = TapConfig { multi_queue: true, ..TapConfig::named("spto0") };
-    let q1 = TapDevice::open_in(&ns, &cfg).expect("queue 1");
+    let mut q1 = TapDevice::open_in(&ns, &cfg).expect("queue 1");
     assert_eq!(q1.negotiate_offload(ALL).unwrap(), ALL);
     let q2 = TapDevice::open_in(&ns, &cfg).expect("queue 2");
     assert!(q2.existed_before());
@@ -156,7 +156,7 @@ fn created_tap_has_nothing_to_restore() {
         return;
     }
     let ns = quiet_ns(PREFIX);
-    let tap = TapDevice::open_in(&ns, &TapConfig::named("spto0")).expect("create");
+    let mut tap = TapDevice::open_in(&ns, &TapConfig::named("spto0")).expect("create");
     assert!(!tap.existed_before());
     assert_eq!(tap.restore_on_drop(), None);
     assert_eq!(tap.netdev_offloads().unwrap(), 0, "a new TAP starts without offloads");

@@ -190,7 +190,7 @@ fn measure(lab: &Lab, config: Config, seconds: f64, signals: &SignalFd) -> Resul
             let routes = RelayRoutes::add(lab)?;
             let open = |ns: &NetNs, name: &str| -> Result<TapDevice, String> {
                 let cfg = TapConfig { nonblocking: true, ..TapConfig::named(name) };
-                let tap = TapDevice::open_in(ns, &cfg).map_err(|e| e.to_string())?;
+                let mut tap = TapDevice::open_in(ns, &cfg).map_err(|e| e.to_string())?;
                 tap.negotiate_offload(full_offloads()).map_err(|e| e.to_string())?;
                 Ok(tap)
             };

@@ -89,7 +89,11 @@
 //!
 //! - TAP and TUN: `TUNSETOFFLOAD` of [`TAP_OFFLOADS`] through
 //!   [`crate::io::tuntap::TunTapDevice::negotiate_offload`]; CSUM gives HW_CSUM, TSO4 TSO, TSO6
-//!   TSO6, TSO_ECN TSO_ECN, USO4+USO6 GSO_UDP_L4. The flags set which
+//!   TSO6, TSO_ECN TSO_ECN, USO4+USO6 GSO_UDP_L4, UDP_TUNNEL_GSO
+//!   GSO_UDP_TUNNEL and UDP_TUNNEL_GSO_CSUM GSO_UDP_TUNNEL_CSUM (a TAP on a
+//!   kernel that accepts them, 6.17+, with the 24-byte virtio_net_hdr: VXLAN
+//!   and Geneve superpackets cross whole both ways; elsewhere the engine
+//!   segments them before the port, as before). The flags set which
 //!   superpackets the kernel hands this port undivided on receive (the TAP's
 //!   own netdev features, offload-rules 4.4); the kernel generation that
 //!   accepts a flag also accepts the matching GSO type in headers written to
@@ -227,6 +231,13 @@ pub trait IoEndpoint: fmt::Debug + Send + 'static {
     /// The descriptor an event loop waits on; default none.
     fn raw_fd(&self) -> Option<RawFd> {
         None
+    }
+    /// UDP tunnel GSO in effect (plain, with outer checksum): received
+    /// headers with the tunnel bits are imported ([`ImportOptions::udp_tunnel`])
+    /// and tunnel superpackets written with the 24-byte header; default
+    /// neither.
+    fn udp_tunnel(&self) -> (bool, bool) {
+        (false, false)
     }
     /// True if [`IoEndpoint::read_frames`] and [`IoEndpoint::write_frames`]
     /// batch (the driver then queues sends); default false.
@@ -682,8 +693,13 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     /// frame goes back to the kernel when the packet is dropped after
     /// transmit. Any other frame is copied ([`Packet::from_frame_pooled`]).
     #[cfg(feature = "af-packet")]
-    fn import(r: &Received, frame: &[u8], lend: Option<&mut RxLend<'_>>) -> Result<Packet, &'static str> {
-        let meta = Self::import_meta(r, frame)?;
+    fn import(
+        r: &Received,
+        frame: &[u8],
+        lend: Option<&mut RxLend<'_>>,
+        opts: &ImportOptions,
+    ) -> Result<Packet, &'static str> {
+        let meta = Self::import_meta(r, frame, opts)?;
         let lent = if meta.is_gso() && frame.len() > pool::COPYBREAK { lend.and_then(RxLend::lend) } else { None };
         let p = match lent {
             Some(bytes) => {
@@ -703,10 +719,16 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     }
 
     /// The metadata of received frame `frame`: its header imported with the
-    /// kernel's rules, for the endpoint's medium.
-    fn import_meta(r: &Received, frame: &[u8]) -> Result<OffloadMeta, &'static str> {
-        let opts = ImportOptions { medium: E::MEDIUM, ..ImportOptions::default() };
-        r.hdr.to_meta(frame, &opts).map_err(|e| e.reason())
+    /// kernel's rules and `opts` ([`IoPortDriver::import_options`]).
+    fn import_meta(r: &Received, frame: &[u8], opts: &ImportOptions) -> Result<OffloadMeta, &'static str> {
+        r.hdr.to_meta(frame, opts).map_err(|e| e.reason())
+    }
+
+    /// How received headers are imported: the endpoint's medium, UDP tunnel
+    /// GSO as negotiated.
+    fn import_options(&self) -> ImportOptions {
+        let (udp_tunnel, udp_tunnel_csum) = self.endpoint.udp_tunnel();
+        ImportOptions { medium: E::MEDIUM, udp_tunnel, udp_tunnel_csum, ..ImportOptions::default() }
     }
 
     /// Sets the imported metadata of a received packet and puts back the
@@ -735,8 +757,9 @@ impl<E: IoEndpoint> IoPortDriver<E> {
     /// copied into a packet of its own size and the buffer is read into again.
     fn import_rx_buf(&mut self, r: &Received) -> Result<Packet, &'static str> {
         let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + r.len);
+        let opts = self.import_options();
         let frame = &self.rx_buf[head..tail];
-        let meta = Self::import_meta(r, frame)?;
+        let meta = Self::import_meta(r, frame, &opts)?;
         let p = if r.len <= pool::COPYBREAK {
             Packet::from_frame(frame)
         } else {
@@ -787,10 +810,11 @@ impl<E: IoEndpoint> IoPortDriver<E> {
             if let Some(p) = self.rx_queue.pop_front() {
                 return Some(p);
             }
+            let opts = self.import_options();
             let books = &mut self.books;
             let queue = &mut self.rx_queue;
             let r = self.endpoint.read_frames(self.batch, &mut |r, lend| match r {
-                Ok((rcv, frame)) => match Self::import(&rcv, frame, lend) {
+                Ok((rcv, frame)) => match Self::import(&rcv, frame, lend, &opts) {
                     Ok(p) => {
                         books.rx(&p);
                         queue.push_back(p);
@@ -912,8 +936,12 @@ impl<E: IoEndpoint> PortDriver for IoPortDriver<E> {
     /// `tx_frames`, `tx_bytes`, `tx_superpackets`, `rx_frames`, `rx_bytes`,
     /// `rx_superpackets` (what reached or came from the kernel),
     /// `tx_batches`, `rx_batches`, `tx_queued` (frames waiting for the next
-    /// flush), `reopens`, and `rx_kernel_drops` (packets the kernel dropped
-    /// because the socket queue or RX ring was full, read from the socket).
+    /// flush), `reopens`, `rx_kernel_drops` (packets the kernel dropped
+    /// because the socket queue or RX ring was full, read from the socket),
+    /// and what the kernel accepted: `offloads_accepted` (the `TUN_F_*`
+    /// flags, 0 for AF_PACKET), `udp_tunnel_gso` and `udp_tunnel_gso_csum`
+    /// (1 when UDP tunnel GSO, plain or with the outer checksum, was
+    /// negotiated: tunnel superpackets cross whole with the 24-byte header).
     fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {
         let s = &self.books.stats;
         for (name, v) in [
@@ -927,6 +955,9 @@ impl<E: IoEndpoint> PortDriver for IoPortDriver<E> {
             ("rx_batches", s.rx_batches),
             ("tx_queued", self.tx.entries.len() as u64),
             ("reopens", s.reopens),
+            ("offloads_accepted", u64::from(self.offloads)),
+            ("udp_tunnel_gso", u64::from(self.endpoint.udp_tunnel().0)),
+            ("udp_tunnel_gso_csum", u64::from(self.endpoint.udp_tunnel().1)),
         ] {
             report(name, v);
         }

@@ -14,8 +14,8 @@
 
 pub use super::tuntap::{
     IFF_MULTI_QUEUE, IFF_NAPI, IFF_NAPI_FRAGS, IFF_NO_CARRIER, IFF_NO_PI, IFF_TAP, IFF_TUN, IFF_VNET_HDR,
-    OFFLOAD_FEATURES, TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_UFO, TUN_F_USO4, TUN_F_USO6, TunTapKind,
-    offloads_from_features,
+    OFFLOAD_FEATURES, TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_UDP_TUNNEL, TUN_F_UDP_TUNNEL_GSO,
+    TUN_F_UDP_TUNNEL_GSO_CSUM, TUN_F_UFO, TUN_F_USO4, TUN_F_USO6, TunTapKind, offloads_from_features,
 };
 use super::tuntap::{Medium, TunTapConfig, TunTapDevice};
 

@@ -9,8 +9,24 @@
 //! A queue is opened in the current namespace or inside a [`NetNs`]
 //! ([`TunTapDevice::open_in`]; the descriptor keeps working from any
 //! thread). Every read and write carries a virtio_net_hdr of `vnet_hdr_sz`
-//! bytes (10 or 12 here, host byte order), moved with `readv`/`writev` so
+//! bytes (10, 12 or 24 here, host byte order), moved with `readv`/`writev` so
 //! that the packet is never concatenated with its header.
+//!
+//! # UDP tunnel GSO
+//!
+//! Kernels from 6.17 on (tun's `set_offload`) accept `TUN_F_UDP_TUNNEL_GSO`
+//! (netdev feature `tx-udp_tnl-segmentation`) and `TUN_F_UDP_TUNNEL_GSO_CSUM`
+//! (`tx-udp_tnl-csum-segmentation`), only together with a plain GSO flag
+//! (TSO4, TSO6 or USO); older kernels refuse the unknown bits with `EINVAL`.
+//! With them the kernel hands over VXLAN/Geneve superpackets whole, with the
+//! 24-byte `virtio_net_hdr_v1_hash_tunnel` ([`HdrLayout::HashTunnel`]) —
+//! and fails every read with a smaller configured header, so
+//! [`TunTapDevice::negotiate_offload`] sets the header size to 24 before
+//! asking for them (and back when they are refused). On writes the kernel
+//! accepts tunnel headers whenever the header size is 24 or more, whatever
+//! `TUNSETOFFLOAD` says. Every field of a tunnel header is little-endian
+//! (the kernel reads and writes it so), which host order is on the
+//! little-endian machines this runs on.
 //!
 //! A device created here is not persistent: it disappears when its last
 //! descriptor is closed (and with its namespace). A device that existed
@@ -25,6 +41,7 @@
 use super::error::{IoError, Result};
 use super::netns::NetNs;
 use super::sys;
+use std::cell::Cell;
 use std::fmt;
 use std::marker::PhantomData;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
@@ -48,6 +65,14 @@ pub const TUN_F_UFO: u32 = 0x10;
 pub const TUN_F_USO4: u32 = 0x20;
 /// `TUN_F_USO6`: UDP segmentation offload, IPv6 (effective only with USO4).
 pub const TUN_F_USO6: u32 = 0x40;
+/// `TUN_F_UDP_TUNNEL_GSO`: TSO/USO inside a UDP tunnel (effective only with
+/// a plain GSO flag; needs the 24-byte header; Linux 6.17+).
+pub const TUN_F_UDP_TUNNEL_GSO: u32 = 0x80;
+/// `TUN_F_UDP_TUNNEL_GSO_CSUM`: the same with the outer UDP checksum
+/// (effective only with [`TUN_F_UDP_TUNNEL_GSO`]).
+pub const TUN_F_UDP_TUNNEL_GSO_CSUM: u32 = 0x100;
+/// Both tunnel flags.
+pub const TUN_F_UDP_TUNNEL: u32 = TUN_F_UDP_TUNNEL_GSO | TUN_F_UDP_TUNNEL_GSO_CSUM;
 
 /// `IFF_TUN`.
 pub const IFF_TUN: u16 = 0x0001;
@@ -76,12 +101,14 @@ const TUNSETVNETHDRSZ: libc::c_ulong = 0x4004_54d8;
 
 /// The netdev features (ethtool names) that `TUNSETOFFLOAD` switches, with
 /// the `TUN_F_*` flags that turn them on (drivers/net/tun.c `set_offload`).
-pub const OFFLOAD_FEATURES: [(&str, u32); 5] = [
+pub const OFFLOAD_FEATURES: [(&str, u32); 7] = [
     ("tx-checksum-ip-generic", TUN_F_CSUM),
     ("tx-tcp-segmentation", TUN_F_TSO4),
     ("tx-tcp6-segmentation", TUN_F_TSO6),
     ("tx-tcp-ecn-segmentation", TUN_F_TSO_ECN),
     ("tx-udp-segmentation", TUN_F_USO4 | TUN_F_USO6),
+    ("tx-udp_tnl-segmentation", TUN_F_UDP_TUNNEL_GSO),
+    ("tx-udp_tnl-csum-segmentation", TUN_F_UDP_TUNNEL_GSO_CSUM),
 ];
 
 /// The `TUN_F_*` flags whose effect is the given set of active netdev
@@ -151,7 +178,7 @@ pub struct TunTapConfig {
     pub napi_frags: bool,
     /// `IFF_MULTI_QUEUE` (opening the same name again attaches another queue).
     pub multi_queue: bool,
-    /// virtio_net_hdr size: 10 (default) or 12.
+    /// virtio_net_hdr size: 10 (default), 12 or 24 (UDP tunnel GSO).
     pub vnet_hdr_len: usize,
     /// Open the descriptor nonblocking.
     pub nonblocking: bool,
@@ -205,6 +232,8 @@ pub struct TunTapDevice<K: TunTapKind> {
     key: Option<DeviceKey>,
     /// The device existed before this queue was opened.
     existed: bool,
+    /// The `TUN_F_*` flags the last successful `TUNSETOFFLOAD` set.
+    offloads: Cell<u32>,
     kind: PhantomData<fn() -> K>,
 }
 
@@ -227,7 +256,7 @@ impl<K: TunTapKind> TunTapDevice<K> {
     /// Bad name or header size, `open` or `TUNSETIFF`/`TUNSETVNETHDRSZ` failing.
     pub fn open(cfg: &TunTapConfig) -> Result<TunTapDevice<K>> {
         let layout = HdrLayout::from_len(cfg.vnet_hdr_len)
-            .ok_or_else(|| IoError::Unsupported(format!("vnet_hdr_len {} (use 10 or 12)", cfg.vnet_hdr_len)))?;
+            .ok_or_else(|| IoError::Unsupported(format!("vnet_hdr_len {} (use 10, 12 or 24)", cfg.vnet_hdr_len)))?;
         let mut ifr =
             IfReqFlags { name: [0; libc::IFNAMSIZ], flags: cfg.iff_flags::<K>() as libc::c_short, _pad: [0; 22] };
         if let Some(name) = &cfg.name {
@@ -258,7 +287,16 @@ impl<K: TunTapKind> TunTapDevice<K> {
         // Best effort: without these the device works, only its offloads are not restored.
         let ctl = control_socket();
         let key = device_key(&name);
-        let mut dev = TunTapDevice { fd, name, layout: HdrLayout::Basic, ctl, key, existed, kind: PhantomData };
+        let mut dev = TunTapDevice {
+            fd,
+            name,
+            layout: HdrLayout::Basic,
+            ctl,
+            key,
+            existed,
+            offloads: Cell::new(0),
+            kind: PhantomData,
+        };
         dev.register();
         if layout != HdrLayout::Basic {
             dev.set_vnet_hdr_len(layout.len())?;
@@ -365,7 +403,7 @@ impl<K: TunTapKind> TunTapDevice<K> {
         &self.name
     }
 
-    /// The virtio_net_hdr layout in use (10 or 12 bytes).
+    /// The virtio_net_hdr layout in use (10, 12 or 24 bytes).
     pub fn layout(&self) -> HdrLayout {
         self.layout
     }
@@ -397,13 +435,14 @@ impl<K: TunTapKind> TunTapDevice<K> {
         Ok(v as usize)
     }
 
-    /// `TUNSETVNETHDRSZ`: 10 (`virtio_net_hdr`) or 12 (`mrg_rxbuf` / v1).
+    /// `TUNSETVNETHDRSZ`: 10 (`virtio_net_hdr`), 12 (`mrg_rxbuf` / v1) or
+    /// 24 (`v1_hash_tunnel`, UDP tunnel GSO).
     ///
     /// # Errors
     /// Another size, or the ioctl failing.
     pub fn set_vnet_hdr_len(&mut self, len: usize) -> Result<()> {
         let layout = HdrLayout::from_len(len)
-            .ok_or_else(|| IoError::Unsupported(format!("vnet_hdr_len {len} (use 10 or 12)")))?;
+            .ok_or_else(|| IoError::Unsupported(format!("vnet_hdr_len {len} (use 10, 12 or 24)")))?;
         let v = len as libc::c_int;
         // SAFETY: TUNSETVNETHDRSZ reads one int from the pointer, which is valid.
         if unsafe { libc::ioctl(self.fd.as_raw_fd(), TUNSETVNETHDRSZ as _, &v as *const libc::c_int) } < 0 {
@@ -416,6 +455,8 @@ impl<K: TunTapKind> TunTapDevice<K> {
     /// `TUNSETOFFLOAD`: declares which offloads userspace can receive
     /// (`TUN_F_*`). Note that every flag except CSUM is ignored without
     /// `TUN_F_CSUM`, and USO needs both USO4 and USO6 (offload-rules 4.4).
+    /// The tunnel flags need the 24-byte header for reads to work (see the
+    /// module documentation); this call does not check it.
     ///
     /// # Errors
     /// [`IoError::OffloadRejected`] when the kernel answers `EINVAL` (a flag
@@ -429,19 +470,68 @@ impl<K: TunTapKind> TunTapDevice<K> {
             }
             return Err(err);
         }
+        self.offloads.set(flags);
         Ok(())
     }
 
+    /// The `TUN_F_*` flags the last successful `TUNSETOFFLOAD` of this queue
+    /// set (0 before any).
+    pub fn offloads(&self) -> u32 {
+        self.offloads.get()
+    }
+
+    /// Whether the kernel hands this queue UDP tunnel superpackets and
+    /// accepts them from it: (`TUN_F_UDP_TUNNEL_GSO`, `..._CSUM`) in effect
+    /// with the 24-byte header.
+    pub fn udp_tunnel(&self) -> (bool, bool) {
+        let on = self.layout == HdrLayout::HashTunnel;
+        let f = self.offloads.get();
+        (on && f & TUN_F_UDP_TUNNEL_GSO != 0, on && f & TUN_F_UDP_TUNNEL_GSO_CSUM != 0)
+    }
+
     /// Sets as much of `wanted` as the kernel accepts, dropping flags in this
-    /// order when refused: USO4/USO6, UFO, TSO_ECN, TSO4/TSO6, CSUM. Returns
-    /// the flags accepted.
+    /// order when refused: UDP_TUNNEL_GSO_CSUM, UDP_TUNNEL_GSO, USO4/USO6,
+    /// UFO, TSO_ECN, TSO4/TSO6, CSUM. Returns the flags accepted.
+    ///
+    /// Asking for a tunnel flag first switches the header to 24 bytes (tun
+    /// fails reads with a smaller one once tunnel GSO is on); if no tunnel
+    /// flag is accepted the header size goes back to what it was.
     ///
     /// # Errors
-    /// A failure other than [`IoError::OffloadRejected`].
-    pub fn negotiate_offload(&self, wanted: u32) -> Result<u32> {
-        const KNOWN: u32 = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_UFO | TUN_F_USO4 | TUN_F_USO6;
-        let drops = [TUN_F_USO4 | TUN_F_USO6, TUN_F_UFO, TUN_F_TSO_ECN, TUN_F_TSO4 | TUN_F_TSO6, TUN_F_CSUM];
-        let mut candidates = [0u32; 7];
+    /// A failure other than [`IoError::OffloadRejected`], or
+    /// `TUNSETVNETHDRSZ` failing.
+    pub fn negotiate_offload(&mut self, wanted: u32) -> Result<u32> {
+        let before = self.layout;
+        if wanted & TUN_F_UDP_TUNNEL != 0 && before != HdrLayout::HashTunnel {
+            self.set_vnet_hdr_len(HdrLayout::HashTunnel.len())?;
+        }
+        let accepted = self.negotiate_flags(wanted);
+        if accepted.as_ref().map_or(true, |f| f & TUN_F_UDP_TUNNEL == 0) && self.layout != before {
+            self.set_vnet_hdr_len(before.len())?;
+        }
+        accepted
+    }
+
+    /// [`TunTapDevice::negotiate_offload`] without the header size.
+    fn negotiate_flags(&self, wanted: u32) -> Result<u32> {
+        const KNOWN: u32 = TUN_F_CSUM
+            | TUN_F_TSO4
+            | TUN_F_TSO6
+            | TUN_F_TSO_ECN
+            | TUN_F_UFO
+            | TUN_F_USO4
+            | TUN_F_USO6
+            | TUN_F_UDP_TUNNEL;
+        let drops = [
+            TUN_F_UDP_TUNNEL_GSO_CSUM,
+            TUN_F_UDP_TUNNEL_GSO,
+            TUN_F_USO4 | TUN_F_USO6,
+            TUN_F_UFO,
+            TUN_F_TSO_ECN,
+            TUN_F_TSO4 | TUN_F_TSO6,
+            TUN_F_CSUM,
+        ];
+        let mut candidates = [0u32; 9];
         candidates[0] = wanted;
         candidates[1] = wanted & KNOWN;
         for (i, g) in drops.iter().enumerate() {
@@ -473,7 +563,7 @@ impl<K: TunTapKind> TunTapDevice<K> {
     /// undecodable header.
     pub fn read_packet(&mut self, buf: &mut [u8]) -> Result<(VirtioNetHdr, usize)> {
         let hlen = self.layout.len();
-        let mut hdr = [0u8; 12];
+        let mut hdr = [0u8; 24];
         // A one-byte sentinel after `buf`: tun reports only the bytes it copied, so a frame
         // reaching the sentinel is known to be longer than `buf`.
         let mut sentinel = [0u8; 1];
@@ -508,7 +598,7 @@ impl<K: TunTapKind> TunTapDevice<K> {
     /// As [`TunTapDevice::write_packet`]; too many parts.
     pub fn write_packet_vectored(&mut self, hdr: &VirtioNetHdr, parts: &[&[u8]]) -> Result<usize> {
         let hlen = self.layout.len();
-        let mut hbytes = [0u8; 12];
+        let mut hbytes = [0u8; 24];
         hdr.emit(&mut hbytes[..hlen], self.layout, HdrByteOrder::Native)?;
         let expected = hlen + parts.iter().map(|p| p.len()).sum::<usize>();
         let n = sys::with_iovecs(&hbytes[..hlen], parts, |iov| {

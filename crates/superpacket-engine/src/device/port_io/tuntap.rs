@@ -8,15 +8,20 @@ use super::{BASE_FEATURES, IoEndpoint, IoPortDriver, Received, io_driver_error, 
 use crate::device::features::NetdevFeatures;
 use crate::device::port::DriverError;
 use crate::io::tuntap::{
-    Medium, TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6, TunTapConfig, TunTapDevice,
-    TunTapKind,
+    Medium, TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_UDP_TUNNEL, TUN_F_UDP_TUNNEL_GSO,
+    TUN_F_UDP_TUNNEL_GSO_CSUM, TUN_F_USO4, TUN_F_USO6, TunTapConfig, TunTapDevice, TunTapKind,
 };
 use crate::io::{IoError, NetNs};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use superpacket::packet::virtio::VirtioNetHdr;
 
-/// The `TUN_F_*` offloads a TAP (or TUN) port asks for.
-pub const TAP_OFFLOADS: u32 = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_USO4 | TUN_F_USO6;
+/// The `TUN_F_*` offloads a TAP (or TUN) port asks for: checksum, TSO,
+/// USO and UDP tunnel GSO with and without the outer checksum (a TAP only:
+/// a TUN never asks for the tunnel flags, see [`open_queue`]). A kernel that
+/// refuses the tunnel flags (before 6.17) leaves the port as before: 10-byte
+/// header, tunnel superpackets segmented before they reach it.
+pub const TAP_OFFLOADS: u32 =
+    TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN | TUN_F_USO4 | TUN_F_USO6 | TUN_F_UDP_TUNNEL;
 
 /// How a TAP or TUN port is opened (topology `driver = { kind = "tap", ... }`
 /// or `{ kind = "tun", ... }`).
@@ -56,6 +61,9 @@ impl<K: TunTapKind> IoEndpoint for TunTapDevice<K> {
     fn raw_fd(&self) -> Option<RawFd> {
         Some(self.as_fd().as_raw_fd())
     }
+    fn udp_tunnel(&self) -> (bool, bool) {
+        TunTapDevice::udp_tunnel(self)
+    }
 }
 
 /// A port on a TAP device.
@@ -75,6 +83,11 @@ fn link_up(name: &str, netns: Option<&NetNs>) -> Result<(), DriverError> {
 /// `netns` with `opts`' multi-queue flag and negotiates `opts`' offloads;
 /// returns it with the offloads accepted. `fail` labels an error with the
 /// step (`open-failed` when opening, `reopen-failed` when reopening).
+///
+/// A TUN (raw IP) never asks for the tunnel flags: the kernel checks the
+/// outer transport offset of a written tunnel header against an Ethernet
+/// header length plus the outer IP header (`virtio_net_hdr_tnl_to_skb`), so
+/// a raw IPv4 tunnel packet would be refused.
 fn open_queue<K: TunTapKind>(
     name: &str,
     netns: Option<&NetNs>,
@@ -88,7 +101,9 @@ fn open_queue<K: TunTapKind>(
         None => TunTapDevice::<K>::open(&cfg),
     }
     .map_err(|e| fail(&what, e))?;
-    let accepted = dev.negotiate_offload(opts.offloads).map_err(|e| fail(&what, e))?;
+    let mut dev = dev;
+    let wanted = if K::MEDIUM == Medium::Ip { opts.offloads & !TUN_F_UDP_TUNNEL } else { opts.offloads };
+    let accepted = dev.negotiate_offload(wanted).map_err(|e| fail(&what, e))?;
     dev.set_nonblocking(true).map_err(|e| fail(&what, e))?;
     Ok((dev, accepted))
 }
@@ -140,7 +155,7 @@ impl<K: TunTapKind> IoPortDriver<TunTapDevice<K>> {
     ///
     /// # Errors
     /// `TUNSETOFFLOAD` or `fcntl` failing.
-    pub fn from_tap(tap: TunTapDevice<K>, wanted: u32) -> Result<IoPortDriver<TunTapDevice<K>>, DriverError> {
+    pub fn from_tap(mut tap: TunTapDevice<K>, wanted: u32) -> Result<IoPortDriver<TunTapDevice<K>>, DriverError> {
         let what = format!("{} {}", K::NAME.to_ascii_uppercase(), tap.name());
         let accepted = tap.negotiate_offload(wanted).map_err(|e| io_driver_error(&what, e))?;
         tap.set_nonblocking(true).map_err(|e| io_driver_error(&what, e))?;
@@ -165,6 +180,14 @@ pub fn tap_features(accepted: u32) -> NetdevFeatures {
         }
         if accepted & (TUN_F_USO4 | TUN_F_USO6) == TUN_F_USO4 | TUN_F_USO6 {
             f = f | NetdevFeatures::GSO_UDP_L4;
+        }
+        // The kernel takes the tunnel flags only with a plain GSO flag, so
+        // an accepted one means tunnel superpackets of TCP or UDP inside.
+        if accepted & TUN_F_UDP_TUNNEL_GSO != 0 {
+            f = f | NetdevFeatures::GSO_UDP_TUNNEL;
+            if accepted & TUN_F_UDP_TUNNEL_GSO_CSUM != 0 {
+                f = f | NetdevFeatures::GSO_UDP_TUNNEL_CSUM;
+            }
         }
     }
     f

@@ -34,7 +34,9 @@ use crate::io::pv::proto as pv_proto;
 #[cfg(feature = "pv")]
 use crate::io::pv::ring::MAX_RING as PV_MAX_RING;
 #[cfg(any(feature = "tap", feature = "tun"))]
-use crate::io::tuntap::{TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_USO4, TUN_F_USO6};
+use crate::io::tuntap::{
+    TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_UDP_TUNNEL, TUN_F_UDP_TUNNEL_GSO, TUN_F_USO4, TUN_F_USO6,
+};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -527,11 +529,13 @@ impl DriverContext<'_> {
                     "tso6" => TUN_F_TSO6,
                     "tso-ecn" => TUN_F_TSO_ECN,
                     "uso" => TUN_F_USO4 | TUN_F_USO6,
+                    "udp-tunnel" => TUN_F_UDP_TUNNEL_GSO,
+                    "udp-tunnel-csum" => TUN_F_UDP_TUNNEL,
                     other => {
                         return Err(self.err(
                             &name.span(),
                             format!(
-                                "unknown {} offload `{other}` (csum, tso4, tso6, tso-ecn, uso)",
+                                "unknown {} offload `{other}` (csum, tso4, tso6, tso-ecn, uso, udp-tunnel, udp-tunnel-csum)",
                                 kind.to_ascii_uppercase()
                             ),
                         ));
