@@ -816,8 +816,7 @@ fn qinq_superpacket_crosses_veth_whole() {
     }
     let ns = quiet_ns(PREFIX);
     ns.add_veth("spq1", "spq2", Some(1600)).unwrap();
-    ns.link_up("spq1").unwrap();
-    ns.link_up("spq2").unwrap();
+    common::links_up_and_running(&ns, &["spq1", "spq2"]);
     let mut cap = PacketSocket::open_in(&ns, "spq2", &capture_cfg()).unwrap();
     let mut tx = PacketSocket::open_in(&ns, "spq1", &PacketSocketConfig::default()).unwrap();
     let qinq = |transport, v6| {

@@ -49,6 +49,21 @@ pub fn quiet_ns(prefix: &str) -> NetNs {
     ns
 }
 
+/// Sets `devs` up and waits (at most 5 s) until each is operational: the
+/// kernel activates a link's queue from its link-watch work, up to a second
+/// after the netlink request, and drops what is sent before that.
+#[allow(dead_code)]
+pub fn links_up_and_running(ns: &NetNs, devs: &[&str]) {
+    for dev in devs {
+        ns.link_up(dev).unwrap_or_else(|e| panic!("link {dev} up: {e}"));
+    }
+    let t0 = std::time::Instant::now();
+    while !devs.iter().all(|d| ns.link_state(d).is_ok_and(|s| s.oper_up)) {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{devs:?} not running after 5 s");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
 /// Whether the Wireshark command-line `tools` (e.g. `tshark`) are installed:
 /// panics with a clear message if one is missing, unless
 /// `SUPERPACKET_SKIP_TSHARK=1` (then prints a skip note and returns `false`).
