@@ -17,7 +17,7 @@ use superpacket::packet::virtio::VirtioNetHdr;
 
 /// The `TUN_F_*` offloads a TAP (or TUN) port asks for: checksum, TSO,
 /// USO and UDP tunnel GSO with and without the outer checksum (a TAP only:
-/// a TUN never asks for the tunnel flags, see [`open_queue`]). A kernel that
+/// a TUN never asks for the tunnel flags, see `open_queue`). A kernel that
 /// refuses the tunnel flags (before 6.17) leaves the port as before: 10-byte
 /// header, tunnel superpackets segmented before they reach it.
 pub const TAP_OFFLOADS: u32 =
