@@ -693,15 +693,23 @@ impl VhostUserDriver {
     /// Sends what waits in the backlog, as long as the guest has room;
     /// with frames left, kicks on the receive queue stay enabled so the
     /// guest wakes the worker when it adds buffers.
+    ///
+    /// A frame that finds too few buffers is tried again only if the guest
+    /// added buffers since the attempt (its available index moved): a guest
+    /// that offers fewer buffers than a superpacket needs and then adds
+    /// none (stuck, or gone mid-transfer) must not keep the worker copying
+    /// the same frame into the same buffers forever.
     fn drain_backlog(&mut self) {
         while let Some(p) = self.backlog.pop_front() {
             let len = p.total_len();
+            let before = self.rx_avail_idx();
             match self.place(&p.meta, p.linear(), p.all_chunks(), len) {
                 Ok(()) => {}
                 Err(Place::Drop(r)) => self.drop_n(r, 1),
                 Err(Place::NoRoom) => {
                     self.backlog.push_front(p);
-                    if self.enable_rx_kicks() {
+                    self.enable_rx_kicks();
+                    if before.is_some() && self.rx_avail_idx() != before {
                         continue;
                     }
                     return;
@@ -714,6 +722,18 @@ impl VhostUserDriver {
             }
             self.rx_kicks_on = false;
         }
+    }
+
+    /// The guest's available index of the receive queue (`None` without
+    /// a usable one).
+    fn rx_avail_idx(&self) -> Option<u16> {
+        let a = self.active.as_ref()?;
+        let st = a.rx.get_ref();
+        let q = st.get_queue();
+        if !q.ready() {
+            return None;
+        }
+        q.avail_idx(&*a.mem.memory(), Ordering::Acquire).ok().map(|w| w.0)
     }
 
     /// Enables kicks on the receive queue; true if buffers arrived meanwhile.

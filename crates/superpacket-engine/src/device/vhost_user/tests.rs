@@ -254,6 +254,23 @@ fn a_frames_chains_are_published_together_and_notified_per_event_idx() {
     assert_eq!(virtq::publish_used(&mut q, &m, &[(SIZE, 1)]), Err(QueueFault::Address));
 }
 
+/// A frame that every buffer of the ring cannot hold is refused, not
+/// waited for (the guest cannot ever offer more).
+#[test]
+fn a_frame_larger_than_the_whole_ring_is_too_big() {
+    let m = mem();
+    let mut q = queue(&m);
+    let heads: Vec<u16> = (0..SIZE).collect();
+    for &i in &heads {
+        desc(&m, i, 0x4000 + 0x100 * u64::from(i), 100, F_WRITE, 0);
+    }
+    offer(&m, &heads);
+    let frame = [3u8; 2000];
+    let r = virtq::push_rx(&mut q, &m, &[0u8; 12], std::iter::once(&frame[..]), 2000, true);
+    assert_eq!(r, Err(RxRefused::TooBig));
+    assert_eq!((q.next_avail(), used_idx(&m)), (0, 0));
+}
+
 /// A receive chain of more descriptors than are counted can only end a
 /// frame (every chain but the last must be filled to its full length).
 #[test]

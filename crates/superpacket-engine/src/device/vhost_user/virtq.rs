@@ -244,7 +244,9 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
             Ok(Some(c)) => c,
             Ok(None) => {
                 give_back(q, nused);
-                return Err(RxRefused::NoRoom);
+                // Every buffer of the ring was not enough: waiting for more
+                // would wait forever.
+                return Err(if nused >= usize::from(q.size()) { RxRefused::TooBig } else { RxRefused::NoRoom });
             }
             Err(f) => return Err(RxRefused::Fault(f)),
         };
