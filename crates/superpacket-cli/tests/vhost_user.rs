@@ -425,6 +425,226 @@ ports = ["vp", "ta", "tb"]
     assert!(out.contains("Bye"), "{out}");
 }
 
+/// Superpackets both ways through testpmd's checksum forwarding engine
+/// with LRO and TSO (`--rx-offloads=0x2018`: TCP checksum, LRO, scatter;
+/// `csum set tcp hw`, `tso set 1448`). A's kernel hands its TAP TCP
+/// superpackets; testpmd acked `GUEST_TSO4`, so the engine places them
+/// whole in testpmd's receive queue, spread over merged 2 KiB buffers
+/// (`num_buffers`); testpmd's csum engine sends each back as one TSO
+/// superpacket (`HOST_TSO4`: `gso_type` TCPV4, `gso_size` 1448), which the
+/// engine hands B's TAP whole, and B's kernel takes it. 16 MiB arrive whole
+/// and in order.
+#[test]
+fn kernel_tcp_superpackets_cross_testpmd_whole_both_ways() {
+    const TEST: &str = "kernel_tcp_superpackets_cross_testpmd_whole_both_ways";
+    if !privileged(TEST) || !testpmd_available(TEST) {
+        return;
+    }
+    use fnv::digest;
+    let dir = topology_dir();
+    let sock = dir.path().join("v.sock");
+    let (na, nb) = (quiet_ns("spvla"), quiet_ns("spvlb"));
+    let id = std::process::id() % 10_000;
+    let (ta, tb) = (format!("spvla{id}"), format!("spvlb{id}"));
+    let topology = format!(
+        r#"
+[[device]]
+name = "vp"
+kind = "port"
+driver = {{ kind = "vhost-user", socket = "{}" }}
+[[device]]
+name = "ta"
+kind = "port"
+driver = {{ kind = "tap", name = "{ta}", netns = "{}" }}
+[[device]]
+name = "tb"
+kind = "port"
+driver = {{ kind = "tap", name = "{tb}", netns = "{}" }}
+[[device]]
+name = "br0"
+kind = "bridge"
+ports = ["vp", "ta", "tb"]
+"#,
+        sock.display(),
+        na.name(),
+        nb.name()
+    );
+    let engine = Running::start(&topology);
+    na.add_addr(&ta, "10.97.0.1/24").unwrap();
+    nb.add_addr(&tb, "10.97.0.2/24").unwrap();
+    const PMD_MAC: &str = "02:5e:00:00:00:0f";
+    const PMD_MAC_BYTES: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x0f];
+    na.replace_neighbour(&ta, "10.97.0.2", PMD_MAC_BYTES).unwrap();
+    let tb_mac = nb.read_sysfs(&tb, "address").unwrap().trim().to_string();
+    let mut pmd = Testpmd::start(
+        dir.path(),
+        "lro",
+        &sock,
+        &format!(",mac={PMD_MAC}"),
+        &["--forward-mode=csum", "--rx-offloads=0x2018", &format!("--eth-peer=0,{tb_mac}")],
+    );
+    for c in ["port stop 0", "csum set tcp hw 0", "tso set 1448 0", "port start 0", "start"] {
+        pmd.cmd(c);
+    }
+    wait_stats(&engine, "testpmd connected", |s| counter(s, "vp", "driver.connected") == 1);
+    let listener = nb.enter_scoped(|| std::net::TcpListener::bind("10.97.0.2:5001").unwrap()).unwrap();
+    let data: Vec<u8> = (0..16u32 << 20).map(|i| (i.wrapping_mul(13) % 251) as u8).collect();
+    let server = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        got
+    });
+    let mut client = na
+        .enter_scoped(|| {
+            std::net::TcpStream::connect_timeout(&"10.97.0.2:5001".parse().unwrap(), Duration::from_secs(5))
+        })
+        .unwrap()
+        .expect("connect through testpmd");
+    client.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+    client.write_all(&data).unwrap();
+    drop(client);
+    let got = server.join().unwrap();
+    assert_eq!(got.len(), data.len(), "{:#}\n{}", engine.stats(), pmd.output());
+    // The counters reach the stats socket a moment later.
+    let s = wait_stats(&engine, "the engine counted the transfer", |s| {
+        let n = data.len() as u64;
+        counter(s, "vp", "driver.tx_bytes") > n && counter(s, "vp", "driver.rx_bytes") > n
+    });
+    assert_eq!(digest(&got), digest(&data), "the bytes B received differ from A's");
+    eprintln!(
+        "to testpmd: {} frames, {} superpackets, {} buffers; from testpmd: {} frames, {} superpackets; B's TAP: {} superpackets",
+        counter(&s, "vp", "driver.tx_frames"),
+        counter(&s, "vp", "driver.tx_superpackets"),
+        counter(&s, "vp", "driver.tx_buffers"),
+        counter(&s, "vp", "driver.rx_frames"),
+        counter(&s, "vp", "driver.rx_superpackets"),
+        counter(&s, "tb", "tx_superpackets"),
+    );
+    let acked = counter(&s, "vp", "driver.features");
+    assert_ne!(acked & (1 << 7), 0, "testpmd with LRO acks GUEST_TSO4: {acked:#x}");
+    assert_ne!(acked & (1 << 11), 0, "testpmd with TSO acks HOST_TSO4: {acked:#x}");
+    assert!(counter(&s, "ta", "rx_superpackets") > 0, "A's kernel sent superpackets: {s:#}");
+    // Kernel -> testpmd whole: superpackets over several merged buffers.
+    let (placed, sp, bufs) = (
+        counter(&s, "vp", "driver.tx_frames"),
+        counter(&s, "vp", "driver.tx_superpackets"),
+        counter(&s, "vp", "driver.tx_buffers"),
+    );
+    assert!(sp > 0 && bufs > placed, "superpackets whole to testpmd: {s:#}");
+    assert_eq!(counter(&s, "vp", "segments_produced"), 0, "nothing segmented before testpmd: {s:#}");
+    // testpmd -> kernel whole: TSO superpackets in, whole out of B's TAP.
+    assert!(counter(&s, "vp", "driver.rx_superpackets") > 0, "testpmd sent TSO superpackets: {s:#}");
+    assert!(counter(&s, "tb", "tx_superpackets") > 0, "B's TAP took superpackets whole: {s:#}");
+    assert_eq!(counter(&s, "tb", "segments_produced"), 0, "{s:#}");
+    assert_eq!(counter(&s, "vp", "driver.queue_stopped"), 0, "{s:#}");
+    pmd.cmd("stop");
+    let out = pmd.quit();
+    assert!(out.contains("Bye"), "{out}");
+}
+
+/// A frontend that dies mid-transfer: testpmd (checksum engine, LRO and
+/// TSO, between namespaces A and B) killed while A streams TCP at B, its
+/// receive queue likely holding fewer buffers than the next superpacket
+/// needs. The engine sees it go, drops what waited for it and stops on
+/// SIGTERM. (It once spun copying the same superpacket into the same few
+/// buffers, deaf to SIGTERM.)
+#[test]
+fn a_frontend_killed_mid_superpacket_stream_leaves_the_engine_responsive() {
+    const TEST: &str = "a_frontend_killed_mid_superpacket_stream_leaves_the_engine_responsive";
+    if !privileged(TEST) || !testpmd_available(TEST) {
+        return;
+    }
+    let dir = topology_dir();
+    let sock = dir.path().join("v.sock");
+    let (na, nb) = (quiet_ns("spvka"), quiet_ns("spvkb"));
+    let id = std::process::id() % 10_000;
+    let (ta, tb) = (format!("spvka{id}"), format!("spvkb{id}"));
+    let topology = format!(
+        r#"
+[[device]]
+name = "vp"
+kind = "port"
+driver = {{ kind = "vhost-user", socket = "{}" }}
+[[device]]
+name = "ta"
+kind = "port"
+driver = {{ kind = "tap", name = "{ta}", netns = "{}" }}
+[[device]]
+name = "tb"
+kind = "port"
+driver = {{ kind = "tap", name = "{tb}", netns = "{}" }}
+[[device]]
+name = "br0"
+kind = "bridge"
+ports = ["vp", "ta", "tb"]
+"#,
+        sock.display(),
+        na.name(),
+        nb.name()
+    );
+    let engine = Running::start(&topology);
+    na.add_addr(&ta, "10.96.0.1/24").unwrap();
+    nb.add_addr(&tb, "10.96.0.2/24").unwrap();
+    const PMD_MAC_BYTES: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x10];
+    na.replace_neighbour(&ta, "10.96.0.2", PMD_MAC_BYTES).unwrap();
+    let tb_mac = nb.read_sysfs(&tb, "address").unwrap().trim().to_string();
+    let mut pmd = Testpmd::start(
+        dir.path(),
+        "kill",
+        &sock,
+        ",mac=02:5e:00:00:00:10",
+        &["--forward-mode=csum", "--rx-offloads=0x2018", &format!("--eth-peer=0,{tb_mac}")],
+    );
+    for c in ["port stop 0", "csum set tcp hw 0", "tso set 1448 0", "port start 0", "start"] {
+        pmd.cmd(c);
+    }
+    wait_stats(&engine, "testpmd connected", |s| counter(s, "vp", "driver.connected") == 1);
+    let listener = nb.enter_scoped(|| std::net::TcpListener::bind("10.96.0.2:5001").unwrap()).unwrap();
+    let server = std::thread::spawn(move || {
+        use std::io::Read;
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+        let mut buf = vec![0u8; 1 << 16];
+        while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
+    });
+    let mut client = na
+        .enter_scoped(|| {
+            std::net::TcpStream::connect_timeout(&"10.96.0.2:5001".parse().unwrap(), Duration::from_secs(5))
+        })
+        .unwrap()
+        .expect("connect through testpmd");
+    client.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+    let writer = std::thread::spawn(move || {
+        let buf = vec![0x5a; 1 << 20];
+        while client.write_all(&buf).is_ok() {}
+    });
+    wait_stats(&engine, "superpackets reached testpmd", |s| counter(s, "vp", "driver.tx_superpackets") > 50);
+    // SIGKILL to testpmd's PID (Drop of a Testpmd whose child runs).
+    drop(pmd);
+    wait_stats(&engine, "the engine saw testpmd go", |s| counter(s, "vp", "driver.detaches") == 1);
+    writer.join().unwrap();
+    server.join().unwrap();
+    let s = engine.stats();
+    assert_eq!(counter(&s, "vp", "driver.connected"), 0, "{s:#}");
+    // SIGTERM stops it within 10 s (a spinning worker would not).
+    let pid = engine.pid().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(engine.stop());
+    });
+    match rx.recv_timeout(Duration::from_secs(10)) {
+        Ok((code, err)) => assert_eq!(code, Some(0), "{err}"),
+        Err(_) => {
+            // SAFETY: kill with the PID of the engine this test started.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+            panic!("the engine ignored SIGTERM after its frontend died");
+        }
+    }
+}
+
 /// A digest without a crypto dependency: FNV-1a over 64-bit words and the
 /// length (the test compares a 4 MiB stream with its copy).
 mod fnv {

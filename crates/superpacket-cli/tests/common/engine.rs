@@ -45,6 +45,12 @@ impl Running {
     }
 
     /// SIGTERM; returns (exit code, stderr).
+    /// The engine's PID (while it runs).
+    #[allow(dead_code)]
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(std::process::Child::id)
+    }
+
     pub fn stop(mut self) -> (Option<i32>, String) {
         let child = self.child.take().unwrap();
         // SAFETY: kill with the PID of a child this test started and has not reaped.

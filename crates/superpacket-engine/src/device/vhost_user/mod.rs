@@ -284,6 +284,9 @@ pub struct VhostUserDriver {
     rx_kicks_on: bool,
     signal_rx: bool,
     signal_tx: bool,
+    /// The receive queue's used index when the guest was last considered
+    /// for a notification (`None`: not yet on this connection).
+    rx_signalled: Option<u16>,
     scratch: Vec<u8>,
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
@@ -376,6 +379,7 @@ impl VhostUserDriver {
             rx_kicks_on: true,
             signal_rx: false,
             signal_tx: false,
+            rx_signalled: None,
             scratch: vec![0; TX_BUF],
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
@@ -451,6 +455,7 @@ impl VhostUserDriver {
             self.rx_kicks_on = true;
             self.signal_rx = false;
             self.signal_tx = false;
+            self.rx_signalled = None;
             let n = self.backlog.len() as u64;
             if n > 0 && next.is_none() {
                 self.backlog.clear();
@@ -579,8 +584,33 @@ impl VhostUserDriver {
     /// Notifies the guest of used buffers on queue `which` if it wants to be.
     fn signal(&mut self, which: usize) {
         let Some(a) = &self.active else { return };
-        let vr = if which == 0 { &a.rx } else { &a.tx };
-        let mut st = vr.get_mut();
+        if which == 0 {
+            // The receive queue's used entries are published by
+            // `virtq::publish_used`, not `add_used`: the EVENT_IDX check is ours.
+            let st = a.rx.get_ref();
+            let mem = a.mem.memory();
+            let q = st.get_queue();
+            let now = q.next_used();
+            let want = match self.rx_signalled {
+                None => Ok(true),
+                Some(since) => virtq::wants_notification(q, &*mem, since),
+            };
+            self.rx_signalled = Some(now);
+            match want {
+                Ok(true) => {
+                    if st.signal_used_queue().is_ok() {
+                        self.stats.calls_sent += 1;
+                    }
+                }
+                Ok(false) => {}
+                Err(f) => {
+                    drop(st);
+                    self.stop_queue(0, f);
+                }
+            }
+            return;
+        }
+        let mut st = a.tx.get_mut();
         if matches!(st.needs_notification(), Ok(true)) && st.signal_used_queue().is_ok() {
             self.stats.calls_sent += 1;
         }
@@ -663,15 +693,23 @@ impl VhostUserDriver {
     /// Sends what waits in the backlog, as long as the guest has room;
     /// with frames left, kicks on the receive queue stay enabled so the
     /// guest wakes the worker when it adds buffers.
+    ///
+    /// A frame that finds too few buffers is tried again only if the guest
+    /// added buffers since the attempt (its available index moved): a guest
+    /// that offers fewer buffers than a superpacket needs and then adds
+    /// none (stuck, or gone mid-transfer) must not keep the worker copying
+    /// the same frame into the same buffers forever.
     fn drain_backlog(&mut self) {
         while let Some(p) = self.backlog.pop_front() {
             let len = p.total_len();
+            let before = self.rx_avail_idx();
             match self.place(&p.meta, p.linear(), p.all_chunks(), len) {
                 Ok(()) => {}
                 Err(Place::Drop(r)) => self.drop_n(r, 1),
                 Err(Place::NoRoom) => {
                     self.backlog.push_front(p);
-                    if self.enable_rx_kicks() {
+                    self.enable_rx_kicks();
+                    if before.is_some() && self.rx_avail_idx() != before {
                         continue;
                     }
                     return;
@@ -684,6 +722,18 @@ impl VhostUserDriver {
             }
             self.rx_kicks_on = false;
         }
+    }
+
+    /// The guest's available index of the receive queue (`None` without
+    /// a usable one).
+    fn rx_avail_idx(&self) -> Option<u16> {
+        let a = self.active.as_ref()?;
+        let st = a.rx.get_ref();
+        let q = st.get_queue();
+        if !q.ready() {
+            return None;
+        }
+        q.avail_idx(&*a.mem.memory(), Ordering::Acquire).ok().map(|w| w.0)
     }
 
     /// Enables kicks on the receive queue; true if buffers arrived meanwhile.

@@ -216,6 +216,84 @@ fn mergeable_buffers_carry_a_frame_over_several_chains() {
     assert_eq!(used_idx(&m), 4);
 }
 
+/// A frame over several chains is announced with one used-index store
+/// (virtio 1.2, 5.1.6.4.2: "use all buffers used by a single receive packet
+/// together"); the guest is notified per `EVENT_IDX` of the receive queue.
+#[test]
+fn a_frames_chains_are_published_together_and_notified_per_event_idx() {
+    let m = mem();
+    let mut q = queue(&m);
+    for i in 0..8u16 {
+        desc(&m, i, 0x4000 + 0x100 * u64::from(i), 100, F_WRITE, 0);
+    }
+    offer(&m, &[0, 1, 2, 3, 4, 5, 6, 7]);
+    let hdr = [0u8; 12];
+    let frame = [7u8; 388];
+    let placed = virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 388, true).unwrap();
+    assert_eq!(placed.chains, 4);
+    assert_eq!((used_idx(&m), q.next_used()), (4, 4));
+    for i in 0..4 {
+        assert_eq!(used_elem(&m, i), (i as u32, 100));
+    }
+    // Without EVENT_IDX: always, once something was used since.
+    assert!(virtq::wants_notification(&q, &m, 0).unwrap());
+    assert!(!virtq::wants_notification(&q, &m, 4).unwrap());
+    // With it: only if used_event lies in [since, next_used).
+    q.set_event_idx(true);
+    let used_event = GuestAddress(AVAIL + 4 + 2 * u64::from(SIZE));
+    for (event, since, want) in [(0u16, 0u16, true), (3, 0, true), (4, 0, false), (2, 3, false), (3, 3, true)] {
+        m.write_obj(event.to_le(), used_event).unwrap();
+        assert_eq!(virtq::wants_notification(&q, &m, since).unwrap(), want, "used_event {event}, since {since}");
+    }
+    // A used ring the guest moved outside its memory is a fault, not a panic.
+    q.set_next_used(0);
+    let mut bad = Queue::new(SIZE).unwrap();
+    bad.set_size(SIZE);
+    bad.try_set_used_ring_address(GuestAddress(MEM as u64 - 4)).unwrap();
+    assert_eq!(virtq::publish_used(&mut bad, &m, &[(0, 1)]), Err(QueueFault::Address));
+    assert_eq!(virtq::publish_used(&mut q, &m, &[(SIZE, 1)]), Err(QueueFault::Address));
+}
+
+/// A frame that every buffer of the ring cannot hold is refused, not
+/// waited for (the guest cannot ever offer more).
+#[test]
+fn a_frame_larger_than_the_whole_ring_is_too_big() {
+    let m = mem();
+    let mut q = queue(&m);
+    let heads: Vec<u16> = (0..SIZE).collect();
+    for &i in &heads {
+        desc(&m, i, 0x4000 + 0x100 * u64::from(i), 100, F_WRITE, 0);
+    }
+    offer(&m, &heads);
+    let frame = [3u8; 2000];
+    let r = virtq::push_rx(&mut q, &m, &[0u8; 12], std::iter::once(&frame[..]), 2000, true);
+    assert_eq!(r, Err(RxRefused::TooBig));
+    assert_eq!((q.next_avail(), used_idx(&m)), (0, 0));
+}
+
+/// A receive chain of more descriptors than are counted can only end a
+/// frame (every chain but the last must be filled to its full length).
+#[test]
+fn a_chain_with_uncounted_descriptors_only_ends_a_frame() {
+    const TABLE: u64 = 0x6000;
+    let m = mem();
+    let mut q = queue(&m);
+    // 70 descriptors of 4 bytes in an indirect table: 64 are counted (256 bytes).
+    for i in 0..70u16 {
+        let next = if i < 69 { F_NEXT } else { 0 };
+        desc_at(&m, TABLE, i, 0x8000 + 4 * u64::from(i), 4, F_WRITE | next, i + 1);
+    }
+    desc(&m, 0, TABLE, 70 * 16, F_INDIRECT, 0);
+    desc(&m, 1, 0x4000, 2000, F_WRITE, 0);
+    offer(&m, &[0, 1]);
+    let hdr = [0u8; 12];
+    let frame = [1u8; 400];
+    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 400, true), Err(RxRefused::TooBig));
+    assert_eq!((q.next_avail(), used_idx(&m)), (0, 0));
+    let placed = virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..200]), 200, true).unwrap();
+    assert_eq!((placed.chains, used_elem(&m, 0)), (1, (0, 212)));
+}
+
 #[test]
 fn hostile_receive_chains_stop_the_queue() {
     let hdr = [0u8; 12];

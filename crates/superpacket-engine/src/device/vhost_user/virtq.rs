@@ -28,7 +28,10 @@ use vm_memory::{Address, Bytes, GuestAddress, GuestMemory};
 pub const MAX_RX_CHAINS: usize = 128;
 
 /// Most writable descriptors of one receive chain that are used; the rest
-/// of a longer chain is left unwritten (its capacity is not counted).
+/// of a longer chain is left unwritten (its capacity is not counted), so
+/// such a chain can only be the last of a frame (virtio wants every chain
+/// but the last filled to its full length): a frame that would need more
+/// is refused ([`RxRefused::TooBig`]).
 const MAX_RX_DESCS: usize = 64;
 
 /// Something the guest did to a queue that stops it.
@@ -171,11 +174,14 @@ struct RxChainBufs {
     head: u16,
     bufs: [(GuestAddress, u32); MAX_RX_DESCS],
     n: usize,
+    /// The chain had more than [`MAX_RX_DESCS`] descriptors.
+    capped: bool,
 }
 
 fn rx_chain<M: GuestMemory>(q: &mut Queue, mem: &M) -> Result<Option<RxChainBufs>, QueueFault> {
     let Some(chain) = next_head(q, mem)? else { return Ok(None) };
-    let mut c = RxChainBufs { head: chain.head_index(), bufs: [(GuestAddress(0), 0); MAX_RX_DESCS], n: 0 };
+    let mut c =
+        RxChainBufs { head: chain.head_index(), bufs: [(GuestAddress(0), 0); MAX_RX_DESCS], n: 0, capped: false };
     let (mut descs, mut last_next) = (0usize, true);
     for d in chain {
         descs += 1;
@@ -189,6 +195,8 @@ fn rx_chain<M: GuestMemory>(q: &mut Queue, mem: &M) -> Result<Option<RxChainBufs
         if c.n < MAX_RX_DESCS {
             c.bufs[c.n] = (d.addr(), d.len());
             c.n += 1;
+        } else {
+            c.capped = true;
         }
     }
     if descs == 0 || last_next {
@@ -236,7 +244,9 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
             Ok(Some(c)) => c,
             Ok(None) => {
                 give_back(q, nused);
-                return Err(RxRefused::NoRoom);
+                // Every buffer of the ring was not enough: waiting for more
+                // would wait forever.
+                return Err(if nused >= usize::from(q.size()) { RxRefused::TooBig } else { RxRefused::NoRoom });
             }
             Err(f) => return Err(RxRefused::Fault(f)),
         };
@@ -267,9 +277,10 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
         }
         used[nused] = (chain.head, in_chain);
         nused += 1;
-        if in_chain == 0 {
+        if in_chain == 0 || (chain.capped && written < need) {
             // A chain without room (zero-length buffers): refuse the frame
-            // rather than spin on it.
+            // rather than spin on it. A chain with uncounted descriptors
+            // would not be the last one, and not be used to its full length.
             give_back(q, nused);
             return Err(RxRefused::TooBig);
         }
@@ -279,8 +290,77 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
         mem.write_slice(&nb[..1], lo).map_err(|_| QueueFault::Address)?;
         mem.write_slice(&nb[1..], hi).map_err(|_| QueueFault::Address)?;
     }
-    for &(head, n) in &used[..nused] {
-        complete(q, mem, head, n)?;
-    }
+    publish_used(q, mem, &used[..nused])?;
     Ok(RxPlaced { chains: nused, bytes: written })
+}
+
+/// Puts `chains` (head, bytes written) in the used ring and then moves the
+/// used index past all of them with one release store: the guest sees
+/// every buffer of a frame used at once, never the first few.
+///
+/// Virtio 1.2, 5.1.6.4.2 (device requirements, processing of incoming
+/// packets): "The device MUST use all buffers used by a single receive
+/// packet together, such that at least `num_buffers` are observed by driver
+/// as used." `virtio-queue`'s `add_used` stores the used index after every
+/// element, so a frame over 34 chains was published 34 times; DPDK 22.11's
+/// `virtio_recv_mergeable_pkts`, finding fewer used entries than
+/// `num_buffers`, frees the head ("No enough segments for packet") and
+/// takes the next chains for heads of new frames: their payload bytes read
+/// as a `virtio_net_hdr` sent it into a software checksum over about 4 GB.
+///
+/// # Errors
+/// [`QueueFault::Address`]: the used ring is outside guest memory (or a
+/// head index outside the queue).
+pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
+    let size = q.size();
+    if size == 0 {
+        return Err(QueueFault::Address);
+    }
+    let ring = GuestAddress(q.used_ring());
+    let mut next = std::num::Wrapping(q.next_used());
+    for &(head, len) in chains {
+        if head >= size {
+            return Err(QueueFault::Address);
+        }
+        // struct virtq_used_elem { le32 id; le32 len; } after flags and idx.
+        let at = ring.checked_add(4 + 8 * u64::from(next.0 % size)).ok_or(QueueFault::Address)?;
+        let mut elem = [0u8; 8];
+        elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
+        elem[4..].copy_from_slice(&len.to_le_bytes());
+        mem.write_slice(&elem, at).map_err(|_| QueueFault::Address)?;
+        next += std::num::Wrapping(1);
+    }
+    let idx = ring.checked_add(2).ok_or(QueueFault::Address)?;
+    // Release: the frame's bytes and the used elements are visible before
+    // the index that announces them.
+    mem.store(next.0.to_le(), idx, Ordering::Release).map_err(|_| QueueFault::Address)?;
+    q.set_next_used(next.0);
+    Ok(())
+}
+
+/// Whether the guest wants a notification for the used entries published
+/// since `since` (the used index at the last check), honouring
+/// `VIRTIO_RING_F_EVENT_IDX` (virtio 1.2, 2.7.10): with it, only when
+/// `used_event` was passed; without it, always (the
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT` flag is a hint the crates ignore too).
+/// Used for the receive queue, whose entries [`publish_used`] writes
+/// itself, so `virtio-queue`'s own count of added entries does not see them.
+///
+/// # Errors
+/// [`QueueFault::Address`]: the available ring is outside guest memory.
+pub fn wants_notification<M: GuestMemory>(q: &Queue, mem: &M, since: u16) -> Result<bool, QueueFault> {
+    let new = q.next_used();
+    if new == since {
+        return Ok(false);
+    }
+    if !q.event_idx_enabled() {
+        return Ok(true);
+    }
+    // The used index stores before, the used_event load after.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    // used_event follows the available ring: flags, idx, ring[size].
+    let at = GuestAddress(q.avail_ring()).checked_add(4 + 2 * u64::from(q.size())).ok_or(QueueFault::Address)?;
+    let event = u16::from_le(mem.load::<u16>(at, Ordering::Acquire).map_err(|_| QueueFault::Address)?);
+    // vring_need_event(): event_idx in [old, new).
+    Ok(new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(since))
 }
