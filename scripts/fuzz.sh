@@ -3,7 +3,7 @@
 # crash, hang, leak or invariant failure. Installs what it needs (idempotent).
 # Usage: scripts/fuzz.sh [SECONDS_PER_TARGET]      (default 10; scripts/test.sh calls it)
 # On 2 cores: build about 2.5 min from scratch (plus 1.3 min to install cargo-fuzz
-# once), then 9 targets x 10 s.
+# once), then 10 targets x 10 s.
 #
 # Toolchain: cargo-fuzz needs unstable rustc flags (-Zsanitizer=address and
 # friends). CI has Rust stable only, so the stable compiler is used with
