@@ -134,6 +134,9 @@ struct Held {
     queues: usize,
     /// `TUN_F_*` flags to set again when the last of them goes.
     restore: Option<u32>,
+    /// The virtio_net_hdr size to set again then (a device that existed
+    /// before keeps its own).
+    restore_hdr_len: Option<usize>,
 }
 
 /// The devices this process holds, so that queues of one multi-queue device
@@ -298,9 +301,10 @@ impl<K: TunTapKind> TunTapDevice<K> {
             kind: PhantomData,
         };
         dev.register();
-        if layout != HdrLayout::Basic {
-            dev.set_vnet_hdr_len(layout.len())?;
-        }
+        // Always: the size is the device's, and a persistent device keeps
+        // what its previous user set (24 after UDP tunnel GSO), which would
+        // misframe every packet of a queue that assumes the default.
+        dev.set_vnet_hdr_len(layout.len())?;
         Ok(dev)
     }
 
@@ -314,7 +318,8 @@ impl<K: TunTapKind> TunTapDevice<K> {
             return;
         }
         let restore = if self.existed { self.netdev_offloads().ok() } else { None };
-        held.push(Held { key, queues: 1, restore });
+        let restore_hdr_len = if self.existed { self.vnet_hdr_len().ok() } else { None };
+        held.push(Held { key, queues: 1, restore, restore_hdr_len });
     }
 
     /// Makes the device persistent (`TUNSETPERSIST 1`: it stays when its
@@ -639,7 +644,7 @@ impl<K: TunTapKind> AsFd for TunTapDevice<K> {
 
 impl<K: TunTapKind> Drop for TunTapDevice<K> {
     /// The last queue of a device this process holds sets the remembered
-    /// offloads again (best effort: errors are ignored).
+    /// header size and offloads again (best effort: errors are ignored).
     fn drop(&mut self) {
         let Some(key) = self.key else { return };
         let restore = {
@@ -649,9 +654,14 @@ impl<K: TunTapKind> Drop for TunTapDevice<K> {
             if held[i].queues > 0 {
                 return;
             }
-            held.swap_remove(i).restore
+            let h = held.swap_remove(i);
+            (h.restore, h.restore_hdr_len)
         };
-        if let Some(flags) = restore {
+        // The size first: tunnel flags read with a 24-byte header only.
+        if let Some(len) = restore.1 {
+            let _ = self.set_vnet_hdr_len(len);
+        }
+        if let Some(flags) = restore.0 {
             let _ = self.set_offload(flags);
         }
     }
