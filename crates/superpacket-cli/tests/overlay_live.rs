@@ -198,8 +198,12 @@ fn overlay_example_carries_kernel_tcp_and_udp_both_ways_through_the_engine() {
     assert!(counter(router, "tx_superpackets") > 0, "router: {router}");
     if counter(u, "driver.udp_tunnel_gso") == 1 {
         assert!(counter(u, "tx_superpackets") > 0 && counter(u, "tx_segmented") == 0, "u: {u}");
-        // B's kernel hands its tunnel superpackets to the engine whole too.
+        // B's kernel hands its tunnel superpackets to the engine whole too,
+        // and they reach A's TAP whole: nothing is segmented on the way.
         assert!(counter(u, "rx_superpackets") > 0, "u: {u}");
+        let a = dev("a");
+        assert!(counter(a, "tx_superpackets") > 0 && counter(a, "tx_segmented") == 0, "a: {a}");
+        assert_eq!(counter(vx, "segments_produced") + counter(router, "segments_produced"), 0);
     } else {
         eprintln!("NOTE: this kernel refused UDP-tunnel GSO on the TAP: the engine segments before it");
         assert!(
