@@ -500,6 +500,18 @@ impl Graph {
         Ok(id)
     }
 
+    /// The UDP ports of the graph's tunnel devices with their protocol:
+    /// Linux's UDP tunnel sockets, which make GRO on any device coalesce
+    /// the datagrams to them on their inner flows (offload-rules 2.6). The
+    /// engine configures every port's GRO with them.
+    pub fn tunnel_ports(&self) -> Vec<(u16, superpacket::packet::TunnelKind)> {
+        let Some(r) = self.router() else { return Vec::new() };
+        r.udp_sockets
+            .iter()
+            .filter_map(|s| self.kind_as::<UdpTunnel>(s.dev).map(|t| (s.port, t.config().protocol)))
+            .collect()
+    }
+
     /// Adds a bond without slaves.
     ///
     /// # Errors

@@ -344,3 +344,60 @@ fn topology_builds_tunnels_and_names_mistakes() {
         assert!(e.contains(message), "{to:?}: {e}");
     }
 }
+
+/// The receive side end to end: VXLAN wire segments (what the peer's
+/// segmenter sends) go through GRO configured with the graph's tunnel
+/// ports, as the engine's workers configure it, and come out as one tunnel
+/// aggregate; the underlay port receives it, the router delivers it to the
+/// tunnel, which decapsulates it into one inner superpacket for port `a`,
+/// whose bytes are the original superpacket's.
+#[test]
+fn tunnel_gro_aggregate_is_decapsulated_whole() {
+    use superpacket::offload::gro::{Gro, GroConfig};
+    // The peer: a graph whose underlay port has neither tunnel GSO nor
+    // checksum offload segments and checksums in software (wire frames).
+    let mut peer = lab_with(TunnelKind::Vxlan, false, true, NetdevFeatures::SG);
+    let mut spec = FlowSpec::new(Transport::Tcp, false, 9);
+    spec.dst_mac = MacAddr([0x02, 0xbb, 0, 0, 0, 1]);
+    let sp = Flow::new(spec).superpacket(16 * 1350, 1350, TcpFlags::PSH).unwrap();
+    let inner = sp.to_vec();
+    peer.g.receive(peer.a, sp);
+    let wire = tx_of(&mut peer.g, peer.u);
+    assert_eq!(wire.len(), 16, "{:?}", peer.g.counters(peer.u));
+
+    // Us: the same lab, seen from the other end (addresses swapped).
+    let mut us = lab(TunnelKind::Vxlan, false, true);
+    let ports = us.g.tunnel_ports();
+    assert_eq!(ports, vec![(4789, TunnelKind::Vxlan)]);
+    let cfg = ports.into_iter().fold(GroConfig::forwarder(), |c, (p, k)| c.with_tunnel(p, k));
+    let mut gro = Gro::new(cfg);
+    let our_mac = us.g.device(us.u).mac.0;
+    for seg in &wire {
+        let mut f = seg.to_vec();
+        f[..6].copy_from_slice(&our_mac);
+        let (src, dst) = (f[26..30].to_vec(), f[30..34].to_vec());
+        f[26..30].copy_from_slice(&dst);
+        f[30..34].copy_from_slice(&src);
+        gro.receive_frame(&f);
+    }
+    gro.flush();
+    let agg: Vec<Packet> = gro.drain_delivered().collect();
+    assert_eq!(agg.len(), 1, "one tunnel aggregate: {:?}", gro.counters());
+    assert!(agg[0].meta.is_tunnel_gso(), "{:?}", agg[0].meta);
+    for p in agg {
+        us.g.receive(us.u, p);
+    }
+    let out = tx_of(&mut us.g, us.a);
+    assert_eq!(out.len(), 1, "vx: {:?}", us.g.counters(us.vx));
+    let p = &out[0];
+    assert!(p.meta.is_gso() && p.meta.encap.is_none(), "{:?}", p.meta);
+    assert!(!p.meta.gso_type.intersects(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM));
+    assert_eq!(p.meta.gso_size, 1350);
+    // Same bytes but the IPv4 ID (GRO keeps the first segment's) and the
+    // TCP checksum field (now the pseudo-header seed of a partial checksum).
+    let got = p.to_vec();
+    assert_eq!(got.len(), inner.len());
+    let doff = usize::from(inner[14 + 20 + 12] >> 4) * 4;
+    assert_eq!(got[14 + 20 + doff..], inner[14 + 20 + doff..], "payload");
+    assert_eq!(got[..18], inner[..18], "MACs, EtherType, IP start");
+}

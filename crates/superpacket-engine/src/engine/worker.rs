@@ -110,6 +110,9 @@ impl Worker {
         epoll.add(stop.as_fd().as_raw_fd(), STOP_TOKEN)?;
         let mut ports = Vec::new();
         let ids: Vec<DeviceId> = (0..graph.devices().len()).map(DeviceId).filter(|id| graph.is_port(*id)).collect();
+        // Tunnel devices are UDP tunnel sockets: every port's GRO coalesces
+        // their datagrams on the inner flow, as Linux's does.
+        let gro_cfg = graph.tunnel_ports().into_iter().fold(cfg.gro, |g, (port, kind)| g.with_tunnel(port, kind));
         for id in ids {
             let name = graph.device(id).name.clone();
             let fd = graph.port_driver_mut(id).and_then(|d| d.poll_fd());
@@ -117,7 +120,7 @@ impl Worker {
                 epoll.add(fd, ports.len() as u64)?;
             }
             // GRO sees what the driver reads: raw IP packets on a TUN port.
-            let gro = gro_ports.contains(&name).then(|| Gro::new(cfg.gro.with_medium(graph.device(id).medium)));
+            let gro = gro_ports.contains(&name).then(|| Gro::new(gro_cfg.with_medium(graph.device(id).medium)));
             ports.push(PortSlot { id, name, fd, gro, pending: true, gone: false, next_reopen: Instant::now() });
         }
         let now = Instant::now();
