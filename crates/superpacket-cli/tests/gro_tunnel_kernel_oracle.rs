@@ -112,7 +112,13 @@ fn ours(cfg: GroConfig, frames: &[Vec<u8>]) -> Vec<Seen> {
     let mut buf = Vec::new();
     g.drain_delivered()
         .map(|p| {
-            let meta = gro::capture_bytes(&p, Medium::Ethernet, &mut buf);
+            let mut meta = gro::capture_bytes(&p, Medium::Ethernet, &mut buf);
+            // The packet socket's 10/12-byte header (`virtio_net_hdr_from_skb`)
+            // carries a tunnel aggregate's inner type only: export ours so.
+            meta.gso_type = meta
+                .gso_type
+                .without(superpacket::packet::GsoType::UDP_TUNNEL | superpacket::packet::GsoType::UDP_TUNNEL_CSUM);
+            meta.encap = None;
             let hdr = raw_ip::export_hdr(&meta, &buf, Medium::Ethernet, true);
             Seen::from_hdr(&hdr, buf.clone())
         })
