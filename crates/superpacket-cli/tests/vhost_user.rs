@@ -324,33 +324,39 @@ ports = ["vp", "tap"]
     }
     pmd.cmd("stop");
     assert!(got >= 1000, "the kernel took {got} datagrams from testpmd");
-    let s = engine.stats_when(|s| counter(s, "vp", "driver.rx_frames") >= got);
+    let s = wait_stats(&engine, "the engine counted testpmd's frames", |s| counter(s, "vp", "driver.rx_frames") >= got);
     assert!(counter(&s, "vp", "driver.rx_frames") >= got, "{s:#}");
     assert_eq!(counter(&s, "vp", "driver.queue_stopped"), 0);
     let out = pmd.quit();
     assert!(out.contains("Bye"), "{out}");
 }
 
-/// Kernel TCP from namespace A to namespace B through testpmd's checksum
-/// forwarding engine (`csum set tcp hw`, `tso set 1448`): A's TAP hands the
-/// engine superpackets; testpmd did not ack `GUEST_TSO4`, so the engine
-/// segments (and checksums) before it, as a port without TSO; testpmd sends
-/// every segment back with a partial checksum (`NEEDS_CSUM`), which B's
-/// kernel completes. 4 MiB arrive whole and in order (an FNV-1a digest and the length compared).
-#[test]
-fn kernel_tcp_crosses_testpmds_checksum_engine_whole_and_correct() {
-    const TEST: &str = "kernel_tcp_crosses_testpmds_checksum_engine_whole_and_correct";
-    if !privileged(TEST) || !testpmd_available(TEST) {
-        return;
-    }
-    use fnv::digest;
-    let dir = topology_dir();
-    let sock = dir.path().join("v.sock");
-    let (na, nb) = (quiet_ns("spvta"), quiet_ns("spvtb"));
-    let id = std::process::id() % 10_000;
-    let (ta, tb) = (format!("spvta{id}"), format!("spvtb{id}"));
-    let topology = format!(
-        r#"
+/// Namespaces A and B, each behind a TAP of the engine, bridged with a
+/// vhost-user port whose frontend is testpmd's checksum forwarding engine
+/// (`csum set tcp hw`, `tso set 1448`) sending everything to B: A reaches
+/// B through testpmd (A's neighbour entry for B is testpmd's MAC), B
+/// answers A directly.
+struct CsumLab {
+    engine: Running,
+    pmd: Testpmd,
+    na: superpacket_engine::io::NetNs,
+    nb: superpacket_engine::io::NetNs,
+    /// B's address (10.`subnet`.0.2).
+    b_addr: String,
+    _dir: tempfile::TempDir,
+}
+
+impl CsumLab {
+    /// `tag` names the namespaces and TAPs, `subnet` the /24, `pmd_mac_last`
+    /// testpmd's MAC; `extra` are more testpmd arguments.
+    fn start(tag: &str, subnet: u8, pmd_mac_last: u8, extra: &[&str]) -> CsumLab {
+        let dir = topology_dir();
+        let sock = dir.path().join("v.sock");
+        let (na, nb) = (quiet_ns(&format!("{tag}a")), quiet_ns(&format!("{tag}b")));
+        let id = std::process::id() % 10_000;
+        let (ta, tb) = (format!("{tag}a{id}"), format!("{tag}b{id}"));
+        let topology = format!(
+            r#"
 [[device]]
 name = "vp"
 kind = "port"
@@ -368,52 +374,74 @@ name = "br0"
 kind = "bridge"
 ports = ["vp", "ta", "tb"]
 "#,
-        sock.display(),
-        na.name(),
-        nb.name()
-    );
-    let engine = Running::start(&topology);
-    na.add_addr(&ta, "10.98.0.1/24").unwrap();
-    nb.add_addr(&tb, "10.98.0.2/24").unwrap();
-    const PMD_MAC: &str = "02:5e:00:00:00:0e";
-    const PMD_MAC_BYTES: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x0e];
-    // A reaches B through testpmd; B answers A directly.
-    na.replace_neighbour(&ta, "10.98.0.2", PMD_MAC_BYTES).unwrap();
-    let tb_mac = nb.read_sysfs(&tb, "address").unwrap().trim().to_string();
-    let mut pmd = Testpmd::start(
-        dir.path(),
-        "csum",
-        &sock,
-        &format!(",mac={PMD_MAC}"),
-        &["--forward-mode=csum", &format!("--eth-peer=0,{tb_mac}")],
-    );
-    for c in ["port stop 0", "csum set tcp hw 0", "tso set 1448 0", "port start 0", "start"] {
-        pmd.cmd(c);
+            sock.display(),
+            na.name(),
+            nb.name()
+        );
+        let engine = Running::start(&topology);
+        na.add_addr(&ta, &format!("10.{subnet}.0.1/24")).unwrap();
+        let b_addr = format!("10.{subnet}.0.2");
+        nb.add_addr(&tb, &format!("{b_addr}/24")).unwrap();
+        let pmd_mac = [0x02, 0x5e, 0, 0, 0, pmd_mac_last];
+        na.replace_neighbour(&ta, &b_addr, pmd_mac).unwrap();
+        let tb_mac = nb.read_sysfs(&tb, "address").unwrap().trim().to_string();
+        let mut args = vec!["--forward-mode=csum".to_string(), format!("--eth-peer=0,{tb_mac}")];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mac = superpacket_engine::io::netns::format_mac(pmd_mac);
+        let mut pmd = Testpmd::start(dir.path(), tag, &sock, &format!(",mac={mac}"), &args);
+        for c in ["port stop 0", "csum set tcp hw 0", "tso set 1448 0", "port start 0", "start"] {
+            pmd.cmd(c);
+        }
+        wait_stats(&engine, "testpmd connected", |s| counter(s, "vp", "driver.connected") == 1);
+        CsumLab { engine, pmd, na, nb, b_addr, _dir: dir }
     }
-    wait_stats(&engine, "testpmd connected", |s| counter(s, "vp", "driver.connected") == 1);
-    let listener = nb.enter_scoped(|| std::net::TcpListener::bind("10.98.0.2:5001").unwrap()).unwrap();
+
+    /// Sends `data` over kernel TCP from A to B; returns what B received.
+    fn transfer(&self, data: &[u8]) -> Vec<u8> {
+        let to: std::net::SocketAddr = format!("{}:5001", self.b_addr).parse().unwrap();
+        let listener = self.nb.enter_scoped(|| std::net::TcpListener::bind(to).unwrap()).unwrap();
+        let server = std::thread::spawn(move || {
+            use std::io::Read;
+            let (mut c, _) = listener.accept().unwrap();
+            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut got = Vec::new();
+            c.read_to_end(&mut got).unwrap();
+            got
+        });
+        let mut client = self
+            .na
+            .enter_scoped(|| std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)))
+            .unwrap()
+            .expect("connect through testpmd");
+        client.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
+        client.write_all(data).unwrap();
+        drop(client);
+        server.join().unwrap()
+    }
+}
+
+/// Kernel TCP from namespace A to namespace B through testpmd's checksum
+/// forwarding engine (`csum set tcp hw`, `tso set 1448`): A's TAP hands the
+/// engine superpackets; testpmd did not ack `GUEST_TSO4`, so the engine
+/// segments (and checksums) before it, as a port without TSO; testpmd sends
+/// every segment back with a partial checksum (`NEEDS_CSUM`), which B's
+/// kernel completes. 4 MiB arrive whole and in order (an FNV-1a digest and the length compared).
+#[test]
+fn kernel_tcp_crosses_testpmds_checksum_engine_whole_and_correct() {
+    const TEST: &str = "kernel_tcp_crosses_testpmds_checksum_engine_whole_and_correct";
+    if !privileged(TEST) || !testpmd_available(TEST) {
+        return;
+    }
+    use fnv::digest;
+    let lab = CsumLab::start("spvt", 98, 0x0e, &[]);
     let data: Vec<u8> = (0..4u32 << 20).map(|i| (i.wrapping_mul(7) % 251) as u8).collect();
-    let server = std::thread::spawn(move || {
-        use std::io::Read;
-        let (mut c, _) = listener.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut got = Vec::new();
-        c.read_to_end(&mut got).unwrap();
-        got
-    });
-    let mut client = na
-        .enter_scoped(|| {
-            std::net::TcpStream::connect_timeout(&"10.98.0.2:5001".parse().unwrap(), Duration::from_secs(5))
-        })
-        .unwrap()
-        .expect("connect through testpmd");
-    client.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
-    client.write_all(&data).unwrap();
-    drop(client);
-    let got = server.join().unwrap();
+    let got = lab.transfer(&data);
+    let CsumLab { engine, mut pmd, .. } = lab;
     assert_eq!(got.len(), data.len());
     assert_eq!(digest(&got), digest(&data), "the bytes B received differ from A's");
-    let s = engine.stats_when(|s| counter(s, "vp", "driver.rx_csum_partial") > 1000);
+    let s =
+        wait_stats(&engine, "the engine counted the transfer", |s| counter(s, "vp", "driver.rx_csum_partial") > 1000);
     let acked = counter(&s, "vp", "driver.features");
     assert_eq!(acked & (1 << 7), 0, "testpmd without LRO does not ack GUEST_TSO4: {acked:#x}");
     assert!(counter(&s, "ta", "rx_superpackets") > 0, "A's kernel sent superpackets: {s:#}");
@@ -441,72 +469,10 @@ fn kernel_tcp_superpackets_cross_testpmd_whole_both_ways() {
         return;
     }
     use fnv::digest;
-    let dir = topology_dir();
-    let sock = dir.path().join("v.sock");
-    let (na, nb) = (quiet_ns("spvla"), quiet_ns("spvlb"));
-    let id = std::process::id() % 10_000;
-    let (ta, tb) = (format!("spvla{id}"), format!("spvlb{id}"));
-    let topology = format!(
-        r#"
-[[device]]
-name = "vp"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "ta"
-kind = "port"
-driver = {{ kind = "tap", name = "{ta}", netns = "{}" }}
-[[device]]
-name = "tb"
-kind = "port"
-driver = {{ kind = "tap", name = "{tb}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vp", "ta", "tb"]
-"#,
-        sock.display(),
-        na.name(),
-        nb.name()
-    );
-    let engine = Running::start(&topology);
-    na.add_addr(&ta, "10.97.0.1/24").unwrap();
-    nb.add_addr(&tb, "10.97.0.2/24").unwrap();
-    const PMD_MAC: &str = "02:5e:00:00:00:0f";
-    const PMD_MAC_BYTES: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x0f];
-    na.replace_neighbour(&ta, "10.97.0.2", PMD_MAC_BYTES).unwrap();
-    let tb_mac = nb.read_sysfs(&tb, "address").unwrap().trim().to_string();
-    let mut pmd = Testpmd::start(
-        dir.path(),
-        "lro",
-        &sock,
-        &format!(",mac={PMD_MAC}"),
-        &["--forward-mode=csum", "--rx-offloads=0x2018", &format!("--eth-peer=0,{tb_mac}")],
-    );
-    for c in ["port stop 0", "csum set tcp hw 0", "tso set 1448 0", "port start 0", "start"] {
-        pmd.cmd(c);
-    }
-    wait_stats(&engine, "testpmd connected", |s| counter(s, "vp", "driver.connected") == 1);
-    let listener = nb.enter_scoped(|| std::net::TcpListener::bind("10.97.0.2:5001").unwrap()).unwrap();
+    let lab = CsumLab::start("spvl", 97, 0x0f, &["--rx-offloads=0x2018"]);
     let data: Vec<u8> = (0..16u32 << 20).map(|i| (i.wrapping_mul(13) % 251) as u8).collect();
-    let server = std::thread::spawn(move || {
-        use std::io::Read;
-        let (mut c, _) = listener.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-        let mut got = Vec::new();
-        c.read_to_end(&mut got).unwrap();
-        got
-    });
-    let mut client = na
-        .enter_scoped(|| {
-            std::net::TcpStream::connect_timeout(&"10.97.0.2:5001".parse().unwrap(), Duration::from_secs(5))
-        })
-        .unwrap()
-        .expect("connect through testpmd");
-    client.set_write_timeout(Some(Duration::from_secs(20))).unwrap();
-    client.write_all(&data).unwrap();
-    drop(client);
-    let got = server.join().unwrap();
+    let got = lab.transfer(&data);
+    let CsumLab { engine, mut pmd, .. } = lab;
     assert_eq!(got.len(), data.len(), "{:#}\n{}", engine.stats(), pmd.output());
     // The counters reach the stats socket a moment later.
     let s = wait_stats(&engine, "the engine counted the transfer", |s| {

@@ -44,21 +44,6 @@ impl Running {
         serde_json::from_slice(&out.stdout).unwrap()
     }
 
-    /// The counters once `ready` holds for them (workers publish every
-    /// 100 ms, so what just happened may not show yet), or the last ones
-    /// read after 3 s, for the caller's assertion to report.
-    #[allow(dead_code)]
-    pub fn stats_when(&self, ready: impl Fn(&serde_json::Value) -> bool) -> serde_json::Value {
-        let t0 = std::time::Instant::now();
-        loop {
-            let s = self.stats();
-            if ready(&s) || t0.elapsed() > std::time::Duration::from_secs(3) {
-                return s;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
-    }
-
     /// SIGTERM; returns (exit code, stderr).
     /// The engine's PID (while it runs).
     #[allow(dead_code)]
