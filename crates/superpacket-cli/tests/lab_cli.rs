@@ -18,11 +18,12 @@
 
 mod common;
 
+use common::lab::{LabUp, superpacket, text};
 use common::{privileged, wait_for_engine};
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -44,14 +45,6 @@ fn example(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name).canonicalize().unwrap()
 }
 
-fn superpacket(args: &[&str], file: &Path) -> Output {
-    Command::new(BIN).args(args).arg(file).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
 fn netns_exists(name: &str) -> bool {
     Path::new("/run/netns").join(name).exists()
 }
@@ -59,26 +52,6 @@ fn netns_exists(name: &str) -> bool {
 /// The record `lab up FILE` keeps.
 fn record(file: &Path) -> PathBuf {
     state_path(&file.canonicalize().unwrap())
-}
-
-/// A lab made by `lab up`, removed by `lab down` on drop (a failing test
-/// leaves nothing either).
-struct LabUp {
-    file: PathBuf,
-}
-
-impl LabUp {
-    fn up(file: &Path) -> LabUp {
-        let out = superpacket(&["lab", "up"], file);
-        assert_eq!(out.status.code(), Some(0), "lab up {}: {}", file.display(), text(&out));
-        LabUp { file: file.to_path_buf() }
-    }
-}
-
-impl Drop for LabUp {
-    fn drop(&mut self) {
-        let _ = superpacket(&["lab", "down"], &self.file);
-    }
 }
 
 /// `superpacket run [extra] FILE` in the background, up once its stats socket exists.

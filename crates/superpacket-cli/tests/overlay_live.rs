@@ -19,13 +19,14 @@
 
 mod common;
 
+use common::lab::{LabUp, superpacket, text};
 use common::{privileged, wait_for_engine};
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -64,33 +65,6 @@ fn fixed_names() -> FixedNames {
 
 fn example() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(EXAMPLE).canonicalize().unwrap()
-}
-
-fn superpacket(args: &[&str], file: &Path) -> Output {
-    Command::new(BIN).args(args).arg(file).output().unwrap()
-}
-
-fn text(out: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
-}
-
-/// A lab made by `lab up`, removed by `lab down` on drop.
-struct LabUp {
-    file: PathBuf,
-}
-
-impl LabUp {
-    fn up(file: &Path) -> LabUp {
-        let out = superpacket(&["lab", "up"], file);
-        assert_eq!(out.status.code(), Some(0), "lab up {}: {}", file.display(), text(&out));
-        LabUp { file: file.to_path_buf() }
-    }
-}
-
-impl Drop for LabUp {
-    fn drop(&mut self) {
-        let _ = superpacket(&["lab", "down"], &self.file);
-    }
 }
 
 /// `superpacket run` on the file, stopped with SIGTERM (by its PID) on drop.

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod engine;
+pub mod lab;
 pub mod raw_ip;
 
 use std::io::Read;
