@@ -452,7 +452,12 @@ impl PeersReport {
                     Err(why) => {
                         for (suffix, unit) in [("mpps", "Mpps"), ("gbps", "Gbps"), ("out_packets", "packets")] {
                             report.push(format!("{prefix}_{suffix}"), f64::NAN, unit);
-                            missing.push((format!("{prefix}_{suffix}"), format!("{} did not run: {why}", e.engine)));
+                            let reason = if why == TUNRS_NO_TUNNEL {
+                                why.clone()
+                            } else {
+                                format!("{} did not run: {why}", e.engine)
+                            };
+                            missing.push((format!("{prefix}_{suffix}"), reason));
                         }
                     }
                 }
@@ -733,6 +738,9 @@ mod tests {
         // tun-rs's n/a cells do not make the peer missing.
         let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
         assert!(json["peers"]["tunrs"].get("missing").is_none(), "{}", json["peers"]);
+        let cells = json["results"].as_array().unwrap();
+        let cell = cells.iter().find(|r| r["name"] == "gso_vxlan_tcp4_64k_tunrs_gbps").expect("tun-rs cell");
+        assert!(cell["value"].is_null() && cell["missing"] == TUNRS_NO_TUNNEL, "{cell}");
         let r = report.to_bench_report();
         for key in ["gro_vxlan_ratio_dpdk", "gso_vxlan_ratio_dpdk"] {
             let v = r.get(key).unwrap_or_else(|| panic!("no {key}"));
