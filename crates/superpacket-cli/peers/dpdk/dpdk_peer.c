@@ -3,7 +3,7 @@
  * dpdk_peer: DPDK 22.11 as a peer of `superpacket bench peers` (issue 11).
  *
  * Usage:
- *   dpdk_peer --mode gro|gso --pcap FILE --batch N --samples S [--mss M]
+ *   dpdk_peer --mode gro|gso|gro-vxlan|gso-vxlan --pcap FILE --batch N --samples S [--mss M]
  *             [--ptype parse|given]
  *
  * Reads Ethernet frames (TCP/IPv4) from a classic pcap file, starts the EAL
