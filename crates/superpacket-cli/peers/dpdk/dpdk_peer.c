@@ -3,7 +3,7 @@
  * dpdk_peer: DPDK 22.11 as a peer of `superpacket bench peers` (issue 11).
  *
  * Usage:
- *   dpdk_peer --mode gro|gso --pcap FILE --batch N --samples S [--mss M]
+ *   dpdk_peer --mode gro|gso|gro-vxlan|gso-vxlan --pcap FILE --batch N --samples S [--mss M]
  *             [--ptype parse|given]
  *
  * Reads Ethernet frames (TCP/IPv4) from a classic pcap file, starts the EAL
@@ -40,6 +40,19 @@
  *        indirect payload mbuf) inside the timed region. Freeing the segments
  *        is untimed. N superpackets are segmented per burst; the batch does
  *        not change the work (rte_gso_segment takes one packet at a time).
+ *
+ *   gro-vxlan, gso-vxlan  The same over VXLAN: each frame is TCP/IPv4 inside
+ *        VXLAN (UDP port 4789) over IPv4 (outer UDP checksum 0).
+ *        gro-vxlan uses RTE_GRO_IPV4_VXLAN_TCP_IPV4 (DPDK's only tunnel GRO);
+ *        with --ptype parse the timed region reads the outer and inner
+ *        headers of each frame for the tunnel packet type and the lengths
+ *        (outer_l2_len, outer_l3_len, l2_len = UDP + VXLAN + inner
+ *        Ethernet, l3_len, l4_len; rte_net_get_ptype does not recognise
+ *        VXLAN) and refreshes both IPv4 header checksums of every merged
+ *        packet. gso-vxlan uses RTE_ETH_TX_OFFLOAD_VXLAN_TNL_TSO (ol_flags
+ *        TUNNEL_VXLAN | TCP_SEG | IPV4 | OUTER_IPV4) and computes, timed,
+ *        the outer and inner IPv4 header checksums and the inner TCP
+ *        checksum of every segment (the outer UDP checksum stays 0).
  *
  * One untimed, unreported warm-up pass runs first; its output is verified
  * (gro: lengths and payload bytes conserved; gso: every segment's checksums,
@@ -98,6 +111,13 @@
 #define ETH_HLEN 14u
 #define ETHERTYPE_IPV4 0x0800u
 #define IPPROTO_TCP_NUM 6u
+#define IPPROTO_UDP_NUM 17u
+#define VXLAN_PORT 4789u
+/* Outer UDP + VXLAN + inner Ethernet: DPDK's l2_len of a VXLAN packet. */
+#define VXLAN_L2_LEN (8u + 8u + ETH_HLEN)
+
+/* --mode gro-vxlan / gso-vxlan: the frames are TCP/IPv4 in VXLAN over IPv4. */
+static bool vxlan;
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers                                                            */
@@ -129,7 +149,7 @@ static void usage(const char *fmt, ...)
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fputs("\nusage: dpdk_peer --mode gro|gso --pcap FILE --batch N --samples S [--mss M] [--ptype parse|given]\n", stderr);
+	fputs("\nusage: dpdk_peer --mode gro|gso|gro-vxlan|gso-vxlan --pcap FILE --batch N --samples S [--mss M] [--ptype parse|given]\n", stderr);
 	exit(EXIT_USAGE);
 }
 
@@ -188,6 +208,8 @@ struct frame {
 	uint32_t len;
 	uint8_t l3_len; /* IPv4 header, with options */
 	uint8_t l4_len; /* TCP header, with options */
+	uint8_t ol3_len; /* VXLAN: the outer IPv4 header (else 0) */
+	uint8_t base;	 /* offset of the (inner) IPv4 header of the TCP segment */
 };
 
 struct capture {
@@ -286,13 +308,32 @@ static void read_pcap(const char *path, struct capture *cap)
 static void classify(const char *path, uint32_t i, struct frame *fr)
 {
 	const uint8_t *ip = fr->data + ETH_HLEN;
-	uint32_t ihl, total, doff;
+	uint32_t ihl, total, doff, base = ETH_HLEN;
 
+	fr->ol3_len = 0;
 	if (fr->len < ETH_HLEN + 20 + 20)
 		die("%s: frame %" PRIu32 ": %" PRIu32 " bytes is too short for TCP/IPv4", path, i, fr->len);
 	if (rd16be(fr->data + 12) != ETHERTYPE_IPV4)
 		die("%s: frame %" PRIu32 ": ethertype 0x%04x, expected IPv4 (0x0800, untagged)", path, i,
 		    rd16be(fr->data + 12));
+	if (vxlan) {
+		/* Outer IPv4 + UDP to 4789 + VXLAN + inner Ethernet (IPv4). */
+		if ((ip[0] >> 4) != 4 || (ihl = (ip[0] & 0xfu) * 4u) < 20)
+			die("%s: frame %" PRIu32 ": bad outer IPv4 version/IHL byte 0x%02x", path, i, ip[0]);
+		if (ip[9] != IPPROTO_UDP_NUM || (rd16be(ip + 6) & 0x3fffu) != 0)
+			die("%s: frame %" PRIu32 ": outer IPv4 is not an unfragmented UDP packet", path, i);
+		if (ETH_HLEN + rd16be(ip + 2) != fr->len)
+			die("%s: frame %" PRIu32 ": outer IPv4 total length does not match the frame", path, i);
+		if (fr->len < ETH_HLEN + ihl + VXLAN_L2_LEN + 20 + 20 || rd16be(ip + ihl + 2) != VXLAN_PORT)
+			die("%s: frame %" PRIu32 ": not VXLAN (UDP port %u) over IPv4", path, i, VXLAN_PORT);
+		if (rd16be(ip + ihl + 6) != 0)
+			die("%s: frame %" PRIu32 ": outer UDP checksum set (the VXLAN rows use 0)", path, i);
+		if (rd16be(ip + ihl + VXLAN_L2_LEN - 2) != ETHERTYPE_IPV4)
+			die("%s: frame %" PRIu32 ": inner ethertype is not IPv4", path, i);
+		fr->ol3_len = (uint8_t)ihl;
+		base = ETH_HLEN + ihl + VXLAN_L2_LEN;
+		ip = fr->data + base;
+	}
 	if ((ip[0] >> 4) != 4 || (ihl = (ip[0] & 0xfu) * 4u) < 20)
 		die("%s: frame %" PRIu32 ": bad IPv4 version/IHL byte 0x%02x", path, i, ip[0]);
 	if (ip[9] != IPPROTO_TCP_NUM)
@@ -300,17 +341,18 @@ static void classify(const char *path, uint32_t i, struct frame *fr)
 	if ((rd16be(ip + 6) & 0x3fffu) != 0)
 		die("%s: frame %" PRIu32 ": is an IPv4 fragment", path, i);
 	total = rd16be(ip + 2);
-	if (ETH_HLEN + total != fr->len)
+	if (base + total != fr->len)
 		die("%s: frame %" PRIu32 ": IPv4 total length %" PRIu32 " does not match the frame (%" PRIu32
 		    " bytes; Ethernet padding is not supported)",
 		    path, i, total, fr->len);
-	if (fr->len < ETH_HLEN + ihl + 20)
+	if (fr->len < base + ihl + 20)
 		die("%s: frame %" PRIu32 ": truncated TCP header", path, i);
 	doff = (ip[ihl + 12] >> 4) * 4u;
-	if (doff < 20 || ETH_HLEN + ihl + doff > fr->len)
+	if (doff < 20 || base + ihl + doff > fr->len)
 		die("%s: frame %" PRIu32 ": bad TCP data offset %" PRIu32, path, i, doff);
 	fr->l3_len = (uint8_t)ihl;
 	fr->l4_len = (uint8_t)doff;
+	fr->base = (uint8_t)base;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -330,13 +372,16 @@ static uint32_t sum16(const uint8_t *p, size_t n, uint32_t acc)
 	return acc;
 }
 
-/* True if the IPv4 header and TCP checksums of the linear frame are valid. */
-static bool frame_checksums_ok(const uint8_t *f, uint32_t len, uint32_t l3_len)
+/* True if the IPv4 header and TCP checksums of the linear frame are valid
+ * (the TCP/IPv4 packet at `base`; for VXLAN also the outer IPv4 header's). */
+static bool frame_checksums_ok(const uint8_t *f, uint32_t len, uint32_t base, uint32_t l3_len)
 {
-	const uint8_t *ip = f + ETH_HLEN;
-	uint32_t tcp_len = len - ETH_HLEN - l3_len;
+	const uint8_t *ip = f + base;
+	uint32_t tcp_len = len - base - l3_len;
 	uint32_t acc;
 
+	if (base != ETH_HLEN && sum16(f + ETH_HLEN, (f[ETH_HLEN] & 0xfu) * 4u, 0) != 0xffff)
+		return false;
 	if (sum16(ip, l3_len, 0) != 0xffff)
 		return false;
 	acc = sum16(ip + 12, 8, 0); /* source and destination address */
@@ -516,6 +561,16 @@ static struct rte_mbuf *load_frame(struct rte_mempool *mp, struct ordered_mbufs 
 		head->l4_len = fr->l4_len;
 		head->packet_type = RTE_PTYPE_L2_ETHER |
 				    (fr->l3_len == 20 ? RTE_PTYPE_L3_IPV4 : RTE_PTYPE_L3_IPV4_EXT) | RTE_PTYPE_L4_TCP;
+		if (vxlan) {
+			head->outer_l2_len = ETH_HLEN;
+			head->outer_l3_len = fr->ol3_len;
+			head->l2_len = VXLAN_L2_LEN;
+			head->packet_type = RTE_PTYPE_L2_ETHER |
+					    (fr->ol3_len == 20 ? RTE_PTYPE_L3_IPV4 : RTE_PTYPE_L3_IPV4_EXT) |
+					    RTE_PTYPE_L4_UDP | RTE_PTYPE_TUNNEL_VXLAN | RTE_PTYPE_INNER_L2_ETHER |
+					    (fr->l3_len == 20 ? RTE_PTYPE_INNER_L3_IPV4 : RTE_PTYPE_INNER_L3_IPV4_EXT) |
+					    RTE_PTYPE_INNER_L4_TCP;
+		}
 	}
 	return head;
 }
@@ -553,6 +608,33 @@ struct options {
 /* GRO                                                                      */
 /* ------------------------------------------------------------------------ */
 
+/* --ptype parse for VXLAN: what rte_net_get_ptype does for plain frames,
+ * for a frame that classify() accepted (outer IPv4, UDP to 4789, VXLAN,
+ * inner Ethernet, IPv4, TCP): packet type and header lengths from its
+ * bytes. A frame that is not VXLAN to 4789 keeps plain L2/L3/L4 types and
+ * passes through GRO untouched. */
+static inline void vxlan_parse(struct rte_mbuf *m)
+{
+	const uint8_t *f = rte_pktmbuf_mtod(m, const uint8_t *);
+	uint32_t ol3 = (f[ETH_HLEN] & 0xfu) * 4u;
+	const uint8_t *udp = f + ETH_HLEN + ol3;
+	const uint8_t *ip = udp + VXLAN_L2_LEN;
+	uint32_t l3 = (ip[0] & 0xfu) * 4u;
+
+	m->outer_l2_len = ETH_HLEN;
+	m->outer_l3_len = ol3;
+	if (f[ETH_HLEN + 9] != IPPROTO_UDP_NUM || rd16be(udp + 2) != VXLAN_PORT || ip[9] != IPPROTO_TCP_NUM) {
+		m->packet_type = RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV4;
+		return;
+	}
+	m->l2_len = VXLAN_L2_LEN;
+	m->l3_len = l3;
+	m->l4_len = (ip[l3 + 12] >> 4) * 4u;
+	m->packet_type = RTE_PTYPE_L2_ETHER | (ol3 == 20 ? RTE_PTYPE_L3_IPV4 : RTE_PTYPE_L3_IPV4_EXT) |
+			 RTE_PTYPE_L4_UDP | RTE_PTYPE_TUNNEL_VXLAN | RTE_PTYPE_INNER_L2_ETHER |
+			 (l3 == 20 ? RTE_PTYPE_INNER_L3_IPV4 : RTE_PTYPE_INNER_L3_IPV4_EXT) | RTE_PTYPE_INNER_L4_TCP;
+}
+
 /* One pass of GRO over the whole file in bursts of `batch`: loads fresh mbufs
  * (untimed), times rte_gro_reassemble_burst over all bursts, then counts,
  * optionally verifies and frees the outputs (untimed). Returns the time. */
@@ -566,7 +648,7 @@ static uint64_t gro_pass(const struct capture *cap, struct rte_mempool *mp, stru
 	ordered_refill(order, mp);
 	for (uint32_t i = 0; i < cap->count; i++) {
 		pkts[i] = load_frame(mp, order, &cap->frames[i]);
-		payload_in += cap->frames[i].len - ETH_HLEN - cap->frames[i].l3_len - cap->frames[i].l4_len;
+		payload_in += cap->frames[i].len - cap->frames[i].base - cap->frames[i].l3_len - cap->frames[i].l4_len;
 	}
 
 	t0 = now_ns();
@@ -575,7 +657,10 @@ static uint64_t gro_pass(const struct capture *cap, struct rte_mempool *mp, stru
 		uint32_t n = cap->count - first < batch ? cap->count - first : (uint32_t)batch;
 		struct rte_mbuf **burst = &pkts[first];
 
-		if (!given_ptype) {
+		if (!given_ptype && vxlan) {
+			for (uint32_t k = 0; k < n; k++)
+				vxlan_parse(burst[k]);
+		} else if (!given_ptype) {
 			for (uint32_t k = 0; k < n; k++) {
 				struct rte_net_hdr_lens hl;
 
@@ -590,7 +675,17 @@ static uint64_t gro_pass(const struct capture *cap, struct rte_mempool *mp, stru
 			for (uint16_t k = 0; k < nb_out[b]; k++) {
 				struct rte_mbuf *m = burst[k];
 
-				if (m->nb_segs > 1) {
+				if (m->nb_segs > 1 && vxlan) {
+					struct rte_ipv4_hdr *oip =
+						rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, m->outer_l2_len);
+					struct rte_ipv4_hdr *ip = rte_pktmbuf_mtod_offset(
+						m, struct rte_ipv4_hdr *, m->outer_l2_len + m->outer_l3_len + m->l2_len);
+
+					oip->hdr_checksum = 0;
+					oip->hdr_checksum = rte_ipv4_cksum(oip);
+					ip->hdr_checksum = 0;
+					ip->hdr_checksum = rte_ipv4_cksum(ip);
+				} else if (m->nb_segs > 1) {
 					struct rte_ipv4_hdr *ip =
 						rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, m->l2_len);
 
@@ -614,14 +709,20 @@ static uint64_t gro_pass(const struct capture *cap, struct rte_mempool *mp, stru
 			res->bytes_out += m->pkt_len;
 			if (verify) {
 				const uint8_t *f = linear(m, scratch);
-				const uint8_t *ip = f + ETH_HLEN;
+				uint32_t base = vxlan ? ETH_HLEN + (f[ETH_HLEN] & 0xfu) * 4u + VXLAN_L2_LEN : ETH_HLEN;
+				const uint8_t *ip = f + base;
 				uint32_t ihl = (ip[0] & 0xfu) * 4u;
 				uint32_t doff = (ip[ihl + 12] >> 4) * 4u;
 
-				if (ETH_HLEN + rd16be(ip + 2) != m->pkt_len)
+				if (base + rd16be(ip + 2) != m->pkt_len)
 					die("gro verification: output of %" PRIu32 " bytes has IPv4 total length %u",
 					    m->pkt_len, rd16be(ip + 2));
-				payload_out += m->pkt_len - ETH_HLEN - ihl - doff;
+				if (vxlan && (ETH_HLEN + rd16be(f + ETH_HLEN + 2) != m->pkt_len ||
+					      ETH_HLEN + (f[ETH_HLEN] & 0xfu) * 4u + rd16be(f + base - VXLAN_L2_LEN + 4) !=
+						      m->pkt_len))
+					die("gro verification: output of %" PRIu32 " bytes has wrong outer IPv4 or UDP lengths",
+					    m->pkt_len);
+				payload_out += m->pkt_len - base - ihl - doff;
 			}
 			rte_pktmbuf_free(m);
 		}
@@ -648,15 +749,26 @@ static inline void gso_fill_checksums(struct rte_mbuf *m, uint16_t l2_len, uint1
 	tcp->cksum = rte_ipv4_udptcp_cksum_mbuf(m, ip, (uint16_t)(l2_len + l3_len));
 }
 
+/* The same for a VXLAN segment: the outer IPv4 header checksum, then the
+ * inner IPv4 header and TCP checksums (the outer UDP checksum stays 0). */
+static inline void gso_fill_vxlan_checksums(struct rte_mbuf *m, const struct rte_mbuf *pkt)
+{
+	struct rte_ipv4_hdr *oip = rte_pktmbuf_mtod_offset(m, struct rte_ipv4_hdr *, pkt->outer_l2_len);
+
+	oip->hdr_checksum = 0;
+	oip->hdr_checksum = rte_ipv4_cksum(oip);
+	gso_fill_checksums(m, (uint16_t)(pkt->outer_l2_len + pkt->outer_l3_len + pkt->l2_len), pkt->l3_len);
+}
+
 /* Checks the segments of superpacket fr: count, lengths, checksums, sequence
  * numbers and that their payloads concatenate to the superpacket's. */
 static void gso_verify(const struct frame *fr, uint32_t index, struct rte_mbuf **segs, int n, uint32_t mss,
 		       uint8_t *scratch)
 {
-	uint32_t hdr = ETH_HLEN + fr->l3_len + fr->l4_len;
+	uint32_t hdr = fr->base + fr->l3_len + fr->l4_len;
 	uint32_t payload = fr->len - hdr;
 	uint32_t want = (payload + mss - 1) / mss;
-	uint32_t seq0 = rd32be(fr->data + ETH_HLEN + fr->l3_len + 4);
+	uint32_t seq0 = rd32be(fr->data + fr->base + fr->l3_len + 4);
 	uint32_t off = 0;
 
 	if ((uint32_t)n != want)
@@ -667,15 +779,19 @@ static void gso_verify(const struct frame *fr, uint32_t index, struct rte_mbuf *
 		const uint8_t *f = linear(segs[k], scratch);
 		uint32_t len = segs[k]->pkt_len;
 		uint32_t seg_payload = len - hdr;
-		const uint8_t *tcp = f + ETH_HLEN + fr->l3_len;
+		const uint8_t *tcp = f + fr->base + fr->l3_len;
 
 		if (len < hdr || seg_payload > mss || seg_payload == 0)
 			die("gso verification: superpacket %" PRIu32 " segment %d has %" PRIu32 " bytes", index, k, len);
-		if (ETH_HLEN + rd16be(f + ETH_HLEN + 2) != len)
+		if (ETH_HLEN + rd16be(f + ETH_HLEN + 2) != len || fr->base + rd16be(f + fr->base + 2) != len)
 			die("gso verification: superpacket %" PRIu32 " segment %d: IPv4 total length %u for %" PRIu32
 			    " bytes",
 			    index, k, rd16be(f + ETH_HLEN + 2), len);
-		if (!frame_checksums_ok(f, len, fr->l3_len))
+		if (vxlan && (ETH_HLEN + fr->ol3_len + rd16be(f + ETH_HLEN + fr->ol3_len + 4) != len ||
+			      rd16be(f + ETH_HLEN + fr->ol3_len + 6) != 0))
+			die("gso verification: superpacket %" PRIu32 " segment %d: bad outer UDP length or checksum", index,
+			    k);
+		if (!frame_checksums_ok(f, len, fr->base, fr->l3_len))
 			die("gso verification: superpacket %" PRIu32 " segment %d: bad IPv4 or TCP checksum", index, k);
 		if (rd32be(tcp + 4) != seq0 + off)
 			die("gso verification: superpacket %" PRIu32 " segment %d: sequence %" PRIu32 ", expected %" PRIu32,
@@ -703,8 +819,11 @@ static uint64_t gso_pass(const struct capture *cap, struct rte_mbuf **in, struct
 
 	/* rte_gso_segment clears RTE_MBUF_F_TX_TCP_SEG on its input: set it again. */
 	for (uint32_t i = 0; i < cap->count; i++)
-		in[i]->ol_flags = RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM |
-				  RTE_MBUF_F_TX_TCP_CKSUM;
+		in[i]->ol_flags = vxlan ? RTE_MBUF_F_TX_TUNNEL_VXLAN | RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4 |
+						  RTE_MBUF_F_TX_OUTER_IPV4 | RTE_MBUF_F_TX_OUTER_IP_CKSUM |
+						  RTE_MBUF_F_TX_IP_CKSUM | RTE_MBUF_F_TX_TCP_CKSUM
+					: RTE_MBUF_F_TX_TCP_SEG | RTE_MBUF_F_TX_IPV4 | RTE_MBUF_F_TX_IP_CKSUM |
+						  RTE_MBUF_F_TX_TCP_CKSUM;
 
 	t0 = now_ns();
 	for (uint32_t first = 0; first < cap->count; first += (uint32_t)batch) {
@@ -722,8 +841,12 @@ static uint64_t gso_pass(const struct capture *cap, struct rte_mbuf **in, struct
 				out[used] = pkt;
 				n = 1;
 			}
-			for (int k = 0; k < n; k++)
-				gso_fill_checksums(out[used + k], pkt->l2_len, pkt->l3_len);
+			if (vxlan)
+				for (int k = 0; k < n; k++)
+					gso_fill_vxlan_checksums(out[used + k], pkt);
+			else
+				for (int k = 0; k < n; k++)
+					gso_fill_checksums(out[used + k], pkt->l2_len, pkt->l3_len);
 			nb_segs[i] = n;
 			used += (uint32_t)n;
 		}
@@ -787,18 +910,19 @@ static void parse_options(int argc, char **argv, struct options *o)
 	}
 	if (optind < argc)
 		usage("unexpected argument '%s'", argv[optind]);
-	if (o->mode == NULL || (strcmp(o->mode, "gro") != 0 && strcmp(o->mode, "gso") != 0))
-		usage("--mode must be gro or gso");
+	if (o->mode == NULL || (strcmp(o->mode, "gro") != 0 && strcmp(o->mode, "gso") != 0 &&
+				strcmp(o->mode, "gro-vxlan") != 0 && strcmp(o->mode, "gso-vxlan") != 0))
+		usage("--mode must be gro, gso, gro-vxlan or gso-vxlan");
 	if (o->pcap == NULL)
 		usage("--pcap FILE is required");
 	if (o->batch == 0)
 		usage("--batch N is required");
 	if (o->samples == 0)
 		usage("--samples S is required");
-	if (o->ptype_set && strcmp(o->mode, "gro") != 0)
-		usage("--ptype applies to --mode gro only");
-	if (o->mss != 0 && strcmp(o->mode, "gso") != 0)
-		usage("--mss applies to --mode gso only");
+	if (o->ptype_set && strncmp(o->mode, "gro", 3) != 0)
+		usage("--ptype applies to --mode gro and gro-vxlan only");
+	if (o->mss != 0 && strncmp(o->mode, "gso", 3) != 0)
+		usage("--mss applies to --mode gso and gso-vxlan only");
 }
 
 static void print_result(const struct options *o, const struct capture *cap, const struct result *res,
@@ -830,7 +954,8 @@ int main(int argc, char **argv)
 	bool gro;
 
 	parse_options(argc, argv, &o);
-	gro = strcmp(o.mode, "gro") == 0;
+	gro = strncmp(o.mode, "gro", 3) == 0;
+	vxlan = strstr(o.mode, "vxlan") != NULL;
 	given_ptype = !gro || o.ptype_given;
 
 	/* The file is read and checked before the EAL starts: bad input is
@@ -861,7 +986,7 @@ int main(int argc, char **argv)
 		/* Tables sized so that a whole burst is processed: the library
 		 * clamps them to RTE_GRO_MAX_BURST_ITEM_NUM items per call. */
 		struct rte_gro_param param = {
-			.gro_types = RTE_GRO_TCP_IPV4,
+			.gro_types = vxlan ? RTE_GRO_IPV4_VXLAN_TCP_IPV4 : RTE_GRO_TCP_IPV4,
 			.max_flow_num = RTE_GRO_MAX_BURST_ITEM_NUM,
 			.max_item_per_flow = RTE_GRO_MAX_BURST_ITEM_NUM,
 		};
@@ -906,10 +1031,10 @@ int main(int argc, char **argv)
 			die("out of memory");
 		for (uint32_t i = 0; i < cap.count; i++) {
 			const struct frame *fr = &cap.frames[i];
-			uint32_t hdr = ETH_HLEN + fr->l3_len + fr->l4_len;
+			uint32_t hdr = fr->base + fr->l3_len + fr->l4_len;
 			uint32_t payload = fr->len - hdr;
 
-			/* Default MSS: what fits a 1500-byte IP MTU (1448 for TCP with timestamps). */
+			/* Default MSS: what fits a 1500-byte (inner) IP MTU (1448 for TCP with timestamps). */
 			mss[i] = o.mss ? (uint32_t)o.mss : 1500u - fr->l3_len - fr->l4_len;
 			if (hdr + mss[i] > UINT16_MAX || hdr + mss[i] < RTE_GSO_SEG_SIZE_MIN)
 				die("gso: superpacket %" PRIu32 ": segment size %" PRIu32 " out of range", i, hdr + mss[i]);
@@ -934,8 +1059,8 @@ int main(int argc, char **argv)
 				.direct_pool = direct,
 				.indirect_pool = indirect,
 				.flag = 0, /* incrementing IPv4 IDs, like Linux */
-				.gso_types = RTE_ETH_TX_OFFLOAD_TCP_TSO,
-				.gso_size = (uint16_t)(ETH_HLEN + fr->l3_len + fr->l4_len + mss[i]),
+				.gso_types = vxlan ? RTE_ETH_TX_OFFLOAD_VXLAN_TNL_TSO : RTE_ETH_TX_OFFLOAD_TCP_TSO,
+				.gso_size = (uint16_t)(fr->base + fr->l3_len + fr->l4_len + mss[i]),
 			};
 		}
 		gso_pass(&cap, in, out, out_cap + 1, nb_segs, mss, o.batch, ctxs, true, &warm, scratch);
@@ -947,8 +1072,8 @@ int main(int argc, char **argv)
 		}
 		snprintf(extra, sizeof(extra),
 			 ",\"mss\":%" PRIu32 ",\"timed\":\"rte_gso_segment plus software IPv4 and TCP checksums "
-			 "(rte_ipv4_cksum, rte_ipv4_udptcp_cksum_mbuf) of every segment\"",
-			 mss_min);
+			 "(rte_ipv4_cksum, rte_ipv4_udptcp_cksum_mbuf) of every segment%s\"",
+			 mss_min, vxlan ? ", outer IPv4 header checksum too" : "");
 	}
 
 	print_result(&o, &cap, &warm, samples, eal_args, extra);

@@ -38,9 +38,9 @@ pub enum BenchScenario {
     SeedVlanNat(CommonBenchArgs),
     /// superpacket next to tun-rs and DPDK 22.11 on the same preloaded
     /// frames: GRO of 1 and 64 interleaved TCP/IPv4 and UDP/IPv4 flows (UDP:
-    /// tun-rs only) and GSO of 64 KB
-    /// TCP/IPv4 superpackets with checksums; Mpps / Gbps, output counts
-    /// (equal work) and the ratios superpacket / peer.
+    /// tun-rs only) and TCP/IPv4-in-VXLAN flows (DPDK only), and GSO of 64 KB
+    /// TCP/IPv4 superpackets, plain and in VXLAN (DPDK only), with checksums;
+    /// Mpps / Gbps, output counts (equal work) and the ratios superpacket / peer.
     Peers(PeersArgs),
     /// Live, root only: a kernel TCP flow through a NAT engine, unloaded and
     /// under floods of random 5-tuples, never-completed fragments and SYNs

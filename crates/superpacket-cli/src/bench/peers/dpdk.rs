@@ -32,6 +32,19 @@
 //!   DPDK must too). **Not timed**: freeing the segments. `batch` only groups
 //!   the calls (one superpacket per call); it does not change the work.
 //!
+//! - [`DpdkMode::GroVxlan`], [`DpdkMode::GsoVxlan`]: the same over VXLAN
+//!   (TCP/IPv4 inside VXLAN, UDP port 4789, over IPv4, outer UDP checksum
+//!   0). GRO uses `RTE_GRO_IPV4_VXLAN_TCP_IPV4`, DPDK's only tunnel GRO;
+//!   **timed** besides the GRO calls: reading each frame's outer and inner
+//!   headers for the tunnel packet type and the lengths rte_gro needs
+//!   (`outer_l2_len`, `outer_l3_len`, `l2_len` = UDP + VXLAN + inner
+//!   Ethernet, `l3_len`, `l4_len`; `rte_net_get_ptype` does not recognise
+//!   VXLAN) and refreshing both IPv4 header checksums of every merged packet.
+//!   GSO uses `RTE_ETH_TX_OFFLOAD_VXLAN_TNL_TSO` (`ol_flags` `TUNNEL_VXLAN |
+//!   TCP_SEG | IPV4 | OUTER_IPV4`); **timed** besides `rte_gso_segment`: the
+//!   outer IPv4 header checksum and the inner IPv4 header and TCP checksums
+//!   of every segment. `mss` is the inner TCP payload per segment.
+//!
 //! Equal work: every pass covers the whole file; the output packet and byte
 //! counts are per pass and must be the same for every sample (the program
 //! fails otherwise). One untimed warm-up pass runs first and its output is
@@ -83,6 +96,12 @@ pub enum DpdkMode {
     Gro,
     /// `rte_gso_segment` of TCP/IPv4 superpackets, plus software checksums.
     Gso,
+    /// `rte_gro_reassemble_burst` (`RTE_GRO_IPV4_VXLAN_TCP_IPV4`) over
+    /// bursts of TCP/IPv4-in-VXLAN-over-IPv4 frames.
+    GroVxlan,
+    /// `rte_gso_segment` (`RTE_ETH_TX_OFFLOAD_VXLAN_TNL_TSO`) of
+    /// TCP/IPv4-in-VXLAN-over-IPv4 superpackets, plus software checksums.
+    GsoVxlan,
 }
 
 impl DpdkMode {
@@ -91,6 +110,8 @@ impl DpdkMode {
         match self {
             DpdkMode::Gro => "gro",
             DpdkMode::Gso => "gso",
+            DpdkMode::GroVxlan => "gro-vxlan",
+            DpdkMode::GsoVxlan => "gso-vxlan",
         }
     }
 }

@@ -11,6 +11,7 @@
 //! | row | superpacket | tun-rs | DPDK 22.11 |
 //! |---|---|---|---|
 //! | GRO, TCP/IPv4 and UDP/IPv4, 1 and 64 flows (UDP: no DPDK row) | `Gro::receive_burst` + `flush` per burst, checksums verified ([`superpacket::GroChecksum::Verify`]) and trusted ([`superpacket::GroChecksum::Trusted`]) | `GROTable::apply_gro` per burst (verifies checksums, copies payload) | each frame parsed (`rte_net_get_ptype`), `rte_gro_reassemble_burst` in lightweight mode (checksums not looked at, mbufs chained), merged IPv4 headers' checksums refreshed |
+//! | GRO VXLAN: TCP/IPv4 in VXLAN over IPv4, 1 and 64 flows | the same with a VXLAN tunnel on port 4789 (`GroConfig::with_tunnel`), merging on the inner flow | n/a: no tunnel offload | each frame's outer and inner headers read for the tunnel packet type and lengths, `rte_gro_reassemble_burst` with `RTE_GRO_IPV4_VXLAN_TCP_IPV4` (lightweight), merged outer and inner IPv4 headers' checksums refreshed |
 //! | GSO, 64 KB TCP/IPv4, checksums | `Segmenter::segment` for a target without offloads: linear (copy + sum) and scatter-gather (borrowed payload, summed) | `gso_split` (copy + checksums) | `rte_gso_segment` (indirect mbufs) + software IPv4 and TCP checksums |
 //!
 //! GRO: each peer is compared with the superpacket form that does the same
@@ -26,6 +27,8 @@
 //! superpacket's linear form (copy + checksum in one pass, what it does for
 //! a port without SG) is shown beside them with its own ratio to tun-rs
 //! (`gso_ratio_tunrs_linear`), so the cost of the copy stays visible.
+//!
+//! | GSO VXLAN: 64 KB TCP/IPv4 in VXLAN over IPv4, checksums | `Segmenter::segment` of the `UDP_TUNNEL` superpacket, linear and scatter-gather | n/a: no tunnel offload | `rte_gso_segment` with `RTE_ETH_TX_OFFLOAD_VXLAN_TNL_TSO` + software outer IPv4, inner IPv4 and TCP checksums |
 //!
 //! Figures are the median over all samples; engines take turns in rounds so
 //! that load from elsewhere hits them alike. Every engine makes one untimed
@@ -60,6 +63,9 @@ pub const HEADLINE_KEYS: [&str; 6] = [
     "gso_tunrs_gbps",
     "gso_dpdk_gbps",
 ];
+
+/// tun-rs's cell in the VXLAN rows: it has no tunnel offload.
+pub const TUNRS_NO_TUNNEL: &str = "n/a: tun-rs 2.8 has no tunnel (VXLAN) GRO or GSO";
 
 /// The CPU every engine is measured on (DPDK's EAL core list is `-l 0`).
 pub const MEASURE_CPU: usize = 0;
@@ -227,6 +233,14 @@ const GRO_ENGINES: [(&str, &str); 4] = [
 const UDP_GRO_ENGINES: [(&str, &str); 2] =
     [("superpacket (verifies checksums)", "superpacket_verify"), ("tun-rs 2.8 (verifies checksums)", "tunrs")];
 
+/// The engines of a VXLAN GRO row (tun-rs: n/a, [`TUNRS_NO_TUNNEL`]).
+const VXLAN_GRO_ENGINES: [(&str, &str); 4] = [
+    ("superpacket (verifies checksums)", "superpacket_verify"),
+    ("tun-rs 2.8", "tunrs"),
+    ("superpacket (NIC-validated checksums)", "superpacket_trusted"),
+    ("DPDK 22.11 (checksums not checked)", "dpdk"),
+];
+
 /// The engines of a GSO row, in measuring order.
 const GSO_ENGINES: [(&str, &str); 4] = [
     ("superpacket (scatter-gather + checksum)", "superpacket_sg"),
@@ -239,7 +253,9 @@ fn measure_gro(key: &str, work: &GroWorkload, samples: usize) -> Result<EngineRu
     match key {
         "superpacket_verify" => Ok(superpacket::gro(work, superpacket::GroChecksum::Verify, samples)),
         "superpacket_trusted" => Ok(superpacket::gro(work, superpacket::GroChecksum::Trusted, samples)),
+        "tunrs" if work.vxlan => Err(TUNRS_NO_TUNNEL.to_string()),
         "tunrs" => tunrs::gro(work, samples),
+        _ if work.vxlan => measure_dpdk(dpdk::DpdkMode::GroVxlan, &work.frames, work.batch, samples, None),
         _ => measure_dpdk(dpdk::DpdkMode::Gro, &work.frames, work.batch, samples, None),
     }
 }
@@ -248,10 +264,22 @@ fn measure_gso(key: &str, work: &GsoWorkload, samples: usize) -> Result<EngineRu
     match key {
         "superpacket_linear" => superpacket::gso(work, superpacket::GsoOutput::Linear, samples),
         "superpacket_sg" => superpacket::gso(work, superpacket::GsoOutput::ScatterGather, samples),
+        "tunrs" if work.vxlan => Err(TUNRS_NO_TUNNEL.to_string()),
         "tunrs" => tunrs::gso(work, samples),
-        _ => measure_dpdk(dpdk::DpdkMode::Gso, &work.frames(), work.superpackets.len(), samples, Some(work.mss)),
+        _ => {
+            let mode = if work.vxlan { dpdk::DpdkMode::GsoVxlan } else { dpdk::DpdkMode::Gso };
+            measure_dpdk(mode, &work.frames(), work.superpackets.len(), samples, Some(work.mss))
+        }
     }
 }
+
+/// The engines of a VXLAN GSO row (tun-rs: n/a, [`TUNRS_NO_TUNNEL`]).
+const VXLAN_GSO_ENGINES: [(&str, &str); 4] = [
+    ("superpacket (scatter-gather + checksum)", "superpacket_sg"),
+    ("tun-rs 2.8", "tunrs"),
+    ("DPDK 22.11 rte_gso_segment + checksum", "dpdk"),
+    ("superpacket (linear: copy + checksum)", "superpacket_linear"),
+];
 
 /// DPDK's run of the same frames (the `dpdk_peer` program).
 fn measure_dpdk(
@@ -316,7 +344,12 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
     let _restore = affinity::Restore::current();
     let _ = affinity::pin(MEASURE_CPU);
     let total = if opts.quick { 256 } else { 1024 };
-    let measurements = (GRO_ENGINES.len() * 2 + UDP_GRO_ENGINES.len() * 2 + GSO_ENGINES.len()) * opts.rounds.max(1);
+    let measurements = (GRO_ENGINES.len() * 2
+        + UDP_GRO_ENGINES.len() * 2
+        + VXLAN_GRO_ENGINES.len() * 2
+        + GSO_ENGINES.len()
+        + VXLAN_GSO_ENGINES.len())
+        * opts.rounds.max(1);
     let mut progress = Progress { done: 0, total: measurements, on_step };
     // Found (or compiled) before anything is timed.
     (progress.on_step)("locating the DPDK peer (compiling it if needed)", 0, measurements);
@@ -325,14 +358,27 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
     let mut rows = Vec::new();
     let tcp_work = [64, 1].into_iter().map(|f| GroWorkload::tcp4(f, total, opts.batch));
     let udp_work = [64, 1].into_iter().map(|f| GroWorkload::udp4(f, total, opts.batch));
-    for work in tcp_work.chain(udp_work) {
-        let engines: &[(&str, &str)] = if work.udp { &UDP_GRO_ENGINES } else { &GRO_ENGINES };
+    let vxlan_work = [64, 1].into_iter().map(|f| GroWorkload::vxlan_tcp4(f, total, opts.batch));
+    for work in tcp_work.chain(udp_work).chain(vxlan_work) {
+        let engines: &[(&str, &str)] = if work.udp {
+            &UDP_GRO_ENGINES
+        } else if work.vxlan {
+            &VXLAN_GRO_ENGINES
+        } else {
+            &GRO_ENGINES
+        };
         let engines = measure_row(engines, opts, |key, n| measure_gro(key, &work, n), on_step);
         rows.push(Row {
             kind: "gro",
             description: format!(
-                "GRO, {}/IPv4, {} flow(s) interleaved packet by packet, {} frames of {} bytes, bursts of {}",
-                if work.udp { "UDP" } else { "TCP" },
+                "GRO, {}, {} flow(s) interleaved packet by packet, {} frames of {} bytes, bursts of {}",
+                if work.udp {
+                    "UDP/IPv4"
+                } else if work.vxlan {
+                    "TCP/IPv4 in VXLAN over IPv4 (outer UDP checksum 0)"
+                } else {
+                    "TCP/IPv4"
+                },
                 work.flows,
                 work.frames.len(),
                 work.frames[0].len(),
@@ -343,20 +389,25 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
             engines,
         });
     }
-    let work = GsoWorkload::tcp4_64k(if opts.quick { 4 } else { 16 });
-    let engines = measure_row(&GSO_ENGINES, opts, |key, n| measure_gso(key, &work, n), on_step);
-    rows.push(Row {
-        kind: "gso",
-        description: format!(
-            "GSO, {} TCP/IPv4 superpackets of {} payload bytes cut at MSS {}, checksums filled in",
-            work.superpackets.len(),
-            workload::GSO_SEGMENTS * work.mss,
-            work.mss
-        ),
-        workload: work.name.clone(),
-        bytes_per_sample: work.payload_bytes(),
-        engines,
-    });
+    let count = if opts.quick { 4 } else { 16 };
+    for work in [GsoWorkload::tcp4_64k(count), GsoWorkload::vxlan_tcp4_64k(count)] {
+        let engines: &[(&str, &str)] = if work.vxlan { &VXLAN_GSO_ENGINES } else { &GSO_ENGINES };
+        let engines = measure_row(engines, opts, |key, n| measure_gso(key, &work, n), on_step);
+        rows.push(Row {
+            kind: "gso",
+            description: format!(
+                "GSO, {} {} superpackets of {} payload bytes cut at MSS {}, checksums filled in{}",
+                work.superpackets.len(),
+                if work.vxlan { "TCP/IPv4-in-VXLAN-over-IPv4" } else { "TCP/IPv4" },
+                workload::GSO_SEGMENTS * work.mss,
+                work.mss,
+                if work.vxlan { " (outer and inner; outer UDP checksum 0)" } else { "" }
+            ),
+            workload: work.name.clone(),
+            bytes_per_sample: work.payload_bytes(),
+            engines,
+        });
+    }
     let kernel = opts.kernel_seconds.map(|secs| {
         (progress.on_step)(
             "kernel reference: TCP over a veth, then through superpacket run",
@@ -401,7 +452,12 @@ impl PeersReport {
                     Err(why) => {
                         for (suffix, unit) in [("mpps", "Mpps"), ("gbps", "Gbps"), ("out_packets", "packets")] {
                             report.push(format!("{prefix}_{suffix}"), f64::NAN, unit);
-                            missing.push((format!("{prefix}_{suffix}"), format!("{} did not run: {why}", e.engine)));
+                            let reason = if why == TUNRS_NO_TUNNEL {
+                                why.clone()
+                            } else {
+                                format!("{} did not run: {why}", e.engine)
+                            };
+                            missing.push((format!("{prefix}_{suffix}"), reason));
                         }
                     }
                 }
@@ -451,6 +507,8 @@ impl PeersReport {
         };
         let gro = |key: &str| figure("gro", "tcp4_64flows", key);
         let gso = |key: &str| figure("gso", "tcp4_64k", key);
+        let gro_vxlan = |flows: &str, key: &str| figure("gro", &format!("vxlan_tcp4_{flows}"), key);
+        let gso_vxlan = |key: &str| figure("gso", "vxlan_tcp4_64k", key);
         let ratio = |a: Result<f64, String>, b: Result<f64, String>| Ok(a? / b?);
         vec![
             ("gro_superpacket_mpps".into(), gro("superpacket_verify"), "Mpps"),
@@ -466,6 +524,18 @@ impl PeersReport {
             ("gso_ratio_tunrs".into(), ratio(gso("superpacket_sg"), gso("tunrs")), "x"),
             ("gso_ratio_dpdk".into(), ratio(gso("superpacket_sg"), gso("dpdk")), "x"),
             ("gso_ratio_tunrs_linear".into(), ratio(gso("superpacket_linear"), gso("tunrs")), "x"),
+            (
+                "gro_vxlan_ratio_dpdk".into(),
+                ratio(gro_vxlan("64flows", "superpacket_trusted"), gro_vxlan("64flows", "dpdk")),
+                "x",
+            ),
+            (
+                "gro_vxlan_1flow_ratio_dpdk".into(),
+                ratio(gro_vxlan("1flow", "superpacket_trusted"), gro_vxlan("1flow", "dpdk")),
+                "x",
+            ),
+            ("gso_vxlan_ratio_dpdk".into(), ratio(gso_vxlan("superpacket_sg"), gso_vxlan("dpdk")), "x"),
+            ("gso_vxlan_ratio_dpdk_linear".into(), ratio(gso_vxlan("superpacket_linear"), gso_vxlan("dpdk")), "x"),
         ]
     }
 
@@ -492,7 +562,7 @@ impl PeersReport {
             Err(why) => json!({ "missing": why }),
         };
         let tunrs_failure = self.rows.iter().flat_map(|r| &r.engines).find_map(|e| match &e.run {
-            Err(why) if e.key == "tunrs" => Some(why.clone()),
+            Err(why) if e.key == "tunrs" && why != TUNRS_NO_TUNNEL => Some(why.clone()),
             _ => None,
         });
         let tunrs = match tunrs_failure {
@@ -540,6 +610,9 @@ impl PeersReport {
                             run.packets_out,
                             run.ip_bytes_out
                         );
+                    }
+                    Err(why) if why == TUNRS_NO_TUNNEL => {
+                        let _ = writeln!(out, "  {:<42} {why}", e.engine);
                     }
                     Err(why) => {
                         let _ = writeln!(out, "  {:<42} did not run: {why}", e.engine);
@@ -607,9 +680,13 @@ mod tests {
     #[test]
     fn every_engine_does_the_same_work() {
         let report = quick();
-        assert_eq!(report.rows.len(), 5);
+        assert_eq!(report.rows.len(), 8);
         for row in &report.rows {
             for e in &row.engines {
+                if row.workload.starts_with("vxlan") && e.key == "tunrs" {
+                    assert_eq!(e.run, Err(TUNRS_NO_TUNNEL.to_string()));
+                    continue;
+                }
                 let run = e.run.as_ref().unwrap_or_else(|why| panic!("{} {}: {why}", row.workload, e.engine));
                 assert!(run.stable && run.samples_secs.len() == 2, "{} {}: {run:?}", row.workload, e.engine);
                 assert!(run.mpps().is_finite() && run.mpps() > 0.0);
@@ -633,6 +710,42 @@ mod tests {
         let gso = gro64_or(&report, "tcp4_64k");
         let dpdk = gso.run("dpdk").unwrap();
         assert_eq!((dpdk.packets_out, dpdk.ip_bytes_out), (4 * 45, 4 * 45 * 1500));
+    }
+
+    #[test]
+    fn vxlan_rows_do_the_same_work_as_dpdk() {
+        let report = quick();
+        // 64 VXLAN flows: the same pairs per burst as plain TCP, merged on
+        // the inner flow by superpacket and by DPDK alike.
+        let gro64 = gro64_or(&report, "vxlan_tcp4_64flows");
+        assert!(gro64.equal_work(), "{:?}", gro64.engines);
+        let dpdk = gro64.run("dpdk").expect("DPDK VXLAN GRO ran");
+        assert_eq!((dpdk.packets_in, dpdk.packets_out), (256, 128));
+        let sp = gro64.run("superpacket_trusted").unwrap();
+        assert_eq!((sp.packets_out, sp.ip_bytes_out), (dpdk.packets_out, dpdk.ip_bytes_out));
+        // One flow: aggregates of at most 64 KB of outer IP packet.
+        let gro1 = gro64_or(&report, "vxlan_tcp4_1flow");
+        assert!(gro1.equal_work(), "{:?}", gro1.engines);
+        assert_eq!(gro1.run("superpacket_verify").unwrap().packets_out, gro1.run("dpdk").unwrap().packets_out);
+        // GSO: 4 superpackets of 45 segments, each 1550 outer IP bytes.
+        let gso = gro64_or(&report, "vxlan_tcp4_64k");
+        assert!(gso.equal_work(), "{:?}", gso.engines);
+        for key in ["superpacket_sg", "superpacket_linear", "dpdk"] {
+            let r = gso.run(key).unwrap();
+            assert_eq!((r.packets_out, r.ip_bytes_out), (4 * 45, 4 * 45 * 1550), "{key}");
+        }
+        assert!(gso.run("tunrs").is_none());
+        // tun-rs's n/a cells do not make the peer missing.
+        let json: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        assert!(json["peers"]["tunrs"].get("missing").is_none(), "{}", json["peers"]);
+        let cells = json["results"].as_array().unwrap();
+        let cell = cells.iter().find(|r| r["name"] == "gso_vxlan_tcp4_64k_tunrs_gbps").expect("tun-rs cell");
+        assert!(cell["value"].is_null() && cell["missing"] == TUNRS_NO_TUNNEL, "{cell}");
+        let r = report.to_bench_report();
+        for key in ["gro_vxlan_ratio_dpdk", "gso_vxlan_ratio_dpdk"] {
+            let v = r.get(key).unwrap_or_else(|| panic!("no {key}"));
+            assert!(v.is_finite() && v > 0.0, "{key} = {v}");
+        }
     }
 
     fn gro64_or<'a>(report: &'a PeersReport, workload: &str) -> &'a Row {

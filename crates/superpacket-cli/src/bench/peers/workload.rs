@@ -15,10 +15,16 @@
 //!   with TSO delivers them: `CHECKSUM_PARTIAL`, the pseudo-header sum in the
 //!   TCP checksum field, gso_size 1448. Every engine must produce wire-ready
 //!   segments: IPv4 header and TCP checksums filled in.
+//! - VXLAN GRO and GSO: the same TCP/IPv4 frames and superpackets inside
+//!   VXLAN (UDP port 4789) over IPv4, outer UDP checksum 0 (as a Linux
+//!   VXLAN device sends over IPv4), outer IPv4 ID incrementing per frame,
+//!   outer DF clear; one VXLAN source port per inner flow. GSO segments of
+//!   1448 inner payload bytes: 1500-byte inner and 1550-byte outer IPv4
+//!   packets, every outer and inner checksum filled in.
 
 use crate::bench::gro::{MSS, bursts};
-use superpacket::packet::Packet;
-use superpacket::traffic::{Flow, FlowSpec, Transport};
+use superpacket::packet::{Packet, TunnelKind};
+use superpacket::traffic::{Flow, FlowSpec, Transport, TunnelFlow, TunnelSpec, encapsulate};
 use superpacket::wire::TcpFlags;
 
 /// Ethernet header length of every frame here (untagged).
@@ -27,6 +33,9 @@ pub const ETH_HLEN: usize = 14;
 /// UDP payload of every datagram of the UDP GRO rows (a QUIC- or
 /// WireGuard-sized datagram).
 pub const UDP_PAYLOAD: usize = 1400;
+
+/// Outer headers of a VXLAN-over-IPv4 frame: Ethernet, IPv4, UDP, VXLAN.
+pub const VXLAN4_OVERHEAD: usize = 14 + 20 + 8 + 8;
 
 /// Segments per GSO superpacket: 45 x 1448 = 65160 payload bytes, the
 /// largest whole number of segments in a 64 KB IPv4 packet.
@@ -45,6 +54,8 @@ pub struct GroWorkload {
     pub batch: usize,
     /// UDP datagrams (else TCP segments).
     pub udp: bool,
+    /// TCP/IPv4 inside VXLAN over IPv4.
+    pub vxlan: bool,
 }
 
 impl GroWorkload {
@@ -52,7 +63,7 @@ impl GroWorkload {
     pub fn tcp4(flows: usize, total: usize, batch: usize) -> GroWorkload {
         let pattern = bursts(flows, 1, total, batch);
         let name = if flows == 1 { "tcp4_1flow".to_string() } else { format!("tcp4_{flows}flows") };
-        GroWorkload { name, flows, frames: pattern.frames, batch, udp: false }
+        GroWorkload { name, flows, frames: pattern.frames, batch, udp: false, vxlan: false }
     }
 
     /// `flows` UDP/IPv4 flows of [`UDP_PAYLOAD`]-byte datagrams interleaved
@@ -62,7 +73,24 @@ impl GroWorkload {
         let frames =
             (0..total).map(|i| fl[i % flows].frame(UDP_PAYLOAD, TcpFlags::empty()).expect("a datagram fits")).collect();
         let name = if flows == 1 { "udp4_1flow".to_string() } else { format!("udp4_{flows}flows") };
-        GroWorkload { name, flows, frames, batch, udp: true }
+        GroWorkload { name, flows, frames, batch, udp: true, vxlan: false }
+    }
+
+    /// `flows` TCP/IPv4 flows in VXLAN over IPv4 (one outer source port
+    /// per flow, outer UDP checksum 0) interleaved packet by packet,
+    /// `total` frames of [`MSS`]-byte segments.
+    pub fn vxlan_tcp4(flows: usize, total: usize, batch: usize) -> GroWorkload {
+        let mut fl: Vec<TunnelFlow> = (0..flows)
+            .map(|i| {
+                let mut t =
+                    TunnelFlow::new(TunnelKind::Vxlan, false, FlowSpec::new(Transport::Tcp, false, i as u32), i as u32);
+                t.udp_csum = false;
+                t
+            })
+            .collect();
+        let frames = (0..total).map(|i| fl[i % flows].frame(MSS, TcpFlags::empty()).expect("a segment fits")).collect();
+        let name = if flows == 1 { "vxlan_tcp4_1flow".to_string() } else { format!("vxlan_tcp4_{flows}flows") };
+        GroWorkload { name, flows, frames, batch, udp: false, vxlan: true }
     }
 
     /// IP bytes of all frames (what every engine receives, without the Ethernet header).
@@ -80,6 +108,11 @@ pub struct GsoWorkload {
     pub superpackets: Vec<Packet>,
     /// TCP payload bytes per segment.
     pub mss: usize,
+    /// The (outer) IP MTU of the segments: 1500, or 1550 for VXLAN (a
+    /// 1500-byte inner packet plus the tunnel headers).
+    pub mtu: usize,
+    /// TCP/IPv4 inside VXLAN over IPv4.
+    pub vxlan: bool,
 }
 
 impl GsoWorkload {
@@ -91,7 +124,31 @@ impl GsoWorkload {
                 flow.superpacket(GSO_SEGMENTS * MSS, MSS as u16, TcpFlags::PSH).expect("64 KB fits an IPv4 packet")
             })
             .collect();
-        GsoWorkload { name: "tcp4_64k".to_string(), superpackets, mss: MSS }
+        GsoWorkload { name: "tcp4_64k".to_string(), superpackets, mss: MSS, mtu: 1500, vxlan: false }
+    }
+
+    /// `count` consecutive 64 KB superpackets of one TCP/IPv4 flow, each in
+    /// VXLAN over IPv4 (`UDP_TUNNEL`: outer UDP checksum 0), as a Linux
+    /// VXLAN device hands them to its lower device.
+    pub fn vxlan_tcp4_64k(count: usize) -> GsoWorkload {
+        let mut flow = Flow::new(FlowSpec::new(Transport::Tcp, false, 1));
+        let mut tunnel = TunnelSpec::new(TunnelKind::Vxlan, false);
+        let superpackets = (0..count)
+            .map(|_| {
+                let inner =
+                    flow.superpacket(GSO_SEGMENTS * MSS, MSS as u16, TcpFlags::PSH).expect("64 KB fits an IPv4 packet");
+                let sp = encapsulate(&inner, &tunnel).expect("64 KB plus 50 bytes fits an IPv4 packet");
+                tunnel.ip_id = tunnel.ip_id.wrapping_add(GSO_SEGMENTS as u16);
+                sp
+            })
+            .collect();
+        GsoWorkload {
+            name: "vxlan_tcp4_64k".to_string(),
+            superpackets,
+            mss: MSS,
+            mtu: 1500 + VXLAN4_OVERHEAD,
+            vxlan: true,
+        }
     }
 
     /// The superpackets as plain Ethernet frames.
