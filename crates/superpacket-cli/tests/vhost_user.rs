@@ -523,52 +523,10 @@ fn a_frontend_killed_mid_superpacket_stream_leaves_the_engine_responsive() {
     if !privileged(TEST) || !testpmd_available(TEST) {
         return;
     }
-    let dir = topology_dir();
-    let sock = dir.path().join("v.sock");
-    let (na, nb) = (quiet_ns("spvka"), quiet_ns("spvkb"));
-    let id = std::process::id() % 10_000;
-    let (ta, tb) = (format!("spvka{id}"), format!("spvkb{id}"));
-    let topology = format!(
-        r#"
-[[device]]
-name = "vp"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "ta"
-kind = "port"
-driver = {{ kind = "tap", name = "{ta}", netns = "{}" }}
-[[device]]
-name = "tb"
-kind = "port"
-driver = {{ kind = "tap", name = "{tb}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vp", "ta", "tb"]
-"#,
-        sock.display(),
-        na.name(),
-        nb.name()
-    );
-    let engine = Running::start(&topology);
-    na.add_addr(&ta, "10.96.0.1/24").unwrap();
-    nb.add_addr(&tb, "10.96.0.2/24").unwrap();
-    const PMD_MAC_BYTES: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x10];
-    na.replace_neighbour(&ta, "10.96.0.2", PMD_MAC_BYTES).unwrap();
-    let tb_mac = nb.read_sysfs(&tb, "address").unwrap().trim().to_string();
-    let mut pmd = Testpmd::start(
-        dir.path(),
-        "kill",
-        &sock,
-        ",mac=02:5e:00:00:00:10",
-        &["--forward-mode=csum", "--rx-offloads=0x2018", &format!("--eth-peer=0,{tb_mac}")],
-    );
-    for c in ["port stop 0", "csum set tcp hw 0", "tso set 1448 0", "port start 0", "start"] {
-        pmd.cmd(c);
-    }
-    wait_stats(&engine, "testpmd connected", |s| counter(s, "vp", "driver.connected") == 1);
-    let listener = nb.enter_scoped(|| std::net::TcpListener::bind("10.96.0.2:5001").unwrap()).unwrap();
+    let lab = CsumLab::start("spvk", 96, 0x10, &["--rx-offloads=0x2018"]);
+    let CsumLab { engine, pmd, na, nb, b_addr, _dir } = lab;
+    let to: std::net::SocketAddr = format!("{b_addr}:5001").parse().unwrap();
+    let listener = nb.enter_scoped(|| std::net::TcpListener::bind(to).unwrap()).unwrap();
     let server = std::thread::spawn(move || {
         use std::io::Read;
         let (mut c, _) = listener.accept().unwrap();
@@ -577,9 +535,7 @@ ports = ["vp", "ta", "tb"]
         while matches!(c.read(&mut buf), Ok(n) if n > 0) {}
     });
     let mut client = na
-        .enter_scoped(|| {
-            std::net::TcpStream::connect_timeout(&"10.96.0.2:5001".parse().unwrap(), Duration::from_secs(5))
-        })
+        .enter_scoped(|| std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)))
         .unwrap()
         .expect("connect through testpmd");
     client.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
