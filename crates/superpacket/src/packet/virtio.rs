@@ -470,13 +470,17 @@ impl VirtioNetHdr {
     ///
     /// # Errors
     /// [`VirtioHdrError::Truncated`] if `out` is shorter than the layout;
-    /// [`VirtioHdrError::TunnelNeedsLayout`] for a UDP tunnel header in a
-    /// layout without the tunnel offsets.
+    /// [`VirtioHdrError::TunnelNeedsLayout`] for tunnel offsets in a layout
+    /// without room for them (they would be lost). The bytes of a header
+    /// parsed from a shorter layout are written back as they were, tunnel
+    /// bits in `gso_type` included: refusing those is import's job
+    /// ([`VirtioNetHdr::to_meta`]), as it is the kernel's.
     pub fn emit(&self, out: &mut [u8], layout: HdrLayout, order: HdrByteOrder) -> Result<(), VirtioHdrError> {
         if out.len() < layout.len() {
             return Err(VirtioHdrError::Truncated { needed: layout.len(), available: out.len() });
         }
-        if self.is_tunnel() && layout != HdrLayout::HashTunnel {
+        let offsets = self.outer_th_offset != 0 || self.inner_nh_offset != 0;
+        if offsets && layout != HdrLayout::HashTunnel {
             return Err(VirtioHdrError::TunnelNeedsLayout { layout_len: layout.len() });
         }
         out[0] = self.flags;
