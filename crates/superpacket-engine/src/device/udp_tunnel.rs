@@ -306,24 +306,22 @@ impl UdpTunnel {
     /// the inner frame's length.
     fn decapsulate(&mut self, pkt: &mut Packet, len: usize) -> Result<usize, &'static str> {
         let b = pkt.linear();
-        let (remote, l4, ip_end, v6) = match b.get(12..14) {
+        let ((remote, local), l4, ip_end, v6) = match b.get(12..14) {
             Some([0x08, 0x00]) => {
                 let ihl = usize::from(b.get(ETHERNET_HEADER_LEN).ok_or("tunnel-truncated")? & 0x0f) * 4;
-                let src = b.get(26..30).ok_or("tunnel-truncated")?;
+                let addrs = b.get(26..34).ok_or("tunnel-truncated")?;
                 let total = b.get(16..18).ok_or("tunnel-truncated")?;
                 let total = usize::from(u16::from_be_bytes([total[0], total[1]]));
-                let src = IpAddr::from(<[u8; 4]>::try_from(src).map_err(|_| "tunnel-truncated")?);
-                (src, ETHERNET_HEADER_LEN + ihl, ETHERNET_HEADER_LEN + total, false)
+                let at = |i: usize| IpAddr::from([addrs[i], addrs[i + 1], addrs[i + 2], addrs[i + 3]]);
+                ((at(0), at(4)), ETHERNET_HEADER_LEN + ihl, ETHERNET_HEADER_LEN + total, false)
             }
             Some([0x86, 0xdd]) => {
-                let src = b.get(22..38).ok_or("tunnel-truncated")?;
-                let pl = b.get(18..20).ok_or("tunnel-truncated")?;
-                let pl = usize::from(u16::from_be_bytes([pl[0], pl[1]]));
-                let src = IpAddr::from(<[u8; 16]>::try_from(src).map_err(|_| "tunnel-truncated")?);
                 let ip = superpacket::wire::Ipv6Packet::new_checked(&b[ETHERNET_HEADER_LEN..])
                     .map_err(|_| "tunnel-truncated")?;
+                let addrs = (IpAddr::from(ip.src_bytes()), IpAddr::from(ip.dst_bytes()));
+                let pl = usize::from(ip.payload_len());
                 let upper = ip.walk_ext_headers().map_err(|_| "tunnel-truncated")?.upper_offset;
-                (src, ETHERNET_HEADER_LEN + upper, ETHERNET_HEADER_LEN + 40 + pl, true)
+                (addrs, ETHERNET_HEADER_LEN + upper, ETHERNET_HEADER_LEN + 40 + pl, true)
             }
             _ => return Err("tunnel-not-ip"),
         };
@@ -339,7 +337,7 @@ impl UdpTunnel {
             if v6 && !self.cfg.udp6_zero_checksum_rx {
                 return Err("udp6-zero-checksum");
             }
-        } else if !verified && !udp_checksum_ok(pkt, l4, ulen, v6) {
+        } else if !verified && !udp_checksum_ok(pkt, l4, ulen, udp_pseudo(remote, local, ulen)) {
             return Err("udp-checksum");
         }
         let tun = l4 + 8;
@@ -413,41 +411,45 @@ fn inner_offsets(frame: &[u8], csum_start: Option<u16>) -> Result<(usize, usize)
 
 /// The UDP source port for the inner flow (Linux's `udp_flow_src_port`:
 /// the flow hash scaled into [`SOURCE_PORTS`]). The hash is the packet's RSS
-/// hash when it has one, else FNV-1a over the inner addresses and ports
-/// (the MACs and EtherType for non-IP frames), so a flow keeps its port.
+/// hash when it has one, else the inner frame's layer3+4 hash (addresses and
+/// ports; MACs and EtherType for non-IP frames, as Linux falls back to),
+/// the one bonds use ([`super::bond::hash_layer34`]), spread over 32 bits
+/// by a Fibonacci multiply since the scaling reads its high bits. A flow
+/// keeps its port.
 fn source_port(pkt: &Packet) -> u16 {
-    let hash = pkt.meta.rss_hash.unwrap_or_else(|| inner_flow_hash(pkt.linear()));
+    let hash = pkt.meta.rss_hash.unwrap_or_else(|| super::bond::hash_layer34(pkt.linear()).wrapping_mul(0x9e37_79b1));
     let (min, max) = SOURCE_PORTS;
     ((u64::from(hash) * u64::from(max - min)) >> 32) as u16 + min
 }
 
-fn inner_flow_hash(frame: &[u8]) -> u32 {
-    let mut h: u32 = 0x811c_9dc5;
-    let mut mix = |bytes: &[u8]| {
-        for &b in bytes {
-            h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
-        }
-    };
-    let walk = walk_tags(frame, 12);
-    let l3 = walk.type_offset + 2;
-    let (addrs, proto, l4) = match walk.ethertype {
-        EtherType::IPV4 if frame.len() >= l3 + 20 => {
-            (l3 + 12..l3 + 20, frame[l3 + 9], l3 + usize::from(frame[l3] & 0x0f) * 4)
-        }
-        EtherType::IPV6 if frame.len() >= l3 + 40 => (l3 + 8..l3 + 40, frame[l3 + 6], l3 + 40),
-        _ => {
-            mix(frame.get(..14).unwrap_or(frame));
-            return h;
-        }
-    };
-    mix(&frame[addrs]);
-    mix(&[proto]);
-    if (proto == 6 || proto == 17)
-        && let Some(ports) = frame.get(l4..l4 + 4)
-    {
-        mix(ports);
+/// The UDP pseudo-header sum of a datagram of `len` bytes from `src` to
+/// `dst` (0 for mixed families, which configuration rules out).
+fn udp_pseudo(src: IpAddr, dst: IpAddr, len: usize) -> u16 {
+    match (src, dst) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => csum::pseudo_header_v4(s.octets(), d.octets(), 17, len as u16),
+        (IpAddr::V6(s), IpAddr::V6(d)) => csum::pseudo_header_v6(s.octets(), d.octets(), 17, len as u32),
+        _ => 0,
     }
-    h
+}
+
+/// The ones' complement sum of bytes `from..to` of the packet (linear area,
+/// payload segments and frag list, each chunk summed at its offset's
+/// parity).
+fn sum_range(pkt: &Packet, from: usize, to: usize) -> u16 {
+    let (mut sum, mut pos) = (0u16, 0usize);
+    for chunk in pkt.all_chunks() {
+        let (start, end) = (pos, pos + chunk.len());
+        pos = end;
+        if end <= from {
+            continue;
+        }
+        if start >= to {
+            break;
+        }
+        let (a, b) = (from.max(start) - start, to.min(end) - start);
+        sum = csum::ones_add(sum, csum::ones_sum_at(&chunk[a..b], start + a - from));
+    }
+    sum
 }
 
 /// The outer UDP checksum field for a packet just encapsulated (outer UDP at
@@ -457,31 +459,17 @@ fn inner_flow_hash(frame: &[u8]) -> u32 {
 /// only header bytes are summed, the inner checksum's final value being
 /// known from its seed); else the full checksum.
 fn outer_udp_checksum(pkt: &Packet, l4: usize, udp_len: usize, local: IpAddr, remote: IpAddr) -> u16 {
-    let pseudo = match (local, remote) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => csum::pseudo_header_v4(s.octets(), d.octets(), 17, udp_len as u16),
-        (IpAddr::V6(s), IpAddr::V6(d)) => csum::pseudo_header_v6(s.octets(), d.octets(), 17, udp_len as u32),
-        _ => 0,
-    };
+    let pseudo = udp_pseudo(local, remote, udp_len);
     if pkt.meta.is_gso() {
         return pseudo;
     }
-    let b = pkt.linear();
     let sum = match pkt.meta.csum {
         ChecksumState::Partial { start, offset } => {
-            let start = usize::from(start);
-            let at = start + usize::from(offset);
-            let seed = b.get(at..at + 2).map_or(0, |s| u16::from_be_bytes([s[0], s[1]]));
-            csum::ones_add(csum::ones_sum(&b[l4..start.min(b.len())]), !seed)
+            let at = usize::from(start) + usize::from(offset);
+            let seed = pkt.linear().get(at..at + 2).map_or(0, |s| u16::from_be_bytes([s[0], s[1]]));
+            csum::ones_add(sum_range(pkt, l4, usize::from(start)), !seed)
         }
-        _ => {
-            let mut sum = csum::ones_sum(&b[l4..]);
-            let mut off = b.len() - l4;
-            for chunk in pkt.all_chunks().skip(1) {
-                sum = csum::ones_add(sum, csum::ones_sum_at(chunk, off));
-                off += chunk.len();
-            }
-            sum
-        }
+        _ => sum_range(pkt, l4, l4 + udp_len),
     };
     match !csum::ones_add(pseudo, sum) {
         0 => 0xffff,
@@ -489,32 +477,10 @@ fn outer_udp_checksum(pkt: &Packet, l4: usize, udp_len: usize, local: IpAddr, re
     }
 }
 
-/// Whether the UDP checksum of the datagram at `l4` (length `ulen`) verifies.
-fn udp_checksum_ok(pkt: &Packet, l4: usize, ulen: usize, v6: bool) -> bool {
-    let b = pkt.linear();
-    let pseudo = if v6 {
-        let (Ok(s), Ok(d)) = (<[u8; 16]>::try_from(&b[22..38]), <[u8; 16]>::try_from(&b[38..54])) else {
-            return false;
-        };
-        csum::pseudo_header_v6(s, d, 17, ulen as u32)
-    } else {
-        let (Ok(s), Ok(d)) = (<[u8; 4]>::try_from(&b[26..30]), <[u8; 4]>::try_from(&b[30..34])) else {
-            return false;
-        };
-        csum::pseudo_header_v4(s, d, 17, ulen as u16)
-    };
-    let end = l4 + ulen;
-    let mut sum = csum::ones_sum(&b[l4..end.min(b.len())]);
-    let mut off = b.len().min(end) - l4;
-    for chunk in pkt.all_chunks().skip(1) {
-        if l4 + off >= end {
-            break;
-        }
-        let take = chunk.len().min(end - l4 - off);
-        sum = csum::ones_add(sum, csum::ones_sum_at(&chunk[..take], off));
-        off += take;
-    }
-    csum::ones_add(pseudo, sum) == 0xffff
+/// Whether the UDP checksum of the datagram at `l4` (length `ulen`)
+/// verifies against the pseudo-header sum `pseudo`.
+fn udp_checksum_ok(pkt: &Packet, l4: usize, ulen: usize, pseudo: u16) -> bool {
+    csum::ones_add(pseudo, sum_range(pkt, l4, l4 + ulen)) == 0xffff
 }
 
 impl NetDevice for UdpTunnel {
