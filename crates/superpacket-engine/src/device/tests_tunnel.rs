@@ -401,3 +401,41 @@ fn tunnel_gro_aggregate_is_decapsulated_whole() {
     assert_eq!(got[14 + 20 + doff..], inner[14 + 20 + doff..], "payload");
     assert_eq!(got[..18], inner[..18], "MACs, EtherType, IP start");
 }
+
+/// Over an IPv6 underlay, a tunnel superpacket whose payload lives in
+/// segments (not in the linear area) is encapsulated and, at the other end,
+/// decapsulated whole: the IPv6 header is read without asking the linear
+/// area to hold the whole datagram.
+#[test]
+fn ipv6_underlay_superpacket_crosses_both_ends_whole() {
+    let tunnel_gso = NetdevFeatures::FULL_NIC | NetdevFeatures::GSO_UDP_TUNNEL | NetdevFeatures::GSO_UDP_TUNNEL_CSUM;
+    let mut peer = lab_with(TunnelKind::Vxlan, true, true, tunnel_gso);
+    let mut spec = FlowSpec::new(Transport::Tcp, true, 4);
+    spec.dst_mac = MacAddr([0x02, 0xbb, 0, 0, 0, 1]);
+    let mut sp = Flow::new(spec).superpacket(12 * 1300, 1300, TcpFlags::PSH).unwrap();
+    let inner = sp.to_vec();
+    // The payload in a segment, as a GRO aggregate or a packet read from a
+    // ring has it.
+    let headers = superpacket::wire::FrameHeaders::parse(&inner).unwrap().payload_offset;
+    sp.detach_payload(headers).unwrap();
+    peer.g.receive(peer.a, sp);
+    let out = tx_of(&mut peer.g, peer.u);
+    assert_eq!(out.len(), 1, "{:?}", peer.g.counters(peer.u));
+    let mut p = out.into_iter().next().unwrap();
+    assert!(p.meta.is_tunnel_gso() && p.headlen() < p.total_len(), "payload in segments: {}", p.headlen());
+
+    let mut us = lab_with(TunnelKind::Vxlan, true, true, tunnel_gso);
+    // From the peer to us: our MAC, the addresses swapped (the UDP and
+    // pseudo-header sums do not change).
+    let our_mac = us.g.device(us.u).mac.0;
+    let b = p.linear_mut();
+    b[..6].copy_from_slice(&our_mac);
+    let (src, dst) = (b[22..38].to_vec(), b[38..54].to_vec());
+    b[22..38].copy_from_slice(&dst);
+    b[38..54].copy_from_slice(&src);
+    us.g.receive(us.u, p);
+    let got = tx_of(&mut us.g, us.a);
+    assert_eq!(got.len(), 1, "vx: {:?}", us.g.counters(us.vx));
+    assert!(got[0].meta.is_gso() && got[0].meta.encap.is_none(), "{:?}", got[0].meta);
+    assert_eq!(got[0].to_vec(), inner);
+}

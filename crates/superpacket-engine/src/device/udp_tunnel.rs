@@ -316,8 +316,7 @@ impl UdpTunnel {
                 ((at(0), at(4)), ETHERNET_HEADER_LEN + ihl, ETHERNET_HEADER_LEN + total, false)
             }
             Some([0x86, 0xdd]) => {
-                let ip = superpacket::wire::Ipv6Packet::new_checked(&b[ETHERNET_HEADER_LEN..])
-                    .map_err(|_| "tunnel-truncated")?;
+                let ip = ipv6_header(b, ETHERNET_HEADER_LEN).ok_or("tunnel-truncated")?;
                 let addrs = (IpAddr::from(ip.src_bytes()), IpAddr::from(ip.dst_bytes()));
                 let pl = usize::from(ip.payload_len());
                 let upper = ip.walk_ext_headers().map_err(|_| "tunnel-truncated")?.upper_offset;
@@ -386,6 +385,15 @@ impl UdpTunnel {
     }
 }
 
+/// A view of the IPv6 header at `at` of a packet's linear area, which need
+/// hold only the headers: a superpacket's payload may live in segments, so
+/// the payload length is not checked against it (as the segmenter's header
+/// walk does). `None` without the 40 fixed bytes.
+fn ipv6_header(linear: &[u8], at: usize) -> Option<superpacket::wire::Ipv6Packet<&[u8]>> {
+    let ip = linear.get(at..).filter(|ip| ip.len() >= 40)?;
+    Some(superpacket::wire::Ipv6Packet::new_unchecked(ip))
+}
+
 /// The inner network and transport header offsets of `frame` (an Ethernet
 /// frame, VLAN tags allowed): the transport header is the partial checksum's
 /// start when there is one (it is what the offloads describe), else the IP
@@ -397,8 +405,7 @@ fn inner_offsets(frame: &[u8], csum_start: Option<u16>) -> Result<(usize, usize)
         (Some(start), _) => usize::from(start),
         (None, EtherType::IPV4) => network + usize::from(frame.get(network).ok_or("inner-runt")? & 0x0f) * 4,
         (None, EtherType::IPV6) => {
-            let ip = superpacket::wire::Ipv6Packet::new_checked(frame.get(network..).ok_or("inner-runt")?)
-                .map_err(|_| "inner-ipv6")?;
+            let ip = ipv6_header(frame, network).ok_or("inner-runt")?;
             network + ip.walk_ext_headers().map_err(|_| "inner-ipv6")?.upper_offset
         }
         _ => return Err("inner-not-ip"),
