@@ -124,6 +124,20 @@ impl Testpmd {
         (field("RX-packets:"), field("TX-packets:"))
     }
 
+    /// `show port xstats 0`: the values of `names` (per-queue counters of
+    /// the virtio PMD: `rx_q0_good_packets`, `tx_q1_good_packets`, ...).
+    fn xstats<const N: usize>(&mut self, names: [&str; N]) -> [u64; N] {
+        let before = self.output().len();
+        self.cmd("show port xstats 0");
+        let out = self.output();
+        let tail = &out[before..];
+        names.map(|name| {
+            let key = format!("{name}:");
+            let at = tail.find(&key).unwrap_or_else(|| panic!("no {key} in:\n{tail}"));
+            tail[at + key.len()..].split_whitespace().next().unwrap().parse().unwrap()
+        })
+    }
+
     /// `quit`, then waits for the process (killed after 20 s).
     fn quit(mut self) -> String {
         if let Some(mut s) = self.stdin.take() {
@@ -168,14 +182,9 @@ fn topology_dir() -> tempfile::TempDir {
     tempfile::tempdir().unwrap()
 }
 
-#[test]
-fn two_testpmds_exchange_frames_through_a_vhost_user_bridge() {
-    if !testpmd_available("two_testpmds_exchange_frames_through_a_vhost_user_bridge") {
-        return;
-    }
-    let dir = topology_dir();
-    let (a, b) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
-    let topology = format!(
+/// Two vhost-user ports `va` (on `a`) and `vb` (on `b`) bridged.
+fn bridge_topology(a: &Path, b: &Path) -> String {
+    format!(
         r#"
 [[device]]
 name = "va"
@@ -192,7 +201,32 @@ ports = ["va", "vb"]
 "#,
         a.display(),
         b.display()
-    );
+    )
+}
+
+/// Quits both testpmds of a [`bridge_topology`], checks that the engine
+/// saw each leave once without a protocol error, and stops it cleanly.
+fn quit_both_and_stop(engine: Running, tx: Testpmd, rx: Testpmd) {
+    let (tx_out, rx_out) = (tx.quit(), rx.quit());
+    assert!(tx_out.contains("Bye"), "{tx_out}");
+    assert!(rx_out.contains("Bye"), "{rx_out}");
+    // The frontends left; the engine saw them go and still runs.
+    let s = wait_stats(&engine, "both frontends detached", |s| {
+        counter(s, "va", "driver.detaches") == 1 && counter(s, "vb", "driver.detaches") == 1
+    });
+    assert_eq!(counter(&s, "va", "driver.protocol_errors") + counter(&s, "vb", "driver.protocol_errors"), 0, "{s:#}");
+    let (code, err) = engine.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
+
+#[test]
+fn two_testpmds_exchange_frames_through_a_vhost_user_bridge() {
+    if !testpmd_available("two_testpmds_exchange_frames_through_a_vhost_user_bridge") {
+        return;
+    }
+    let dir = topology_dir();
+    let (a, b) = (dir.path().join("a.sock"), dir.path().join("b.sock"));
+    let topology = bridge_topology(&a, &b);
     let engine = Running::start(&topology);
     let mut rx = Testpmd::start(dir.path(), "rx", &b, ",mac=02:5e:00:00:00:0b", &["--forward-mode=rxonly"]);
     let mut tx = Testpmd::start(
@@ -233,16 +267,70 @@ ports = ["va", "vb"]
     let full = counter(&s2, "vb", "drops.vhost-rx-ring-full");
     assert_eq!(received + full, forwarded, "{s2:#}");
     assert_eq!(counter(&s2, "va", "driver.queue_stopped") + counter(&s2, "vb", "driver.queue_stopped"), 0);
-    let (tx_out, rx_out) = (tx.quit(), rx.quit());
-    assert!(tx_out.contains("Bye"), "{tx_out}");
-    assert!(rx_out.contains("Bye"), "{rx_out}");
-    // The frontends left; the engine saw them go and still runs.
-    let s = wait_stats(&engine, "both frontends detached", |s| {
-        counter(s, "va", "driver.detaches") == 1 && counter(s, "vb", "driver.detaches") == 1
+    quit_both_and_stop(engine, tx, rx);
+}
+
+/// Two engine workers serve one queue pair each of both ports (`MQ`):
+/// testpmds with `queues=2` and two Rx/Tx queues send on both pairs and
+/// receive on both, each pair served by its own worker.
+#[test]
+fn two_queue_pairs_carry_frames_through_a_two_worker_engine() {
+    if !testpmd_available("two_queue_pairs_carry_frames_through_a_two_worker_engine") {
+        return;
+    }
+    let dir = topology_dir();
+    let (a, b) = (dir.path().join("mqa.sock"), dir.path().join("mqb.sock"));
+    let topology = bridge_topology(&a, &b);
+    let engine = Running::start_with(&topology, &["--workers", "2"]);
+    let queues = ["--rxq=2", "--txq=2", "--disable-rss"];
+    let mut rx = Testpmd::start(
+        dir.path(),
+        "mqrx",
+        &b,
+        ",mac=02:5e:00:00:01:0b,queues=2",
+        &[&["--forward-mode=rxonly"][..], &queues].concat(),
+    );
+    let mut tx = Testpmd::start(
+        dir.path(),
+        "mqtx",
+        &a,
+        ",mac=02:5e:00:00:01:0a,queues=2",
+        &[&["--forward-mode=txonly", "--eth-peer=0,02:5e:00:00:01:0b"][..], &queues].concat(),
+    );
+    // Each testpmd enabled both pairs (virtio-user turns its own control
+    // queue's VQ_PAIRS_SET into SET_VRING_ENABLE of each pair).
+    let s = wait_stats(&engine, "both frontends connected with two pairs in service", |s| {
+        ["va", "vb"]
+            .iter()
+            .all(|p| counter(s, p, "driver.connected") == 1 && counter(s, p, "driver.pairs_enabled") == 2)
     });
-    assert_eq!(counter(&s, "va", "driver.protocol_errors"), 0, "{s:#}");
-    let (code, err) = engine.stop();
-    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(counter(&s, "va", "driver.queue_pairs"), 2, "{s:#}");
+    let acked = counter(&s, "va", "driver.features");
+    assert_ne!(acked & (1 << 22), 0, "MQ not acked: {acked:#x}");
+    rx.cmd("start");
+    tx.cmd("start");
+    std::thread::sleep(Duration::from_secs(3));
+    tx.cmd("stop");
+    let [sent0, sent1] = tx.xstats(["tx_q0_good_packets", "tx_q1_good_packets"]);
+    assert!(sent0 > 1_000 && sent1 > 1_000, "testpmd sent {sent0} on queue 0, {sent1} on queue 1");
+    let s = wait_stats(&engine, "the engine took every frame the sender queued", |s| {
+        counter(s, "va", "driver.rx_frames") == sent0 + sent1 && counter(s, "vb", "driver.backlog") == 0
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    rx.cmd("stop");
+    let [got0, got1] = rx.xstats(["rx_q0_good_packets", "rx_q1_good_packets"]);
+    let s2 = engine.stats();
+    // Both workers took frames from the sender's pairs and placed frames in
+    // the receiver's: each pair carried traffic both ways.
+    assert_eq!(counter(&s, "va", "driver.pairs_rx_used"), 2, "{s:#}");
+    assert_eq!(counter(&s2, "vb", "driver.pairs_tx_used"), 2, "{s2:#}");
+    assert!(got0 > 100 && got1 > 100, "testpmd received {got0} on queue 0, {got1} on queue 1");
+    assert_eq!(counter(&s2, "vb", "driver.tx_frames"), got0 + got1, "{s2:#}");
+    let full = counter(&s2, "vb", "drops.vhost-rx-ring-full");
+    assert_eq!(got0 + got1 + full, counter(&s2, "vb", "tx_packets"), "{s2:#}");
+    assert_eq!(counter(&s2, "vb", "drops.vhost-queue-disabled"), 0, "{s2:#}");
+    assert_eq!(counter(&s2, "va", "driver.queue_stopped") + counter(&s2, "vb", "driver.queue_stopped"), 0);
+    quit_both_and_stop(engine, tx, rx);
 }
 
 #[test]

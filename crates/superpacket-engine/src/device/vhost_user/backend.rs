@@ -11,18 +11,20 @@
 //! notices a connect, a disconnect, a feature or memory change with one
 //! atomic load.
 
+use super::ctrl::{self, Command};
 use super::features as vf;
 use crate::io::event::EventFd;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 use vhost::vhost_user::Listener;
 use vhost::vhost_user::message::VhostUserProtocolFeatures;
-use vhost_user_backend::{ShutdownHandle, VhostUserBackend, VhostUserDaemon, VringMutex};
-use vm_memory::{GuestMemoryAtomic, GuestMemoryMmap};
+use vhost_user_backend::{ShutdownHandle, VhostUserBackend, VhostUserDaemon, VringMutex, VringT};
+use virtio_queue::QueueT;
+use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
 
@@ -60,6 +62,13 @@ pub struct Conn {
     /// Device resets so far (`RESET_DEVICE`): a stopped queue starts
     /// again after one.
     pub resets: AtomicU64,
+    /// Queue pairs the guest may use, as it set them through a control
+    /// queue handed to the port (`VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET`;
+    /// [`NO_PAIR_LIMIT`] while no control queue is in use: the frontend
+    /// enables and disables pairs with `SET_VRING_ENABLE`).
+    pub pair_limit: AtomicUsize,
+    /// The control queue was stopped for a guest fault.
+    ctrl_stopped: AtomicBool,
     /// Exit notifiers of the daemon's event threads (to end them when the
     /// connection ends).
     exits: Mutex<Vec<EventNotifier>>,
@@ -71,6 +80,9 @@ impl std::fmt::Debug for Conn {
     }
 }
 
+/// [`Conn::pair_limit`] without a control queue.
+pub const NO_PAIR_LIMIT: usize = usize::MAX;
+
 /// Counters of the protocol side.
 #[derive(Debug, Default)]
 pub struct ControlStats {
@@ -80,6 +92,12 @@ pub struct ControlStats {
     pub detaches: AtomicU64,
     /// Connection attempts or daemons that failed.
     pub errors: AtomicU64,
+    /// Commands answered on a control queue handed to the port.
+    pub ctrl_commands: AtomicU64,
+    /// Of those, refused (`VIRTIO_NET_ERR`): unknown or malformed.
+    pub ctrl_refused: AtomicU64,
+    /// Control queues stopped for a guest fault.
+    pub ctrl_stopped: AtomicU64,
 }
 
 /// What a port's control thread, its daemon and its workers share.
@@ -191,8 +209,10 @@ impl VhostUserBackend for NetBackend {
     type Bitmap = ();
     type Vring = Vring;
 
+    /// Two per queue pair, and the control queue (index `2N`) when
+    /// `CTRL_VQ` is offered.
     fn num_queues(&self) -> usize {
-        2 * self.port.pairs
+        2 * self.port.pairs + usize::from(self.port.offered & vf::CTRL_VQ != 0)
     }
     fn max_queue_size(&self) -> usize {
         usize::from(self.port.queue_size)
@@ -217,6 +237,8 @@ impl VhostUserBackend for NetBackend {
     fn reset_device(&self) {
         self.conn.resets.fetch_add(1, Ordering::AcqRel);
         self.conn.acked.store(0, Ordering::Release);
+        self.conn.pair_limit.store(NO_PAIR_LIMIT, Ordering::Release);
+        self.conn.ctrl_stopped.store(false, Ordering::Release);
         self.port.changed();
     }
     fn set_event_idx(&self, _enabled: bool) {
@@ -245,7 +267,8 @@ impl VhostUserBackend for NetBackend {
         Some((c, n))
     }
     /// A kick (or a vring that became enabled): wake the worker serving
-    /// that queue pair. The first call also publishes the vrings.
+    /// that queue pair, or answer the control queue. The first call also
+    /// publishes the vrings.
     fn handle_event(
         &self,
         device_event: u16,
@@ -257,11 +280,78 @@ impl VhostUserBackend for NetBackend {
             let _ = self.conn.vrings.set(vrings.to_vec());
             self.port.changed();
         }
+        let ctrl_index = 2 * self.port.pairs;
+        if usize::from(device_event) == ctrl_index {
+            if let Some(v) = vrings.get(ctrl_index) {
+                self.serve_ctrl(v);
+            }
+            return Ok(());
+        }
         let qp = usize::from(device_event) / 2;
         if let Some(w) = self.port.wake.get(qp) {
             w.notify();
         }
         Ok(())
+    }
+}
+
+impl NetBackend {
+    /// Answers every command waiting on the control queue (in the daemon's
+    /// event thread: commands are rare and touch no data queue).
+    /// `VQ_PAIRS_SET` limits the pairs the workers serve; the first kick
+    /// sets the limit to one pair, the virtio default once a driver uses
+    /// the control queue.
+    fn serve_ctrl(&self, vring: &Vring) {
+        let (conn, port) = (&self.conn, &self.port);
+        if conn.ctrl_stopped.load(Ordering::Acquire) {
+            return;
+        }
+        let mem = conn.mem.memory();
+        let mut st = vring.get_mut();
+        let q = st.get_queue();
+        if !q.ready() || !st.is_enabled() {
+            return;
+        }
+        let mut limit_changed =
+            conn.pair_limit.compare_exchange(NO_PAIR_LIMIT, 1, Ordering::AcqRel, Ordering::Acquire).is_ok();
+        let fault = if q.is_valid(&*mem) { None } else { Some(super::virtq::QueueFault::Address) };
+        let (mut answered, mut fault) = (0u16, fault);
+        let max_pairs = u16::try_from(port.pairs).unwrap_or(u16::MAX);
+        // At most one queue's worth per kick: a guest that keeps adding
+        // commands does not hold the thread.
+        while fault.is_none() && answered < st.get_queue().size() {
+            match ctrl::serve_one(st.get_queue_mut(), &*mem, max_pairs) {
+                Ok(None) => break,
+                Ok(Some(cmd)) => {
+                    answered += 1;
+                    port.stats.ctrl_commands.fetch_add(1, Ordering::Relaxed);
+                    match cmd {
+                        Command::PairsSet(n) => {
+                            conn.pair_limit.store(usize::from(n), Ordering::Release);
+                            limit_changed = true;
+                        }
+                        Command::Refused { class, command } => {
+                            port.stats.ctrl_refused.fetch_add(1, Ordering::Relaxed);
+                            *lock(&port.last_error) =
+                                Some(format!("control queue: refused class {class} command {command}"));
+                        }
+                    }
+                }
+                Err(f) => fault = Some(f),
+            }
+        }
+        if let Some(f) = fault {
+            conn.ctrl_stopped.store(true, Ordering::Release);
+            port.stats.ctrl_stopped.fetch_add(1, Ordering::Relaxed);
+            *lock(&port.last_error) = Some(format!("control queue stopped: {}", f.reason()));
+        }
+        if answered > 0 && matches!(st.get_queue_mut().needs_notification(&*mem), Ok(true)) {
+            let _ = st.signal_used_queue();
+        }
+        drop(st);
+        if limit_changed {
+            port.changed();
+        }
     }
 }
 
@@ -287,6 +377,8 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
         mem: mem.clone(),
         acked: AtomicU64::new(0),
         resets: AtomicU64::new(0),
+        pair_limit: AtomicUsize::new(NO_PAIR_LIMIT),
+        ctrl_stopped: AtomicBool::new(false),
         exits: Mutex::new(Vec::new()),
     });
     let backend = NetBackend { port: port.clone(), conn: conn.clone() };

@@ -20,10 +20,13 @@
 //!   eventfd per queue pair, signalled on a kick of either queue and on any
 //!   connection change.
 //! - **queue pairs**: one per engine worker (`VIRTIO_NET_F_MQ` offers as
-//!   many pairs as there are workers); worker `i` serves pair `i` (receive
-//!   queue `2i`, transmit queue `2i + 1`). Every worker builds its own
-//!   graph; the port's control thread and socket are shared through a
-//!   process-wide registry keyed by the socket path.
+//!   many pairs as there are workers, with the `VIRTIO_NET_F_CTRL_VQ`
+//!   virtio requires with it); worker `i` serves pair `i` (receive queue
+//!   `2i`, transmit queue `2i + 1`) while the frontend has it enabled
+//!   (`SET_VRING_ENABLE`) and, if it handed the port the control queue,
+//!   within the pairs the guest set there ([`ctrl`]). Every worker builds
+//!   its own graph; the port's control thread and socket are shared
+//!   through a process-wide registry keyed by the socket path.
 //! - **receive from the guest** ([`PortDriver::recv`]): one chain (direct
 //!   or indirect descriptors) is copied into a reusable buffer, the chain
 //!   given back, the `virtio_net_hdr_v1` imported with the kernel's
@@ -62,6 +65,7 @@
 //! unmapped under it.
 
 pub mod backend;
+pub mod ctrl;
 pub mod virtq;
 
 use super::features::{FeaturesCheck, NetdevFeatures};
@@ -106,6 +110,8 @@ pub mod features {
     pub const MRG_RXBUF: u64 = 1 << 15;
     /// `VIRTIO_NET_F_STATUS`: the config space has a link status.
     pub const STATUS: u64 = 1 << 16;
+    /// `VIRTIO_NET_F_CTRL_VQ`: a control virtqueue (after the data queues).
+    pub const CTRL_VQ: u64 = 1 << 17;
     /// `VIRTIO_NET_F_MQ`: several queue pairs.
     pub const MQ: u64 = 1 << 22;
     /// `VIRTIO_RING_F_INDIRECT_DESC`.
@@ -123,8 +129,9 @@ pub mod features {
     /// `VIRTIO_NET_F_HOST_USO`.
     pub const HOST_USO: u64 = 1 << 56;
 
-    /// Always offered: the ring and framing features.
-    pub const BASE: u64 = VERSION_1 | MRG_RXBUF | EVENT_IDX | INDIRECT_DESC | STATUS | MQ;
+    /// Always offered: the ring and framing features, and (with more than
+    /// one queue pair) `MQ` with the `CTRL_VQ` virtio requires with it.
+    pub const BASE: u64 = VERSION_1 | MRG_RXBUF | EVENT_IDX | INDIRECT_DESC | STATUS | MQ | CTRL_VQ;
     /// Every offload (both directions).
     pub const OFFLOADS: u64 = CSUM
         | GUEST_CSUM
@@ -198,6 +205,12 @@ pub fn netdev_features(acked: u64) -> NetdevFeatures {
     f
 }
 
+/// Whether a worker may use vring `st` of `a`: set up, enabled by the
+/// frontend (`SET_VRING_ENABLE`) and within the guest's pairs.
+fn in_service(a: &Active, st: &vhost_user_backend::VringState<backend::Mem>) -> bool {
+    a.within_limit && st.get_queue().ready() && st.is_enabled()
+}
+
 /// How a vhost-user port is opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VhostUserOptions {
@@ -244,6 +257,9 @@ struct Active {
     /// 12 (VERSION_1 or MRG_RXBUF) or 10.
     hdr_len: usize,
     mrg: bool,
+    /// The guest lets this pair be used: it is within the pairs it set
+    /// through a control queue handed to the port (if one was).
+    within_limit: bool,
     /// Which connection and device reset (to tell a reconnect or a reset
     /// from a feature change).
     conn: (usize, u64),
@@ -353,7 +369,7 @@ impl VhostUserDriver {
                 let workers = workers.max(1);
                 let mut features = opts.features | vf::BASE;
                 if workers == 1 {
-                    features &= !vf::MQ;
+                    features &= !(vf::MQ | vf::CTRL_VQ);
                 }
                 let shared = PortShared::new(opts.socket.clone(), opts.mode, features, workers, opts.queue_size)
                     .map_err(|e| open_error(&what, e))?;
@@ -444,6 +460,7 @@ impl VhostUserDriver {
                 acked,
                 hdr_len: if v1 { 12 } else { 10 },
                 mrg: acked & vf::MRG_RXBUF != 0,
+                within_limit: qp < c.pair_limit.load(Ordering::Acquire),
                 conn: (Arc::as_ptr(c) as usize, c.resets.load(Ordering::Acquire)),
             })
         });
@@ -489,7 +506,7 @@ impl VhostUserDriver {
         let Some(a) = &self.active else { return false };
         let vr = if which == 0 { &a.rx } else { &a.tx };
         let st = vr.get_ref();
-        if !st.get_queue().ready() || !st.is_enabled() {
+        if !in_service(a, &st) {
             return false;
         }
         let ok = st.get_queue().is_valid(&*a.mem.memory());
@@ -510,7 +527,7 @@ impl VhostUserDriver {
         let Some(a) = &self.active else { return TxStep::Empty };
         let hdr_len = a.hdr_len;
         let mut st = a.tx.get_mut();
-        if !st.get_queue().ready() || !st.is_enabled() {
+        if !in_service(a, &st) {
             return TxStep::Empty;
         }
         if self.tx_kicks_on {
@@ -567,7 +584,7 @@ impl VhostUserDriver {
     fn enable_tx_kicks(&mut self) -> bool {
         let Some(a) = &self.active else { return false };
         let mut st = a.tx.get_mut();
-        if !st.get_queue().ready() || !st.is_enabled() {
+        if !in_service(a, &st) {
             return false;
         }
         self.tx_kicks_on = true;
@@ -659,13 +676,15 @@ impl VhostUserDriver {
         let mut hb = [0u8; 12];
         let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
         hdr.emit(&mut hb, layout, HdrByteOrder::Little).map_err(|e| Place::Drop(e.reason()))?;
+        // A pair the guest does not use (disabled, or beyond the pairs it
+        // set) gets nothing: waiting would only fill the backlog.
         if !self.validate(0) {
-            return Err(Place::NoRoom);
+            return Err(Place::Drop(if self.stopped[0] { "vhost-queue-stopped" } else { "vhost-queue-disabled" }));
         }
         let Some(a) = &self.active else { return Err(Place::Drop("vhost-no-guest")) };
         let mut st = a.rx.get_mut();
-        if !st.get_queue().ready() || !st.is_enabled() {
-            return Err(Place::NoRoom);
+        if !in_service(a, &st) {
+            return Err(Place::Drop("vhost-queue-disabled"));
         }
         let mem = a.mem.memory();
         let r = virtq::push_rx(st.get_queue_mut(), &*mem, &hb[..hdr_len], parts, len, mrg);
@@ -730,7 +749,7 @@ impl VhostUserDriver {
         let a = self.active.as_ref()?;
         let st = a.rx.get_ref();
         let q = st.get_queue();
-        if !q.ready() {
+        if !in_service(a, &st) {
             return None;
         }
         q.avail_idx(&*a.mem.memory(), Ordering::Acquire).ok().map(|w| w.0)
@@ -740,7 +759,7 @@ impl VhostUserDriver {
     fn enable_rx_kicks(&mut self) -> bool {
         let Some(a) = &self.active else { return false };
         let mut st = a.rx.get_mut();
-        if !st.get_queue().ready() || !st.is_enabled() {
+        if !in_service(a, &st) {
             return false;
         }
         self.rx_kicks_on = true;
@@ -888,24 +907,44 @@ impl PortDriver for VhostUserDriver {
         }
         self.signal_pending();
     }
-    /// `connected` (0/1), `queue_pair`, `queue_pairs`, `features` (acked
-    /// virtio feature bits), `attaches`, `detaches`, `protocol_errors`;
-    /// toward the guest: `tx_frames`, `tx_bytes`, `tx_superpackets`,
-    /// `tx_buffers` (receive chains used, `num_buffers` summed),
-    /// `tx_backlogged`, `backlog`; from the guest: `rx_frames`, `rx_bytes`,
+    /// Port-wide, reported by the worker of pair 0 only (so that summing
+    /// workers keeps them right): `connected` (0/1), `queue_pairs`,
+    /// `features` (acked virtio feature bits), `attaches`, `detaches`,
+    /// `protocol_errors`, `ctrl_commands`, `ctrl_refused`, `ctrl_stopped`
+    /// (a control queue handed to the port: see [`ctrl`]). Per queue pair
+    /// (summed over the workers): `pairs_enabled` (pairs in service: set up,
+    /// enabled by the frontend, within the pairs the guest set),
+    /// `pairs_rx_used` and `pairs_tx_used` (pairs that took frames from
+    /// the guest, that placed frames in its receive queue); toward the
+    /// guest: `tx_frames`, `tx_bytes`, `tx_superpackets`, `tx_buffers`
+    /// (receive chains used, `num_buffers` summed), `tx_backlogged`,
+    /// `backlog`; from the guest: `rx_frames`, `rx_bytes`,
     /// `rx_superpackets`, `rx_csum_partial`, `rx_descs`; `queue_stopped`
     /// (queues stopped for a guest fault), `calls_sent`, `wakeups`.
     fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {
+        if self.qp == 0 {
+            let c = &self.shared().stats;
+            for (name, v) in [
+                ("connected", u64::from(self.active.is_some())),
+                ("queue_pairs", self.shared().pairs as u64),
+                ("features", self.active.as_ref().map_or(0, |a| a.acked)),
+                ("attaches", c.attaches.load(Ordering::Relaxed)),
+                ("detaches", c.detaches.load(Ordering::Relaxed)),
+                ("protocol_errors", c.errors.load(Ordering::Relaxed)),
+                ("ctrl_commands", c.ctrl_commands.load(Ordering::Relaxed)),
+                ("ctrl_refused", c.ctrl_refused.load(Ordering::Relaxed)),
+                ("ctrl_stopped", c.ctrl_stopped.load(Ordering::Relaxed)),
+            ] {
+                report(name, v);
+            }
+        }
         let s = &self.stats;
-        let c = &self.shared().stats;
+        let enabled =
+            self.active.as_ref().is_some_and(|a| in_service(a, &a.rx.get_ref()) && in_service(a, &a.tx.get_ref()));
         for (name, v) in [
-            ("connected", u64::from(self.active.is_some())),
-            ("queue_pair", self.qp as u64),
-            ("queue_pairs", self.shared().pairs as u64),
-            ("features", self.active.as_ref().map_or(0, |a| a.acked)),
-            ("attaches", c.attaches.load(Ordering::Relaxed)),
-            ("detaches", c.detaches.load(Ordering::Relaxed)),
-            ("protocol_errors", c.errors.load(Ordering::Relaxed)),
+            ("pairs_enabled", u64::from(enabled)),
+            ("pairs_rx_used", u64::from(s.rx_frames > 0)),
+            ("pairs_tx_used", u64::from(s.tx_frames > 0)),
             ("tx_frames", s.tx_frames),
             ("tx_bytes", s.tx_bytes),
             ("tx_superpackets", s.tx_superpackets),

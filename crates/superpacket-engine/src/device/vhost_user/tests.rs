@@ -3,6 +3,7 @@
 //! (loops, addresses outside memory, bad indices, wrong directions, nested
 //! indirect tables), `MRG_RXBUF` placement and its rollback.
 
+use super::ctrl::{self, Command};
 use super::virtq::{self, QueueFault, RxRefused};
 use super::*;
 use virtio_queue::{Queue, QueueT};
@@ -392,6 +393,60 @@ fn workers_share_one_socket_with_one_queue_pair_each() {
     assert!(Arc::ptr_eq(&a.handle, &b.handle));
     assert_ne!(a.poll_fd(), b.poll_fd());
     assert_ne!(a.handle.shared.offered & features::MQ, 0);
+    assert_ne!(a.handle.shared.offered & features::CTRL_VQ, 0, "virtio requires CTRL_VQ with MQ");
     // A third worker's port is a new port: the socket is taken.
     assert!(VhostUserDriver::open_worker(&opts, 2).is_err());
+}
+
+/// Writes command `bytes` at 0x4000 and an ack byte buffer at 0x5000 as
+/// chain `head` (descriptors `head`, `head + 1`) and returns what the
+/// control queue made of it and the ack byte.
+fn ctrl_command(m: &GuestMemoryMmap<()>, q: &mut Queue, bytes: &[u8], n: u16) -> (Option<Command>, u8) {
+    let head = 2 * (n % (SIZE / 2));
+    m.write_slice(bytes, GuestAddress(0x4000)).unwrap();
+    m.write_obj(0xeeu8, GuestAddress(0x5000)).unwrap();
+    desc(m, head, 0x4000, bytes.len() as u32, F_NEXT, head + 1);
+    desc(m, head + 1, 0x5000, 1, F_WRITE, 0);
+    m.write_obj(head.to_le(), GuestAddress(AVAIL + 4 + 2 * u64::from(n % SIZE))).unwrap();
+    m.write_obj((n + 1).to_le(), GuestAddress(AVAIL + 2)).unwrap();
+    let c = ctrl::serve_one(q, m, 4).unwrap();
+    (c, m.read_obj::<u8>(GuestAddress(0x5000)).unwrap())
+}
+
+#[test]
+fn the_control_queue_sets_queue_pairs_and_refuses_other_commands() {
+    let m = mem();
+    let mut q = queue(&m);
+    let cases: [(&[u8], Option<Command>, u8); 6] = [
+        (&[4, 0, 2, 0], Some(Command::PairsSet(2)), ctrl::ACK_OK),
+        (&[4, 0, 4, 0], Some(Command::PairsSet(4)), ctrl::ACK_OK),
+        (&[4, 0, 5, 0], Some(Command::Refused { class: 4, command: 0 }), ctrl::ACK_ERR),
+        (&[4, 0, 0, 0], Some(Command::Refused { class: 4, command: 0 }), ctrl::ACK_ERR),
+        (&[4, 0, 1], Some(Command::Refused { class: 4, command: 0 }), ctrl::ACK_ERR),
+        // VIRTIO_NET_CTRL_RX_PROMISC: CTRL_RX is not offered.
+        (&[0, 0, 1], Some(Command::Refused { class: 0, command: 0 }), ctrl::ACK_ERR),
+    ];
+    for (n, (bytes, want, ack)) in cases.into_iter().enumerate() {
+        assert_eq!(ctrl_command(&m, &mut q, bytes, n as u16), (want, ack), "{bytes:?}");
+        assert_eq!(used_idx(&m), n as u16 + 1);
+    }
+    assert_eq!(ctrl::serve_one(&mut q, &m, 4), Ok(None));
+    // A command without a writable ack byte, or with the ack first: the
+    // queue is broken.
+    for flags in [(F_NEXT, 0), (F_NEXT | F_WRITE, 0)] {
+        let m = mem();
+        let mut q = queue(&m);
+        desc(&m, 0, 0x5000, 1, flags.0, 1);
+        desc(&m, 1, 0x4000, 4, flags.1, 0);
+        offer(&m, &[0]);
+        assert_eq!(ctrl::serve_one(&mut q, &m, 4), Err(QueueFault::Direction), "{flags:?}");
+        assert_eq!(used_idx(&m), 0);
+    }
+    // An ack byte outside memory.
+    let m = mem();
+    let mut q = queue(&m);
+    desc(&m, 0, 0x4000, 4, F_NEXT, 1);
+    desc(&m, 1, 0xffff_0000, 1, F_WRITE, 0);
+    offer(&m, &[0]);
+    assert_eq!(ctrl::serve_one(&mut q, &m, 4), Err(QueueFault::Address));
 }

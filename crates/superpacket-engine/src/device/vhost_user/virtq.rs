@@ -74,8 +74,13 @@ pub struct TxChain {
     pub descs: u16,
 }
 
-/// The next chain's head, or `None` when the guest made none available.
-fn next_head<'m, M: GuestMemory>(
+/// The next chain's head of `q`, or `None` when the guest made none
+/// available.
+///
+/// # Errors
+/// [`QueueFault::AvailIndex`] (more announced than the queue holds) or
+/// [`QueueFault::Address`] (a ring outside guest memory).
+pub fn next_head<'m, M: GuestMemory>(
     q: &mut Queue,
     mem: &'m M,
 ) -> Result<Option<virtio_queue::DescriptorChain<&'m M>>, QueueFault> {
