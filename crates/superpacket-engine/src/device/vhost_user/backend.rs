@@ -13,6 +13,7 @@
 
 use super::ctrl::{self, Command};
 use super::features as vf;
+use super::memory;
 use crate::io::event::EventFd;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::PathBuf;
@@ -28,8 +29,10 @@ use vm_memory::{GuestAddressSpace, GuestMemoryAtomic, GuestMemoryMmap};
 use vmm_sys_util::epoll::EventSet;
 use vmm_sys_util::event::{EventConsumer, EventFlag, EventNotifier, new_event_consumer_and_notifier};
 
-/// The guest memory of a connection, shared with the daemon (replaced on
-/// `SET_MEM_TABLE`).
+/// Guest memory behind an atomic pointer (replaced on `SET_MEM_TABLE`).
+/// The daemon maps each table into one of its own; the workers see a
+/// second one, [`Conn::mem`], which gets a table only once
+/// [`memory::check_and_seal`] passed it.
 pub type Mem = GuestMemoryAtomic<GuestMemoryMmap<()>>;
 /// One vring: the daemon's state behind a mutex the workers take briefly.
 pub type Vring = VringMutex<Mem>;
@@ -55,7 +58,9 @@ pub struct Conn {
     /// is the guest's transmit queue), known once the daemon's event thread
     /// called [`NetBackend::handle_event`].
     pub vrings: OnceLock<Vec<Vring>>,
-    /// The guest's memory.
+    /// The guest's memory as checked and sealed ([`memory`]): the only
+    /// memory the workers and the control queue touch (vring accessors
+    /// that would use the daemon's own, unchecked, copy are not called).
     pub mem: Mem,
     /// Virtio features the frontend acked (0 until `SET_FEATURES`).
     pub acked: AtomicU64,
@@ -98,6 +103,13 @@ pub struct ControlStats {
     pub ctrl_refused: AtomicU64,
     /// Control queues stopped for a guest fault.
     pub ctrl_stopped: AtomicU64,
+    /// Memory tables refused ([`memory::Refused`]: a region past the end
+    /// of its file); the connection is ended.
+    pub mem_refused: AtomicU64,
+    /// Regions accepted whose file cannot shrink any more (`F_SEAL_SHRINK`).
+    pub mem_regions_sealed: AtomicU64,
+    /// Regions accepted whose file could not be sealed.
+    pub mem_regions_unsealed: AtomicU64,
 }
 
 /// What a port's control thread, its daemon and its workers share.
@@ -255,10 +267,28 @@ impl VhostUserBackend for NetBackend {
         let end = start.saturating_add(size as usize).min(cfg.len());
         cfg[start..end].to_vec()
     }
-    fn update_memory(&self, _mem: Mem) -> std::io::Result<()> {
-        // The atomic is the one the connection holds: already up to date.
-        self.port.changed();
-        Ok(())
+    /// The daemon mapped a new table into its own atomic: seal and check
+    /// it ([`memory::check_and_seal`]) and only then hand it to the
+    /// workers. A refusal is an error of `SET_MEM_TABLE` (a failure reply
+    /// with `REPLY_ACK`), which ends the connection; the workers keep what
+    /// they had and the daemon's mapping goes with the connection.
+    fn update_memory(&self, mem: Mem) -> std::io::Result<()> {
+        let table = GuestMemoryMmap::clone(&mem.memory());
+        let stats = &self.port.stats;
+        match memory::check_and_seal(&table) {
+            Ok(c) => {
+                stats.mem_regions_sealed.fetch_add(c.sealed, Ordering::Relaxed);
+                stats.mem_regions_unsealed.fetch_add(c.unsealed, Ordering::Relaxed);
+                self.conn.mem.lock().unwrap_or_else(std::sync::PoisonError::into_inner).replace(table);
+                self.port.changed();
+                Ok(())
+            }
+            Err(refused) => {
+                stats.mem_refused.fetch_add(1, Ordering::Relaxed);
+                *lock(&self.port.last_error) = Some(refused.to_string());
+                Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, refused))
+            }
+        }
     }
     fn exit_event(&self, _thread_index: usize) -> Option<(EventConsumer, EventNotifier)> {
         let (c, n) = new_event_consumer_and_notifier(EventFlag::NONBLOCK | EventFlag::CLOEXEC).ok()?;
@@ -371,10 +401,10 @@ fn wait_readable(port: &PortShared, fd: Option<RawFd>, timeout: Option<Duration>
 
 /// Runs one connection's daemon until the connection ends.
 fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
-    let mem: Mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
+    let daemon_mem: Mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
     let conn = Arc::new(Conn {
         vrings: OnceLock::new(),
-        mem: mem.clone(),
+        mem: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
         acked: AtomicU64::new(0),
         resets: AtomicU64::new(0),
         pair_limit: AtomicUsize::new(NO_PAIR_LIMIT),
@@ -387,7 +417,7 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
             let _ = n.notify();
         }
     };
-    let mut daemon = match VhostUserDaemon::new("sp-vhost-user".into(), backend, mem) {
+    let mut daemon = match VhostUserDaemon::new("sp-vhost-user".into(), backend, daemon_mem) {
         Ok(d) => d,
         Err(e) => {
             port.error(e);

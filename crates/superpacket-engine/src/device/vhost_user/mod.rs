@@ -59,13 +59,18 @@
 //! counter `queue_stopped`; nothing more is taken from or put in that queue
 //! until the guest resets the device or reconnects. Guest memory is only
 //! accessed through `vm-memory`, so no guest address can reach outside the
-//! regions the frontend shared, and no other port's memory is involved. A
+//! regions the frontend shared, and no other port's memory is involved;
+//! the workers see a memory table only after [`memory::check_and_seal`]
+//! found every region within its file (and sealed the file against
+//! shrinking where it can be sealed): a table with a region past its
+//! file's end is refused and the connection ended. A
 //! frontend that disconnects mid-transfer: the worker keeps its mapping
 //! (reference-counted) until it sees the new generation, so nothing is
 //! unmapped under it.
 
 pub mod backend;
 pub mod ctrl;
+pub mod memory;
 pub mod virtq;
 
 use super::features::{FeaturesCheck, NetdevFeatures};
@@ -530,11 +535,11 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return TxStep::Empty;
         }
+        let mem = a.mem.memory();
         if self.tx_kicks_on {
-            let _ = st.disable_notification();
+            let _ = st.get_queue_mut().disable_notification(&*mem);
             self.tx_kicks_on = false;
         }
-        let mem = a.mem.memory();
         let q = st.get_queue_mut();
         let chain = match virtq::pop_tx(q, &*mem, &mut self.scratch) {
             Ok(None) => return TxStep::Empty,
@@ -588,7 +593,7 @@ impl VhostUserDriver {
             return false;
         }
         self.tx_kicks_on = true;
-        match st.enable_notification() {
+        match st.get_queue_mut().enable_notification(&*a.mem.memory()) {
             Ok(more) => more,
             Err(_) => {
                 drop(st);
@@ -628,7 +633,8 @@ impl VhostUserDriver {
             return;
         }
         let mut st = a.tx.get_mut();
-        if matches!(st.needs_notification(), Ok(true)) && st.signal_used_queue().is_ok() {
+        let notify = st.get_queue_mut().needs_notification(&*a.mem.memory());
+        if matches!(notify, Ok(true)) && st.signal_used_queue().is_ok() {
             self.stats.calls_sent += 1;
         }
     }
@@ -737,7 +743,7 @@ impl VhostUserDriver {
         }
         if self.rx_kicks_on {
             if let Some(a) = &self.active {
-                let _ = a.rx.get_mut().disable_notification();
+                let _ = a.rx.get_mut().get_queue_mut().disable_notification(&*a.mem.memory());
             }
             self.rx_kicks_on = false;
         }
@@ -763,7 +769,7 @@ impl VhostUserDriver {
             return false;
         }
         self.rx_kicks_on = true;
-        matches!(st.enable_notification(), Ok(true))
+        matches!(st.get_queue_mut().enable_notification(&*a.mem.memory()), Ok(true))
     }
 
     /// Keeps `p` for when the guest has room, or drops it (`vhost-rx-ring-full`).
@@ -911,7 +917,8 @@ impl PortDriver for VhostUserDriver {
     /// workers keeps them right): `connected` (0/1), `queue_pairs`,
     /// `features` (acked virtio feature bits), `attaches`, `detaches`,
     /// `protocol_errors`, `ctrl_commands`, `ctrl_refused`, `ctrl_stopped`
-    /// (a control queue handed to the port: see [`ctrl`]). Per queue pair
+    /// (a control queue handed to the port: see [`ctrl`]), `mem_refused`,
+    /// `mem_regions_sealed`, `mem_regions_unsealed` (see [`memory`]). Per queue pair
     /// (summed over the workers): `pairs_enabled` (pairs in service: set up,
     /// enabled by the frontend, within the pairs the guest set),
     /// `pairs_rx_used` and `pairs_tx_used` (pairs that took frames from
@@ -934,6 +941,9 @@ impl PortDriver for VhostUserDriver {
                 ("ctrl_commands", c.ctrl_commands.load(Ordering::Relaxed)),
                 ("ctrl_refused", c.ctrl_refused.load(Ordering::Relaxed)),
                 ("ctrl_stopped", c.ctrl_stopped.load(Ordering::Relaxed)),
+                ("mem_refused", c.mem_refused.load(Ordering::Relaxed)),
+                ("mem_regions_sealed", c.mem_regions_sealed.load(Ordering::Relaxed)),
+                ("mem_regions_unsealed", c.mem_regions_unsealed.load(Ordering::Relaxed)),
             ] {
                 report(name, v);
             }

@@ -450,3 +450,110 @@ fn the_control_queue_sets_queue_pairs_and_refuses_other_commands() {
     offer(&m, &[0]);
     assert_eq!(ctrl::serve_one(&mut q, &m, 4), Err(QueueFault::Address));
 }
+
+/// A memfd of `len` bytes, sealable or not (`MFD_ALLOW_SEALING`).
+fn memfd(len: u64, sealable: bool) -> std::fs::File {
+    use std::os::fd::FromRawFd;
+    let flags = libc::MFD_CLOEXEC | if sealable { libc::MFD_ALLOW_SEALING } else { 0 };
+    // SAFETY: a NUL-terminated name and valid flags.
+    let fd = unsafe { libc::memfd_create(c"sp-vhost-test".as_ptr(), flags) };
+    assert!(fd >= 0, "memfd_create: {}", std::io::Error::last_os_error());
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let f = unsafe { std::fs::File::from_raw_fd(fd) };
+    f.set_len(len).unwrap();
+    f
+}
+
+/// The port-wide driver counter `name` of `d`.
+fn port_counter(d: &VhostUserDriver, name: &str) -> u64 {
+    let mut v = None;
+    d.driver_counters(&mut |n, x| {
+        if n == name {
+            v = Some(x);
+        }
+    });
+    v.unwrap_or_else(|| panic!("no counter {name}"))
+}
+
+/// Waits (5 s) until counter `name` of `d` is `want`.
+fn wait_counter(d: &VhostUserDriver, name: &str, want: u64) {
+    let t0 = std::time::Instant::now();
+    while port_counter(d, name) != want {
+        assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{name}: {} not {want}", port_counter(d, name));
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A frontend (the `vhost` crate's, as a VMM drives it) that negotiated
+/// every offered feature and `REPLY_ACK`, then sends one memory region of
+/// `size` bytes at `offset` of `file`: the port's answer to `SET_MEM_TABLE`.
+fn send_mem_table(
+    sock: &Path,
+    file: &std::fs::File,
+    offset: u64,
+    size: u64,
+) -> (vhost::vhost_user::Frontend, vhost::Result<()>) {
+    use std::os::fd::AsRawFd;
+    use vhost::vhost_user::message::{VhostUserHeaderFlag, VhostUserProtocolFeatures};
+    use vhost::vhost_user::{Frontend, VhostUserFrontend};
+    use vhost::{VhostBackend, VhostUserMemoryRegionInfo};
+    let mut fe = Frontend::connect(sock, 2).unwrap();
+    fe.set_owner().unwrap();
+    let f = fe.get_features().unwrap();
+    fe.set_features(f).unwrap();
+    let pf = fe.get_protocol_features().unwrap();
+    assert!(pf.contains(VhostUserProtocolFeatures::REPLY_ACK));
+    fe.set_protocol_features(VhostUserProtocolFeatures::REPLY_ACK).unwrap();
+    fe.set_hdr_flags(VhostUserHeaderFlag::NEED_REPLY);
+    let region = VhostUserMemoryRegionInfo {
+        guest_phys_addr: 0,
+        memory_size: size,
+        userspace_addr: 0x7f00_0000_0000,
+        mmap_offset: offset,
+        mmap_handle: file.as_raw_fd(),
+    };
+    let r = fe.set_mem_table(&[region]).map(|_| ());
+    (fe, r)
+}
+
+/// A memory table whose region reaches past the end of its file is refused
+/// (counted, the connection ended) and the port serves the next frontend;
+/// a table it accepts can no longer shrink under the engine.
+#[test]
+fn a_memory_region_past_its_files_end_is_refused_and_an_accepted_one_sealed() {
+    const MIB: u64 = 1 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("mem.sock");
+    let d = VhostUserDriver::open(&VhostUserOptions::new(&sock)).unwrap();
+    // A region larger than its memfd, and one whose offset pushes it past
+    // the end: both would SIGBUS on access.
+    for (n, (file_len, offset)) in [(64 * 1024, 0), (MIB, MIB / 2)].into_iter().enumerate() {
+        let file = memfd(file_len, true);
+        let (fe, r) = send_mem_table(&sock, &file, offset, MIB);
+        assert!(r.is_err(), "a region past the end of its file was accepted ({file_len} bytes, offset {offset})");
+        drop(fe);
+        wait_counter(&d, "mem_refused", n as u64 + 1);
+        wait_counter(&d, "detaches", n as u64 + 1);
+    }
+    assert_eq!(port_counter(&d, "mem_regions_sealed"), 0);
+    assert!(lock(&d.shared().last_error).as_deref().is_some_and(|e| e.contains("which has")));
+    // The next frontend is served, and its memory sealed: shrinking the
+    // file the engine maps fails.
+    let file = memfd(MIB, true);
+    let (fe, r) = send_mem_table(&sock, &file, 0, MIB);
+    r.expect("a region that fits its file is accepted");
+    wait_counter(&d, "mem_regions_sealed", 1);
+    let e = file.set_len(4096).expect_err("a sealed memory file shrank");
+    assert_eq!(e.raw_os_error(), Some(libc::EPERM), "{e}");
+    assert!(file.set_len(2 * MIB).is_ok(), "growing is not sealed");
+    drop(fe);
+    wait_counter(&d, "detaches", 3);
+    // A memfd made without MFD_ALLOW_SEALING (as DPDK's --no-huge memory):
+    // accepted, counted as unsealed.
+    let file = memfd(MIB, false);
+    let (fe, r) = send_mem_table(&sock, &file, 0, MIB);
+    r.expect("an unsealable region that fits its file is accepted");
+    wait_counter(&d, "mem_regions_unsealed", 1);
+    assert_eq!((port_counter(&d, "mem_refused"), port_counter(&d, "attaches")), (2, 4));
+    drop(fe);
+}
