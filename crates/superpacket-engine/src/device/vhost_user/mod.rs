@@ -85,7 +85,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use superpacket::offload::gso::{SegmentSink, SgFrame};
-use superpacket::packet::virtio::{F_NEEDS_CSUM, GSO_ECN, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
+use superpacket::packet::virtio::{F_NEEDS_CSUM, GSO_ECN, HdrByteOrder, HdrLayout, VirtioNetHdr};
 use superpacket::packet::{OffloadMeta, Packet};
 use superpacket::wire::Medium;
 use vhost_user_backend::VringT;
@@ -173,10 +173,6 @@ pub const BACKLOG: usize = 256;
 
 /// Default (and largest) queue size offered.
 pub const DEFAULT_QUEUE_SIZE: u16 = 1024;
-
-/// Bytes of one chain taken from a transmit queue: a 12-byte header and a
-/// 64 KiB IP packet behind an Ethernet header with two VLAN tags.
-const TX_BUF: usize = 12 + 65_535 + 22;
 
 /// Times [`PortDriver::recv`] finds the queue empty, re-enables kicks and
 /// finds frames again before it returns.
@@ -308,7 +304,7 @@ pub struct VhostUserDriver {
     /// The receive queue's used index when the guest was last considered
     /// for a notification (`None`: not yet on this connection).
     rx_signalled: Option<u16>,
-    scratch: Vec<u8>,
+    tx_scratch: virtq::TxScratch,
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
     stats: Stats,
@@ -401,7 +397,7 @@ impl VhostUserDriver {
             signal_rx: false,
             signal_tx: false,
             rx_signalled: None,
-            scratch: vec![0; TX_BUF],
+            tx_scratch: virtq::TxScratch::new(),
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
             stats: Stats::default(),
@@ -540,49 +536,31 @@ impl VhostUserDriver {
             let _ = st.get_queue_mut().disable_notification(&*mem);
             self.tx_kicks_on = false;
         }
-        let q = st.get_queue_mut();
-        let chain = match virtq::pop_tx(q, &*mem, &mut self.scratch) {
+        let taken = virtq::take_frame(st.get_queue_mut(), &*mem, &mut self.tx_scratch, hdr_len);
+        drop(st);
+        let chain = match taken {
             Ok(None) => return TxStep::Empty,
             Ok(Some(c)) => c,
             Err(f) => {
-                drop(st);
                 self.stop_queue(1, f);
                 return TxStep::Empty;
             }
         };
-        if let Err(f) = virtq::complete(q, &*mem, chain.head, 0) {
-            drop(st);
-            self.stop_queue(1, f);
-            return TxStep::Empty;
-        }
-        drop(st);
         self.signal_tx = true;
         self.stats.rx_descs += u64::from(chain.descs);
-        if chain.truncated {
-            return TxStep::Dropped("vhost-tx-too-long");
-        }
-        let buf = &self.scratch[..chain.len];
-        let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
-        let hdr = match VirtioNetHdr::parse(buf, layout, HdrByteOrder::Little) {
-            Ok(h) => h,
-            Err(e) => return TxStep::Dropped(e.reason()),
+        let f = match chain.frame {
+            Ok(f) => f,
+            Err(reason) => return TxStep::Dropped(reason),
         };
-        let frame = &buf[hdr_len..];
-        let meta = match hdr.to_meta(frame, &ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() }) {
-            Ok(m) => m,
-            Err(e) => return TxStep::Dropped(e.reason()),
-        };
-        let mut p = Packet::from_frame_pooled(frame);
-        p.meta = meta;
         self.stats.rx_frames += 1;
-        self.stats.rx_bytes += frame.len() as u64;
-        if meta.is_gso() {
+        self.stats.rx_bytes += f.packet.len() as u64;
+        if f.packet.meta.is_gso() {
             self.stats.rx_superpackets += 1;
         }
-        if hdr.flags & F_NEEDS_CSUM != 0 {
+        if f.csum_partial {
             self.stats.rx_csum_partial += 1;
         }
-        TxStep::Frame(p)
+        TxStep::Frame(f.packet)
     }
 
     /// Re-enables kicks on the transmit queue; true if frames arrived meanwhile.

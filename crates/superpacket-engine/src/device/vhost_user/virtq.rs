@@ -20,6 +20,9 @@
 //!   ever published.
 
 use std::sync::atomic::Ordering;
+use superpacket::packet::Packet;
+use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
+use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
 use vm_memory::{Address, Bytes, GuestAddress, GuestMemory};
 
@@ -135,6 +138,86 @@ pub fn pop_tx<M: GuestMemory>(q: &mut Queue, mem: &M, buf: &mut [u8]) -> Result<
         return Err(QueueFault::Chain);
     }
     Ok(Some(TxChain { head, len, truncated, descs }))
+}
+
+/// Bytes of one chain taken from a transmit queue: a 12-byte header and a
+/// 64 KiB IP packet behind an Ethernet header with two VLAN tags.
+pub const MAX_TX_CHAIN: usize = 12 + 65_535 + 22;
+
+/// What [`take_frame`] keeps between calls (no allocation per frame).
+#[derive(Debug)]
+pub struct TxScratch {
+    buf: Vec<u8>,
+}
+
+impl TxScratch {
+    /// Scratch for chains of up to [`MAX_TX_CHAIN`] bytes.
+    pub fn new() -> TxScratch {
+        TxScratch { buf: vec![0; MAX_TX_CHAIN] }
+    }
+}
+
+impl Default for TxScratch {
+    fn default() -> TxScratch {
+        TxScratch::new()
+    }
+}
+
+/// A frame the guest sent, as [`take_frame`] imported it.
+#[derive(Debug)]
+pub struct GuestFrame {
+    /// The frame, its `virtio_net_hdr` imported into `meta`.
+    pub packet: Packet,
+    /// The header asked for a partial checksum (`NEEDS_CSUM`).
+    pub csum_partial: bool,
+}
+
+/// What [`take_frame`] made of one chain (already given back to the guest).
+#[derive(Debug)]
+pub struct TakenChain {
+    /// Descriptors in the chain.
+    pub descs: u16,
+    /// The frame, or why it is dropped: a chain of more than
+    /// [`MAX_TX_CHAIN`] bytes (`vhost-tx-too-long`), a header the kernel's
+    /// validation refuses (the TAP's reasons).
+    pub frame: Result<GuestFrame, &'static str>,
+}
+
+/// Takes the next chain of transmit queue `q` as one frame behind a
+/// `hdr_len`-byte `virtio_net_hdr` (12: `virtio_net_hdr_v1` or with
+/// `num_buffers`; 10: the legacy one), imported with the kernel's
+/// validation ([`VirtioNetHdr::to_meta`], the same code as a TAP's), and
+/// gives the chain back (used ring, 0 bytes written) once its bytes are
+/// copied. `Ok(None)` when the guest made no chain available.
+///
+/// # Errors
+/// A [`QueueFault`]: the caller stops the queue.
+pub fn take_frame<M: GuestMemory>(
+    q: &mut Queue,
+    mem: &M,
+    scratch: &mut TxScratch,
+    hdr_len: usize,
+) -> Result<Option<TakenChain>, QueueFault> {
+    let Some(chain) = pop_tx(q, mem, &mut scratch.buf)? else { return Ok(None) };
+    complete(q, mem, chain.head, 0)?;
+    let descs = chain.descs;
+    if chain.truncated {
+        return Ok(Some(TakenChain { descs, frame: Err("vhost-tx-too-long") }));
+    }
+    let buf = &scratch.buf[..chain.len];
+    let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
+    let hdr = match VirtioNetHdr::parse(buf, layout, HdrByteOrder::Little) {
+        Ok(h) => h,
+        Err(e) => return Ok(Some(TakenChain { descs, frame: Err(e.reason()) })),
+    };
+    let frame = &buf[hdr_len..];
+    let meta = match hdr.to_meta(frame, &ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() }) {
+        Ok(m) => m,
+        Err(e) => return Ok(Some(TakenChain { descs, frame: Err(e.reason()) })),
+    };
+    let mut packet = Packet::from_frame_pooled(frame);
+    packet.meta = meta;
+    Ok(Some(TakenChain { descs, frame: Ok(GuestFrame { packet, csum_partial: hdr.flags & F_NEEDS_CSUM != 0 }) }))
 }
 
 /// Puts chain `head` in the used ring with `len` bytes written.
