@@ -42,7 +42,7 @@ pub mod ring;
 use crate::device::vhost_user::features as vf;
 use memory::{GuestMem, Layout};
 use ring::{DESC_F_INDIRECT, DESC_F_WRITE, DescriptorWrite, DriverRing, RingFault};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 use superpacket::packet::OffloadMeta;
@@ -591,17 +591,11 @@ impl VirtioUser {
         }
         self.rx.enable_interrupts(m)?;
         if self.rx.used_pending(m)? == 0 {
-            let mut fd = libc::pollfd { fd: self.calls[RX_QUEUE].as_raw_fd(), events: libc::POLLIN, revents: 0 };
-            let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-            // SAFETY: `fd` is one valid pollfd for the duration of the call.
-            let r = unsafe { libc::poll(&mut fd, 1, ms) };
-            if r < 0 {
-                let source = std::io::Error::last_os_error();
-                if source.kind() != std::io::ErrorKind::Interrupted {
-                    return Err(VirtioUserError::Io { what: "poll on the call eventfd", source });
-                }
-            }
-            if r > 0 && self.calls[RX_QUEUE].read().is_ok() {
+            // SAFETY: the eventfd is owned by `self` and outlives this borrow.
+            let fd = unsafe { BorrowedFd::borrow_raw(self.calls[RX_QUEUE].as_raw_fd()) };
+            let readable = crate::io::sys::poll_readable(fd, timeout, "virtio-user call eventfd")
+                .map_err(|e| VirtioUserError::Io { what: "poll", source: std::io::Error::other(e.to_string()) })?;
+            if readable && self.calls[RX_QUEUE].read().is_ok() {
                 self.stats.rx_wakeups += 1;
             }
         }
