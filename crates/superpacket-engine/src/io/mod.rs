@@ -104,6 +104,7 @@ pub mod tap;
 pub mod tun;
 #[cfg(any(feature = "tap", feature = "tun"))]
 pub mod tuntap;
+pub mod tx_policy;
 #[cfg(feature = "vhost-user")]
 pub mod virtio_user;
 

@@ -40,13 +40,15 @@ pub mod memory;
 pub mod ring;
 
 use crate::device::vhost_user::features as vf;
+use crate::io::tx_policy::{TxForm, TxStrategy};
 use memory::{GuestMem, Layout};
 use ring::{DESC_F_INDIRECT, DESC_F_WRITE, DescriptorWrite, DriverRing, RingFault};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use superpacket::packet::OffloadMeta;
+use superpacket::csum::complete_partial;
 use superpacket::packet::virtio::{HdrByteOrder, HdrLayout, ImportOptions, VirtioHdrError, VirtioNetHdr};
+use superpacket::packet::{ChecksumState, OffloadMeta};
 use superpacket::wire::Medium;
 use vhost::vhost_user::message::{VhostUserHeaderFlag, VhostUserProtocolFeatures};
 use vhost::vhost_user::{Frontend, VhostUserFrontend};
@@ -502,6 +504,58 @@ impl VirtioUser {
     ) -> Result<(), VirtioUserError> {
         let hdr = VirtioNetHdr::from_meta_as(meta, frame, Medium::Ethernet, false)?;
         self.send(&hdr, &[frame], layout, more)
+    }
+
+    /// Sends `frame` (its offloads `meta`) in the form the transmit policy
+    /// `strategy` picks ([`crate::io::tx_policy`]); returns that form.
+    ///
+    /// | strategy | superpacket, or batched (`more`) | lone packet, partial checksum |
+    /// |---|---|---|
+    /// | `SwCsumDirect` | offload, indirect | checksum completed here (in `frame`), **direct** |
+    /// | `OffloadIndirect` | offload, indirect | offload, indirect |
+    /// | `DirectNoCsum` | offload, direct | offload, direct |
+    ///
+    /// "Indirect" is [`DescLayout::Indirect`] (the `virtio_net_hdr` in a
+    /// descriptor of its own, behind the table) when `INDIRECT_DESC` was
+    /// negotiated, else direct. A frame without a partial checksum goes
+    /// direct as it is; without `CSUM` every checksum is completed here.
+    ///
+    /// # Errors
+    /// As [`VirtioUser::send_meta`]; a partial checksum outside the frame.
+    pub fn send_with(
+        &mut self,
+        strategy: TxStrategy,
+        frame: &mut [u8],
+        meta: &OffloadMeta,
+        more: bool,
+    ) -> Result<TxForm, VirtioUserError> {
+        let ChecksumState::Partial { start, offset } = meta.csum else {
+            self.send_meta(meta, frame, DescLayout::Direct, more)?;
+            return Ok(TxForm::Direct);
+        };
+        let indirect = self.acked & vf::INDIRECT_DESC != 0;
+        let offload = if indirect {
+            (DescLayout::Indirect, TxForm::IndirectHdrInfo)
+        } else {
+            (DescLayout::Direct, TxForm::DirectOffload)
+        };
+        let lone = !meta.is_gso() && !more;
+        let (layout, form) = match strategy {
+            _ if !meta.is_gso() && self.acked & vf::CSUM == 0 => (DescLayout::Direct, TxForm::DirectSwCsum),
+            TxStrategy::SwCsumDirect if lone => (DescLayout::Direct, TxForm::DirectSwCsum),
+            TxStrategy::SwCsumDirect | TxStrategy::OffloadIndirect => offload,
+            TxStrategy::DirectNoCsum => (DescLayout::Direct, TxForm::DirectOffload),
+        };
+        if form == TxForm::DirectSwCsum {
+            // A UDP checksum that sums to zero is sent as 0xffff (RFC 768).
+            complete_partial(frame, usize::from(start), usize::from(offset), offset == 6)
+                .ok_or(VirtioHdrError::ChecksumOutsideFrame { start, offset, frame_len: frame.len() })?;
+            let done = OffloadMeta { csum: ChecksumState::None, ..*meta };
+            self.send_meta(&done, frame, layout, more)?;
+        } else {
+            self.send_meta(meta, frame, layout, more)?;
+        }
+        Ok(form)
     }
 
     /// Makes the chains sent with `more` visible and kicks the device if it asked.

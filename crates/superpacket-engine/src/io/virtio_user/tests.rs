@@ -7,6 +7,7 @@ use crate::device::features::NetdevFeatures;
 use crate::device::port::PortDriver;
 use crate::device::vhost_user::{VhostUserDriver, VhostUserOptions};
 use std::time::Instant;
+use superpacket::csum::complete_partial;
 use superpacket::packet::{ChecksumState, GsoType, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::wire::TcpFlags;
@@ -221,4 +222,38 @@ fn the_transmit_queue_fills_and_empties_again() {
     p.fe.send(&hdr, &[&frame], DescLayout::Direct, false).unwrap();
     assert_eq!(port_recv(&mut p.port).to_vec(), frame);
     assert_eq!(p.fe.stats().tx_frames, 65);
+}
+
+#[test]
+fn the_transmit_policy_picks_the_form_and_the_port_gets_the_same_bytes() {
+    let mut p = pair(VirtioUserConfig::ALL_FEATURES);
+    let mut flow = Flow::new(FlowSpec::new(Transport::Udp, false, 7));
+    let lone = flow.superpacket(200, 9000, TcpFlags::PSH).unwrap();
+    let gso = flow.superpacket(5000, 1000, TcpFlags::PSH).unwrap();
+    let cases = [
+        (TxStrategy::SwCsumDirect, &lone, false, TxForm::DirectSwCsum, 1),
+        (TxStrategy::SwCsumDirect, &lone, true, TxForm::IndirectHdrInfo, 2),
+        (TxStrategy::SwCsumDirect, &gso, false, TxForm::IndirectHdrInfo, 2),
+        (TxStrategy::OffloadIndirect, &lone, false, TxForm::IndirectHdrInfo, 2),
+        (TxStrategy::DirectNoCsum, &lone, false, TxForm::DirectOffload, 1),
+    ];
+    for (strategy, sent, more, form, descs) in cases {
+        let mut bytes = sent.to_vec();
+        let before = counter(&p.port, "rx_descs");
+        assert_eq!(p.fe.send_with(strategy, &mut bytes, &sent.meta, more).unwrap(), form, "{strategy:?}");
+        p.fe.flush_tx().unwrap();
+        let got = port_recv(&mut p.port);
+        assert_eq!(counter(&p.port, "rx_descs") - before, descs, "{strategy:?} {form:?}");
+        // What the port took is what was sent, its checksum completed
+        // either by the frontend or as the port's partial checksum says.
+        let mut expected = sent.to_vec();
+        let mut received = got.to_vec();
+        for (b, m) in [(&mut expected, &sent.meta), (&mut received, &got.meta)] {
+            if let ChecksumState::Partial { start, offset } = m.csum {
+                complete_partial(b, usize::from(start), usize::from(offset), offset == 6).unwrap();
+            }
+        }
+        assert_eq!(received, expected, "{strategy:?}");
+        assert_eq!(matches!(got.meta.csum, ChecksumState::Partial { .. }), form != TxForm::DirectSwCsum);
+    }
 }
