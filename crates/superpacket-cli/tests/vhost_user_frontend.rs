@@ -12,7 +12,9 @@
 //!   frontend that acked `GUEST_USO4`/`GUEST_TSO4` whole, with their GSO
 //!   type in the header;
 //! - a frontend that did not ack `GUEST_USO4`/`GUEST_USO6` gets the
-//!   datagrams one by one (the engine segments before the port).
+//!   datagrams one by one (the engine segments before the port);
+//! - `bench vhost-tx --quick` (no root needed) runs its three transmit
+//!   strategies between this process and a `vhost-peer` process.
 
 mod common;
 
@@ -354,4 +356,32 @@ fn a_frontend_without_guest_uso_gets_the_kernels_datagrams_one_by_one() {
     assert_eq!(counter(&s, "tap", "rx_superpackets"), 1, "the TAP read one superpacket: {s:#}");
     assert_eq!(counter(&s, "vp", "driver.tx_superpackets"), 0, "{s:#}");
     assert!(counter(&s, "vp", "segments_produced") >= 8, "{s:#}");
+}
+
+/// `bench vhost-tx --quick` end to end: the peer process (the engine's
+/// vhost-user port and the echo responder) answered every request and
+/// counted every discard, and each strategy sent the forms it stands for.
+/// No rate is checked here (speed claims come from `superpacket bench`).
+#[test]
+fn bench_vhost_tx_runs_the_three_strategies_over_a_real_vhost_user_link() {
+    let r = superpacket_cli::bench::vhost_tx::run_with_progress(
+        &superpacket_cli::bench::pv_tx::PvTxBenchOptions { quick: true },
+        &mut |_, _, _| {},
+    );
+    let text = superpacket_cli::bench::vhost_tx::render_human(&r);
+    assert_eq!(r.get("integrity_ok"), Some(1.0), "{text}");
+    for (figure, share) in [
+        ("swcsum_direct_rr_direct_share", 1.0),
+        ("offload_indirect_rr_indirect_share", 1.0),
+        ("direct_nocsum_rr_direct_share", 1.0),
+        ("swcsum_direct_lone_direct_share", 1.0),
+        // The last packet of each batch of 32 is lone.
+        ("swcsum_direct_batch_indirect_share", 31.0 / 32.0),
+    ] {
+        let v = r.get(figure).unwrap_or(f64::NAN);
+        assert!((v - share).abs() < 1e-9, "{figure} = {v}, expected {share}:\n{text}");
+    }
+    for name in ["rr_tps_swcsum_direct", "stream_pps_offload_indirect", "stream_tso_gbps_direct_nocsum"] {
+        assert!(r.get(name).is_some_and(|v| v > 0.0), "{name}:\n{text}");
+    }
 }
