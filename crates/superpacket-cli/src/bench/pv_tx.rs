@@ -73,7 +73,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
-use superpacket::packet::{ChecksumState, GsoType, OffloadMeta};
+use superpacket::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::validate::{Medium, l4_pseudo_header_sum, validate_frame};
 use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, TcpFlags};
@@ -386,6 +386,23 @@ pub fn superpacket_binary() -> Result<PathBuf, String> {
     ))
 }
 
+/// The arguments of a peer: `--strategy` (pv only), `--busy-poll-us`,
+/// `--verify`, `--cpu`.
+pub fn peer_args(strategy: Option<TxStrategy>, busy_poll: Duration, verify: bool, cpu: Option<usize>) -> Vec<String> {
+    let mut args = Vec::new();
+    if let Some(s) = strategy {
+        args.extend(["--strategy".to_string(), s.name().into()]);
+    }
+    args.extend(["--busy-poll-us".to_string(), busy_poll.as_micros().to_string()]);
+    if verify {
+        args.push("--verify".into());
+    }
+    if let Some(c) = cpu {
+        args.extend(["--cpu".to_string(), c.to_string()]);
+    }
+    args
+}
+
 /// A spawned `superpacket pv-peer device --once` process (killed on drop
 /// if it is still running).
 pub struct PeerProcess {
@@ -408,14 +425,7 @@ impl PeerProcess {
         verify: bool,
         cpu: Option<usize>,
     ) -> Result<PeerProcess, String> {
-        let mut args = vec!["--strategy".to_string(), strategy.name().into()];
-        args.extend(["--busy-poll-us".to_string(), busy_poll.as_micros().to_string()]);
-        if verify {
-            args.push("--verify".into());
-        }
-        if let Some(c) = cpu {
-            args.extend(["--cpu".to_string(), c.to_string()]);
-        }
+        let args = peer_args(Some(strategy), busy_poll, verify, cpu);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         PeerProcess::spawn_with(&superpacket_binary()?, socket, &args)
     }
@@ -426,8 +436,18 @@ impl PeerProcess {
     /// # Errors
     /// The binary cannot be started, or the peer exits early.
     pub fn spawn_with(bin: &Path, socket: &Path, args: &[&str]) -> Result<PeerProcess, String> {
+        PeerProcess::spawn_command(bin, &["pv-peer", "device"], socket, args)
+    }
+
+    /// Runs `bin command... --once --socket socket args...` (a peer that
+    /// prints `ready` and then one [`PeerReport`]) and waits until it listens.
+    ///
+    /// # Errors
+    /// The binary cannot be started, or the peer exits early.
+    pub fn spawn_command(bin: &Path, command: &[&str], socket: &Path, args: &[&str]) -> Result<PeerProcess, String> {
         let mut child = Command::new(bin)
-            .args(["pv-peer", "device", "--once", "--socket"])
+            .args(command)
+            .args(["--once", "--socket"])
             .arg(socket)
             .args(args)
             .stdin(Stdio::null())
@@ -441,7 +461,7 @@ impl PeerProcess {
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                Err(format!("pv-peer did not start ({}): {:?}", bin.display(), line.trim()))
+                Err(format!("{} did not start ({}): {:?}", command.join(" "), bin.display(), line.trim()))
             }
         }
     }
@@ -489,9 +509,82 @@ pub fn echo_port(s: TxStrategy) -> u16 {
     ECHO_PORT_BASE + TxStrategy::ALL.iter().position(|x| *x == s).unwrap_or(0) as u16
 }
 
+/// The client's end of the benchmark's link: the pv client
+/// ([`PvClient`]) or the virtio-user frontend ([`super::vhost_tx`]).
+pub trait StrategyLink {
+    /// Sends one frame with transmit policy `strategy`; the form it took.
+    ///
+    /// # Errors
+    /// The link refused or failed.
+    fn send_frame(
+        &mut self,
+        strategy: TxStrategy,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        more: bool,
+    ) -> Result<TxForm, String>;
+    /// Sends a superpacket with transmit policy `strategy`.
+    ///
+    /// # Errors
+    /// The link refused or failed.
+    fn send_packet(&mut self, strategy: TxStrategy, packet: &Packet, more: bool) -> Result<(), String>;
+    /// Waits at most `timeout` for the next frame, copied to the start of
+    /// `buf`; its length.
+    ///
+    /// # Errors
+    /// The link failed.
+    fn recv_wait(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<Option<usize>, String>;
+}
+
+impl StrategyLink for PvClient {
+    fn send_frame(
+        &mut self,
+        strategy: TxStrategy,
+        frame: &[u8],
+        meta: &OffloadMeta,
+        more: bool,
+    ) -> Result<TxForm, String> {
+        self.set_strategy(strategy);
+        PvClient::send_frame(self, frame, meta, more).map_err(|e| e.to_string())
+    }
+    fn send_packet(&mut self, strategy: TxStrategy, packet: &Packet, more: bool) -> Result<(), String> {
+        self.set_strategy(strategy);
+        PvClient::send_packet(self, packet, more).map_err(|e| e.to_string())
+    }
+    fn recv_wait(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<Option<usize>, String> {
+        PvClient::recv_wait(self, buf, timeout).map(|f| f.map(|f| f.len)).map_err(|e| e.to_string())
+    }
+}
+
+/// The link a transmit-policy benchmark runs over.
+pub struct LinkKind<L> {
+    /// The report's name (`pv-tx`, `vhost-tx`).
+    pub bench: &'static str,
+    /// Spawns the peer process listening on the socket (busy polling, CPU).
+    pub spawn_peer: fn(&Path, Duration, Option<usize>) -> Result<PeerProcess, String>,
+    /// Attaches the client to the peer's socket (busy polling).
+    pub connect: fn(&Path, Duration) -> Result<L, String>,
+}
+
+/// The pv link: `pv-peer device` and a [`PvClient`] that negotiated
+/// `GUEST_HDRLEN` (the receiver needs header information).
+pub const PV_LINK: LinkKind<PvClient> = LinkKind {
+    bench: "pv-tx",
+    spawn_peer: |sock, busy_poll, cpu| PeerProcess::spawn(sock, TxStrategy::default(), busy_poll, false, cpu),
+    connect: |sock, busy_poll| {
+        let mut client =
+            PvClient::connect(sock, &PvClientConfig::default()).map_err(|e| format!("attaching to the peer: {e}"))?;
+        client.busy_poll = busy_poll;
+        if client.features() & proto::F_GUEST_HDRLEN == 0 {
+            return Err("the peer did not negotiate GUEST_HDRLEN".into());
+        }
+        Ok(client)
+    },
+};
+
 /// The benchmark's one link and what it checks.
-struct Conn {
-    client: PvClient,
+struct Conn<L> {
+    client: L,
     /// A request per strategy (the echo port selects the peer's reply form).
     reqs: [Vec<u8>; 3],
     meta: OffloadMeta,
@@ -508,7 +601,7 @@ struct Conn {
     forms: [[u64; 6]; 3],
     stream: Vec<u8>,
     stream_meta: OffloadMeta,
-    tso: superpacket::packet::Packet,
+    tso: Packet,
 }
 
 /// A UDP/IPv4 frame of `payload` bytes to `port` with a partial checksum.
@@ -519,8 +612,8 @@ fn udp_request(payload: usize, port: u16) -> (Vec<u8>, OffloadMeta) {
     (p.to_vec(), p.meta)
 }
 
-impl Conn {
-    fn new(client: PvClient) -> Conn {
+impl<L: StrategyLink> Conn<L> {
+    fn new(client: L) -> Conn<L> {
         let (stream, stream_meta) = udp_request(64, DISCARD_PORT);
         let mut spec = FlowSpec::new(Transport::Tcp, false, 2);
         spec.dst_port = DISCARD_PORT;
@@ -556,12 +649,11 @@ impl Conn {
         if self.errors > 0 {
             return; // a broken link is reported, not retried
         }
-        self.client.set_strategy(TxStrategy::ALL[k]);
         self.seq += 1;
         let at = self.payload_at;
         let req = &mut self.reqs[k];
         req[at..at + 8].copy_from_slice(&self.seq.to_be_bytes());
-        match self.client.send_frame(req, &self.meta, false) {
+        match self.client.send_frame(TxStrategy::ALL[k], req, &self.meta, false) {
             Ok(form) => self.forms[k][form as usize] += 1,
             Err(_) => {
                 self.errors += 1;
@@ -569,7 +661,7 @@ impl Conn {
             }
         }
         match self.client.recv_wait(&mut self.buf, Duration::from_secs(2)) {
-            Ok(Some(f)) if f.len == req.len() && self.buf[at..at + 8] == self.seq.to_be_bytes() => {
+            Ok(Some(len)) if len == req.len() && self.buf[at..at + 8] == self.seq.to_be_bytes() => {
                 self.transactions += 1;
             }
             _ => self.errors += 1,
@@ -583,9 +675,8 @@ impl Conn {
         if self.errors > 0 {
             return;
         }
-        self.client.set_strategy(TxStrategy::ALL[k]);
         for i in 0..n {
-            match self.client.send_frame(&self.stream, &self.stream_meta, i + 1 < n) {
+            match self.client.send_frame(TxStrategy::ALL[k], &self.stream, &self.stream_meta, i + 1 < n) {
                 Ok(form) => self.forms[k][form as usize] += 1,
                 Err(_) => {
                     self.errors += 1;
@@ -601,8 +692,7 @@ impl Conn {
         if self.errors > 0 {
             return;
         }
-        self.client.set_strategy(TxStrategy::ALL[k]);
-        if self.client.send_packet(&self.tso, false).is_err() {
+        if self.client.send_packet(TxStrategy::ALL[k], &self.tso, false).is_err() {
             self.errors += 1;
             return;
         }
@@ -639,7 +729,11 @@ fn clean_share(ms: &[&Measurement]) -> f64 {
 }
 
 /// Runs one candidate per strategy, interleaved, over the one link.
-fn interleaved(cfg: &MeasureConfig, conn: &mut Conn, f: fn(&mut Conn, usize)) -> Vec<Measurement> {
+fn interleaved<L: StrategyLink>(
+    cfg: &MeasureConfig,
+    conn: &mut Conn<L>,
+    f: fn(&mut Conn<L>, usize),
+) -> Vec<Measurement> {
     let conn = std::cell::RefCell::new(conn);
     let conn = &conn;
     let mut cands: Vec<_> = (0..TxStrategy::ALL.len()).map(|k| batch(move || f(&mut conn.borrow_mut(), k))).collect();
@@ -649,22 +743,23 @@ fn interleaved(cfg: &MeasureConfig, conn: &mut Conn, f: fn(&mut Conn, usize)) ->
 }
 
 /// Spawns the peer and attaches the client.
-fn setup(dir: &Path, busy_poll: Duration, tag: &str, cpu: Option<usize>) -> Result<(PeerProcess, Conn), String> {
+fn setup<L: StrategyLink>(
+    kind: &LinkKind<L>,
+    dir: &Path,
+    busy_poll: Duration,
+    tag: &str,
+    cpu: Option<usize>,
+) -> Result<(PeerProcess, Conn<L>), String> {
     let sock = dir.join(format!("{tag}.sock"));
-    let peer = PeerProcess::spawn(&sock, TxStrategy::default(), busy_poll, false, cpu)?;
-    let mut client =
-        PvClient::connect(&sock, &PvClientConfig::default()).map_err(|e| format!("attaching to the peer: {e}"))?;
-    client.busy_poll = busy_poll;
-    if client.features() & proto::F_GUEST_HDRLEN == 0 {
-        return Err("the peer did not negotiate GUEST_HDRLEN".into());
-    }
+    let peer = (kind.spawn_peer)(&sock, busy_poll, cpu)?;
+    let client = (kind.connect)(&sock, busy_poll)?;
     Ok((peer, Conn::new(client)))
 }
 
 /// Detaches the client, collects the peer's report and checks it.
-fn teardown(peer: PeerProcess, conn: Conn, ok: &mut bool) {
+fn teardown<L>(bench: &str, peer: PeerProcess, conn: Conn<L>, ok: &mut bool) {
     if conn.errors > 0 {
-        eprintln!("bench pv-tx: {} transaction or send errors", conn.errors);
+        eprintln!("bench {bench}: {} transaction or send errors", conn.errors);
         *ok = false;
     }
     let (echoed, discarded) = (conn.transactions, conn.discards);
@@ -672,12 +767,12 @@ fn teardown(peer: PeerProcess, conn: Conn, ok: &mut bool) {
     match peer.finish() {
         Ok(r) => {
             if r.echoed != echoed || r.discarded != discarded || r.bad_frames > 0 || !r.rx_drops.is_empty() {
-                eprintln!("bench pv-tx: peer counted {r:?}, expected {echoed} echoes and {discarded} discards");
+                eprintln!("bench {bench}: peer counted {r:?}, expected {echoed} echoes and {discarded} discards");
                 *ok = false;
             }
         }
         Err(e) => {
-            eprintln!("bench pv-tx: {e}");
+            eprintln!("bench {bench}: {e}");
             *ok = false;
         }
     }
@@ -713,15 +808,25 @@ pub fn run(opts: &PvTxBenchOptions) -> BenchReport {
 /// Runs the benchmark, calling `on_step(description, step, total_steps)`
 /// before each step and once more with `step == total_steps` when done.
 pub fn run_with_progress(opts: &PvTxBenchOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> BenchReport {
-    let mut report = BenchReport::new("pv-tx");
-    if let Err(e) = run_inner(opts, on_step, &mut report) {
-        eprintln!("bench pv-tx: {e}");
+    run_over(&PV_LINK, opts, on_step)
+}
+
+/// Runs the benchmark over the link `kind` (see [`run_with_progress`]).
+pub fn run_over<L: StrategyLink>(
+    kind: &LinkKind<L>,
+    opts: &PvTxBenchOptions,
+    on_step: &mut dyn FnMut(&str, usize, usize),
+) -> BenchReport {
+    let mut report = BenchReport::new(kind.bench);
+    if let Err(e) = run_inner(kind, opts, on_step, &mut report) {
+        eprintln!("bench {}: {e}", kind.bench);
         report.push("integrity_ok", 0.0, "bool");
     }
     report
 }
 
-fn run_inner(
+fn run_inner<L: StrategyLink>(
+    kind: &LinkKind<L>,
     opts: &PvTxBenchOptions,
     on_step: &mut dyn FnMut(&str, usize, usize),
     report: &mut BenchReport,
@@ -753,7 +858,7 @@ fn run_inner(
     report.push("cpus_pinned", if peer_cpu.is_some() { 1.0 } else { 0.0 }, "bool");
 
     // Request/response with busy polling, per size.
-    let (peer, mut conn) = setup(dir.path(), BUSY_POLL, "rr", peer_cpu)?;
+    let (peer, mut conn) = setup(kind, dir.path(), BUSY_POLL, "rr", peer_cpu)?;
     let mut per_size: Vec<Vec<Measurement>> = Vec::new();
     let mut phases = Vec::new();
     for (step, &size) in RR_SIZES.iter().enumerate() {
@@ -773,13 +878,13 @@ fn run_inner(
     let stream_tso = interleaved(&stream_cfg, &mut conn, Conn::stream_tso);
     // A last transaction: every frame before it was consumed.
     conn.transact(0);
-    teardown(peer, conn, &mut ok);
+    teardown(kind.bench, peer, conn, &mut ok);
 
     // Request/response without busy polling (eventfd wake-ups each way).
     on_step("rr 64 B, no busy polling", RR_SIZES.len() + 3, total);
-    let (peer, mut conn) = setup(dir.path(), Duration::ZERO, "notify", peer_cpu)?;
+    let (peer, mut conn) = setup(kind, dir.path(), Duration::ZERO, "notify", peer_cpu)?;
     let notify = interleaved(&cfg, &mut conn, Conn::transact);
-    teardown(peer, conn, &mut ok);
+    teardown(kind.bench, peer, conn, &mut ok);
 
     // Figures: fastest samples (see the module documentation). The mix is
     // one transaction of each size.
@@ -841,15 +946,21 @@ fn run_inner(
 
 /// Human-readable rendering of a [`run`] report.
 pub fn render_human(report: &BenchReport) -> String {
-    let g = |n: &str| report.get(n);
-    let cell = |v: Option<f64>| v.map_or("-".to_string(), format_value);
-    let names: Vec<&str> = TxStrategy::ALL.iter().map(|s| s.name()).collect();
-    let mut out = String::from(
+    render_with(
+        report,
         "pv-tx benchmark: two processes over a pv link whose receiver needs header info (GUEST_HDRLEN)\n\
          swcsum_direct: the policy (a lone packet gets a software checksum and goes direct)\n\
          offload_indirect: always offload with header info, indirect\n\
          direct_nocsum: offload without header info, direct (unsafe)\n",
-    );
+    )
+}
+
+/// The table of a transmit-policy report under `header`.
+pub fn render_with(report: &BenchReport, header: &str) -> String {
+    let g = |n: &str| report.get(n);
+    let cell = |v: Option<f64>| v.map_or("-".to_string(), format_value);
+    let names: Vec<&str> = TxStrategy::ALL.iter().map(|s| s.name()).collect();
+    let mut out = String::from(header);
     out += &format!("{:<34}{:>16}{:>18}{:>16}\n", "figure", names[0], names[1], names[2]);
     let mut row = |label: String, key: &dyn Fn(&str) -> String| {
         out += &format!("{label:<34}");

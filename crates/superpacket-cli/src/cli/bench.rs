@@ -22,6 +22,13 @@ pub enum BenchScenario {
     /// via indirect descriptors, direct offload without header info).
     #[command(name = "pv-tx")]
     PvTx(CommonBenchArgs),
+    /// Seed result 4 on vhost-user: superpacket's virtio-user frontend and
+    /// the engine's vhost-user port in two processes, the same figures as
+    /// pv-tx for the three transmit strategies (software checksum + one
+    /// direct descriptor for lone packets, offload with the header in an
+    /// indirect table, offload in one direct descriptor).
+    #[command(name = "vhost-tx")]
+    VhostTx(CommonBenchArgs),
     /// Software GSO (TSO/USO with checksum completion) payload throughput,
     /// scatter-gather and linear, against memcpy of the same bytes.
     Gso(CommonBenchArgs),
@@ -106,6 +113,12 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
             "pv-tx",
             |quick, p| crate::bench::pv_tx::run_with_progress(&crate::bench::pv_tx::PvTxBenchOptions { quick }, p),
             crate::bench::pv_tx::render_human,
+        ),
+        BenchScenario::VhostTx(a) => report(
+            a,
+            "vhost-tx",
+            |quick, p| crate::bench::vhost_tx::run_with_progress(&crate::bench::pv_tx::PvTxBenchOptions { quick }, p),
+            crate::bench::vhost_tx::render_human,
         ),
         BenchScenario::Gso(a) => {
             report(a, "gso", |quick, p| gso::run_with_progress(&gso::GsoBenchOptions { quick }, p), gso::render_human)

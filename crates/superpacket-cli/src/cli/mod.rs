@@ -20,6 +20,7 @@ mod pv_peer;
 mod run;
 mod run_lab;
 mod stats;
+mod vhost_peer;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -96,6 +97,9 @@ enum Command {
         #[command(subcommand)]
         command: pv_peer::PvPeerCommand,
     },
+    /// The engine's vhost-user port with an echo responder, for `bench vhost-tx`.
+    #[command(name = "vhost-peer", hide = true)]
+    VhostPeer(vhost_peer::VhostPeerArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -142,6 +146,7 @@ pub fn main() -> ExitCode {
         Command::Bench { scenario: None, suite } => bench_suite::run(&suite),
         Command::Ministat(args) => ministat::run(&args),
         Command::PvPeer { command } => pv_peer::run(&command),
+        Command::VhostPeer(args) => vhost_peer::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Stats(args) => stats::run(&args),
         Command::Lab { command } => lab::run(&command),

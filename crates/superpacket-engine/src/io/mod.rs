@@ -76,7 +76,8 @@
 //!
 //! Each port driver's I/O is built with its cargo feature of this crate:
 //! `tap` (tap.rs), `tun` (tun.rs), `af-packet` (packet_socket.rs,
-//! packet_ring.rs) and `pv` (pv/); tuntap.rs comes with `tap` or `tun`.
+//! packet_ring.rs), `pv` (pv/) and `vhost-user` (virtio_user/: a virtio-net
+//! frontend over vhost-user); tuntap.rs comes with `tap` or `tun`.
 //!
 //! All errors are [`IoError`], naming the failing syscall, netlink request or
 //! command, what was asked, and the errno. Everything created (namespaces, veths, taps) is deleted on
@@ -103,6 +104,9 @@ pub mod tap;
 pub mod tun;
 #[cfg(any(feature = "tap", feature = "tun"))]
 pub mod tuntap;
+pub mod tx_policy;
+#[cfg(feature = "vhost-user")]
+pub mod virtio_user;
 
 #[cfg(all(test, feature = "tap", feature = "af-packet"))]
 mod tests;

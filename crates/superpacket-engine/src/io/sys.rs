@@ -51,6 +51,26 @@ pub fn poll_readable(fd: BorrowedFd<'_>, timeout: Duration, what: &str) -> Resul
     Ok(rc > 0 && pfd.revents & (libc::POLLIN | libc::POLLERR | libc::POLLHUP) != 0)
 }
 
+/// Sets `UDP_SEGMENT` on a UDP socket: its sends become superpackets of
+/// `gso_size`-byte datagrams (the kernel's USO).
+pub fn set_udp_segment(fd: BorrowedFd<'_>, gso_size: u16) -> Result<()> {
+    let v = libc::c_int::from(gso_size);
+    // SAFETY: the option value points to a live c_int whose size is passed.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_UDP,
+            libc::UDP_SEGMENT,
+            (&raw const v).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(IoError::last_os("setsockopt(UDP_SEGMENT)", "udp socket"));
+    }
+    Ok(())
+}
+
 /// An `iovec` for a read-only slice (the kernel only reads it).
 pub fn iovec_ro(s: &[u8]) -> libc::iovec {
     libc::iovec { iov_base: s.as_ptr() as *mut libc::c_void, iov_len: s.len() }

@@ -71,57 +71,7 @@ pub const MAX_DIRECT_FRAME: usize = SLOT_SIZE - VNET_HDR_LEN;
 /// Chunks a head may hold.
 const MAX_HEAD_CHUNKS: usize = MAX_FRAME.div_ceil(CHUNK_SIZE) + 1;
 
-/// How the transmitter chooses between the forms (see the module documentation).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum TxStrategy {
-    /// The policy: GSO or batched packets keep the offload (indirect, with
-    /// header information); a lone non-GSO packet gets its checksum
-    /// completed in software and goes direct.
-    #[default]
-    SwCsumDirect,
-    /// Always offload with header information, indirect.
-    OffloadIndirect,
-    /// Offload without header information, direct when the frame fits (the
-    /// receiver's requirement is ignored: unsafe, for comparison).
-    DirectNoCsum,
-}
-
-impl TxStrategy {
-    /// All three, the policy first.
-    pub const ALL: [TxStrategy; 3] = [TxStrategy::SwCsumDirect, TxStrategy::OffloadIndirect, TxStrategy::DirectNoCsum];
-
-    /// Stable name (`swcsum_direct`, `offload_indirect`, `direct_nocsum`).
-    pub fn name(self) -> &'static str {
-        match self {
-            TxStrategy::SwCsumDirect => "swcsum_direct",
-            TxStrategy::OffloadIndirect => "offload_indirect",
-            TxStrategy::DirectNoCsum => "direct_nocsum",
-        }
-    }
-
-    /// Parses a name (`-` or `_` separated).
-    pub fn parse(s: &str) -> Option<TxStrategy> {
-        let s = s.replace('-', "_");
-        TxStrategy::ALL.into_iter().find(|t| t.name() == s)
-    }
-}
-
-/// The form a frame was sent in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxForm {
-    /// Direct, nothing to offload (checksum complete or none).
-    Direct,
-    /// Direct with the checksum offloaded (`NEEDS_CSUM`), no header information.
-    DirectOffload,
-    /// Direct, checksum completed in software by the transmitter.
-    DirectSwCsum,
-    /// Indirect without header information.
-    Indirect,
-    /// Indirect (too large for a slot), checksum completed in software.
-    IndirectSwCsum,
-    /// Indirect with header information.
-    IndirectHdrInfo,
-}
+pub use crate::io::tx_policy::{TxForm, TxStrategy};
 
 /// What the receiving side of a queue accepts (from the negotiated features).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
