@@ -24,6 +24,7 @@ pub mod seed_vlan_nat;
 pub mod stats;
 pub mod suite;
 pub mod suite_report;
+pub mod vhost_user;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
