@@ -25,6 +25,7 @@ pub mod stats;
 pub mod suite;
 pub mod suite_report;
 pub mod vhost_tx;
+pub mod vhost_user;
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};

@@ -143,6 +143,9 @@ pub enum Kind {
     Model,
     /// Real kernel traffic through the live engine (needs root).
     LiveKernel,
+    /// Real processes exchanging real traffic (e.g. DPDK testpmd frontends
+    /// and a vhost-user backend), no kernel stack involved.
+    LiveProcesses,
 }
 
 /// One entry of the suite's registry.
@@ -402,6 +405,7 @@ impl SuiteResult {
                 "method": o.test.method,
                 "critical_values": o.test.critical,
                 "build": build_kind(),
+                "machine": super::suite_report::machine_description(),
                 "elapsed_s": num(self.elapsed_s),
             },
             "scenarios": scenarios,
@@ -423,6 +427,7 @@ impl SuiteResult {
             build_kind(),
             self.elapsed_s
         );
+        out += &format!("machine: {}\n", super::suite_report::machine_description());
         for s in &self.scenarios {
             out += "\n";
             out += &scenario_text(s);
@@ -527,7 +532,7 @@ fn scenario_json(s: &ScenarioResult) -> Value {
 pub fn heading(s: &Scenario) -> String {
     match s.result {
         Some(r) => format!("[{r}] {}", s.name),
-        None => format!("[{}] {}", if s.kind == Kind::LiveKernel { "live" } else { "-" }, s.name),
+        None => format!("[{}] {}", if s.kind == Kind::Model { "-" } else { "live" }, s.name),
     }
 }
 
@@ -567,8 +572,10 @@ pub fn comparison_line(p: &PairResult) -> String {
 fn scenario_text(s: &ScenarioResult) -> String {
     let sc = &s.scenario;
     let mut out = format!("{} - {}", heading(sc), sc.title);
-    if sc.kind == Kind::LiveKernel {
-        out += " (REAL KERNEL TRAFFIC)";
+    match sc.kind {
+        Kind::LiveKernel => out += " (REAL KERNEL TRAFFIC)",
+        Kind::LiveProcesses => out += " (REAL PROCESSES AND TRAFFIC)",
+        Kind::Model => {}
     }
     out += &format!("\n  {} run{} ok", s.runs_ok, if s.runs_ok == 1 { "" } else { "s" });
     for e in &s.errors {

@@ -198,8 +198,12 @@ fn cell(v: Option<f64>) -> String {
 fn scenario_markdown(s: &ScenarioResult, plots: &[(&str, &str)]) -> String {
     let sc = &s.scenario;
     let mut md = format!("## {} — {}\n\n", heading(sc), sc.title);
-    if sc.kind == Kind::LiveKernel {
-        md += "**Real kernel traffic** (root only): the kernel's TCP and UDP through the live engine.\n\n";
+    match sc.kind {
+        Kind::LiveKernel => {
+            md += "**Real kernel traffic** (root only): the kernel's TCP and UDP through the live engine.\n\n";
+        }
+        Kind::LiveProcesses => md += "**Real processes and traffic** (root only).\n\n",
+        Kind::Model => {}
     }
     let _ = writeln!(md, "**Original change.** {}\n", sc.original);
     let _ = writeln!(md, "**What it models.** {}\n", sc.models);

@@ -22,12 +22,15 @@ use crate::bench::suite::{
     Better, KeyFigure, Kind, Pair, PlotSpec, RunOptions, Scenario, Skipped, SuiteOptions, run_suite,
 };
 use crate::bench::suite_report::write_report;
+use crate::bench::vhost_user::VHOST_USER;
 
 /// Options of the suite (`superpacket bench` without a micro-benchmark).
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
     /// Scenarios to run, by name or result number (default: every result;
-    /// `live`, real kernel traffic as root, only when named); `--list` shows them.
+    /// `live`, real kernel traffic as root, and `vhost-user`, superpacket's
+    /// vhost-user port against DPDK's with testpmd frontends as root, only
+    /// when named); `--list` shows them.
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
     /// List the suite's scenarios and exit.
@@ -54,7 +57,8 @@ pub struct SuiteArgs {
     /// Critical values from FreeBSD ministat's table verbatim (see `superpacket ministat --help`).
     #[arg(long)]
     pub ministat_table: bool,
-    /// Seconds per transfer of the live scenario (1 with --quick).
+    /// Seconds per transfer of the live scenario, and per counted window of
+    /// each workload of `vhost-user` (--quick: 1 and 0.5).
     #[arg(long, default_value_t = 3.0, value_name = "S")]
     pub live_seconds: f64,
 }
@@ -225,9 +229,10 @@ pub fn parse_report(json: &str) -> Result<BenchReport, String> {
     Ok(r)
 }
 
-/// Every scenario the suite knows: the registry, then the live demo.
+/// Every scenario the suite knows: the registry, then the live demo and
+/// the vhost-user backends (both run only when named).
 pub fn all_scenarios() -> Vec<Scenario> {
-    SCENARIOS.iter().copied().chain([LIVE]).collect()
+    SCENARIOS.iter().copied().chain([LIVE, VHOST_USER]).collect()
 }
 
 /// The scenarios named (by name or result number), in registry order;
@@ -268,7 +273,11 @@ pub fn list() -> String {
             s.name,
             if s.default { "default" } else { "named" },
             s.title,
-            if s.kind == Kind::LiveKernel { " (real kernel traffic, root)" } else { "" }
+            match s.kind {
+                Kind::LiveKernel => " (real kernel traffic, root)",
+                Kind::LiveProcesses => " (real processes: DPDK testpmd, root)",
+                Kind::Model => "",
+            }
         );
     }
     out
@@ -301,12 +310,25 @@ pub fn run(args: &SuiteArgs) -> Result<u8, CliError> {
         bar.set_message(format!("run {}/{} {}: {}", p.run, p.runs, p.scenario, p.step));
     });
     bar.finish_and_clear();
-    if !scenarios.iter().any(|s| s.kind == Kind::LiveKernel) {
+    if args.scenarios.is_empty() {
         result.skipped.push(Skipped {
             scenario: LIVE.name.to_string(),
             reason: "not requested (real kernel traffic, about 30 s per run): `superpacket bench live` as root"
                 .to_string(),
         });
+    }
+    // A scenario asked for by name that cannot run here is said on stderr
+    // too (also with --json), and a suite that measured nothing fails.
+    for k in result.skipped.iter().filter(|k| args.scenarios.iter().any(|n| *n == k.scenario)) {
+        eprintln!("superpacket bench: {} skipped: {}", k.scenario, k.reason);
+    }
+    if result.scenarios.is_empty() && !scenarios.is_empty() {
+        if args.json {
+            println!("{}", result.to_json());
+        } else {
+            print!("{}", result.to_text());
+        }
+        return Ok(EXIT_PROBLEMS);
     }
     let mut notes = Vec::new();
     if let Some(dir) = &args.report {

@@ -373,7 +373,10 @@ impl Drop for TempFile {
 }
 
 /// Writes `frames` as a classic pcap (Ethernet) at `path`.
-fn write_pcap(path: &Path, frames: &[Vec<u8>]) -> Result<(), PcapError> {
+///
+/// # Errors
+/// The file cannot be created or written.
+pub fn write_pcap(path: &Path, frames: &[Vec<u8>]) -> Result<(), PcapError> {
     let mut w = CaptureWriter::create_with_options(
         path,
         CaptureFormat::PcapNanos,

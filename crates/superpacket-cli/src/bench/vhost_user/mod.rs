@@ -1,0 +1,564 @@
+//! `superpacket bench vhost-user` (issue 24 item 4): the same traffic,
+//! in one run, through superpacket's vhost-user port and through DPDK's
+//! own vhost backend, between the same two DPDK 22.11 `dpdk-testpmd`
+//! virtio-user frontends (one sends, one receives).
+//!
+//! # Method
+//! One run measures both backends in turn (superpacket first in even
+//! runs, DPDK first in odd ones, so drift of the machine hits both alike);
+//! the suite repeats runs (`--runs N`) and gives every figure's
+//! statistics and ministat's t test per pair ([`crate::bench::suite`]).
+//! For each backend ([`backend`]): the backend starts listening on two
+//! sockets; the receiver testpmd connects to the second one (`rxonly`,
+//! `--rx-offloads=0x2018`: TCP checksum, LRO and scatter, so it acks
+//! `GUEST_CSUM` and `GUEST_TSO4/6` and takes superpackets whole over
+//! merged 2 KiB buffers); then, one after the other, two senders connect
+//! to the first socket:
+//!
+//! - **64-byte frames**: testpmd `txonly` (64-byte UDP/IPv4 frames, as
+//!   fast as it can). Figure: frames the receiver counted per second.
+//! - **64 KB TSO superpackets**: testpmd `csum` forwarding from DPDK's
+//!   pcap PMD (`net_pcap0,rx_pcap=FILE,infinite_rx=1`, replaying
+//!   [`TSO_FRAMES`] TCP/IPv4 frames of [`TSO_FRAME_LEN`] bytes written by
+//!   superpacket's pcap writer) to its virtio-user port with `csum set tcp
+//!   hw`, `tso set 1448` (each leaves as one TSO superpacket, `gso_type`
+//!   TCPV4, `gso_size` 1448) and 64 KiB mbufs (`--mbuf-size=65535`: one
+//!   frame per mbuf). Figure: Ethernet frame bytes the receiver counted
+//!   per second (Gbit/s), and the mean frame it received (a superpacket
+//!   delivered whole is [`TSO_FRAME_LEN`] bytes).
+//!
+//! Each workload runs for a warm-up, then a window: the receiver's
+//! `show port stats` counters, the backend process's CPU clock (every
+//! thread: [`cpu::process_cpu_seconds`]) and the sender's counters are
+//! read at both ends of the window. Backend CPU per packet and per GB
+//! divide the backend's CPU time in the window by what the receiver got;
+//! `backend_cpu_load` is that CPU time per second of window (1.0 = one
+//! CPU busy). DPDK's forwarding lcore polls without pause, so its load is
+//! 1.0 whatever the rate; superpacket's worker sleeps when idle.
+//!
+//! # Placement
+//! [`cpu::Placement`]: both frontends (every thread) on the first CPU this
+//! process may use, the backend (every thread of the engine process or of
+//! DPDK's testpmd) alone on the second; the same for both backends. On
+//! this project's 2-vCPU machines the two frontends therefore share one
+//! CPU, and the offered load (`offered_*`, the sender's own count) shows
+//! when a frontend rather than the backend limits a figure.
+//!
+//! It needs root (the EAL's runtime files and the engine's defaults),
+//! `dpdk-testpmd` (Debian's `dpdk` package, which brings the vhost,
+//! virtio and pcap PMDs) and two CPUs; otherwise the scenario is skipped
+//! with the reason.
+
+pub mod backend;
+pub mod cpu;
+pub mod testpmd;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use super::BenchReport;
+use super::suite::{Better, KeyFigure, Kind, Pair, PlotSpec, RunOptions, Scenario};
+use backend::{Backend, BackendKind};
+use cpu::Placement;
+use superpacket::traffic::{Flow, FlowSpec, Transport};
+use superpacket::wire::{MacAddr, TcpFlags};
+use testpmd::{PortStats, Testpmd, TestpmdSpec};
+
+/// The sender's MAC.
+pub const SENDER_MAC: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x0a];
+/// The receiver's MAC (every frame is addressed to it).
+pub const RECEIVER_MAC: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x0b];
+
+/// TCP payload of one TSO superpacket: 45 segments of 1448 bytes.
+pub const TSO_PAYLOAD: usize = 45 * 1448;
+/// Its segment size (`tso set`).
+pub const TSO_MSS: usize = 1448;
+/// Its Ethernet frame: 14 + IPv4 20 + TCP 32 (timestamps) + payload. It
+/// must fit one 65535-byte mbuf after its 128-byte headroom.
+pub const TSO_FRAME_LEN: usize = 14 + 20 + 32 + TSO_PAYLOAD;
+/// Frames in the replayed pcap (consecutive segments of one flow).
+pub const TSO_FRAMES: usize = 8;
+
+/// Virtqueue size of both frontends (the largest superpacket's port offers).
+const QUEUE_SIZE: u32 = 1024;
+
+/// Warm-up and window of one workload.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Timing {
+    /// Traffic before the window opens.
+    pub warmup: Duration,
+    /// The window counted.
+    pub window: Duration,
+}
+
+impl Timing {
+    /// `--quick`: 0.3 s warm-up, 0.5 s window; else 1 s and `window_s`.
+    pub fn new(quick: bool, window_s: f64) -> Timing {
+        if quick {
+            Timing { warmup: Duration::from_millis(300), window: Duration::from_millis(500) }
+        } else {
+            Timing { warmup: Duration::from_secs(1), window: Duration::from_secs_f64(window_s) }
+        }
+    }
+}
+
+/// What one window counted.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Window {
+    /// Frames the receiver got.
+    pub packets: u64,
+    /// Their bytes (Ethernet frames without FCS).
+    pub bytes: u64,
+    /// Frames the sender handed its queue.
+    pub offered_packets: u64,
+    /// Their bytes.
+    pub offered_bytes: u64,
+    /// Length of the window, seconds.
+    pub secs: f64,
+    /// CPU time of the backend process in the window, seconds.
+    pub backend_cpu_s: f64,
+}
+
+impl Window {
+    /// Receiver Mpps.
+    pub fn mpps(&self) -> f64 {
+        self.packets as f64 / self.secs / 1e6
+    }
+    /// Receiver Gbit/s.
+    pub fn gbps(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.secs / 1e9
+    }
+    /// Backend CPU nanoseconds per received frame.
+    pub fn cpu_ns_per_packet(&self) -> f64 {
+        self.backend_cpu_s * 1e9 / self.packets as f64
+    }
+    /// Backend CPU seconds per GB (10^9 bytes) received.
+    pub fn cpu_s_per_gb(&self) -> f64 {
+        self.backend_cpu_s / (self.bytes as f64 / 1e9)
+    }
+    /// Backend CPU seconds per second of window.
+    pub fn cpu_load(&self) -> f64 {
+        self.backend_cpu_s / self.secs
+    }
+}
+
+fn mac(m: [u8; 6]) -> String {
+    MacAddr(m).to_string()
+}
+
+/// The two workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Workload {
+    /// 64-byte frames from testpmd `txonly`.
+    Small,
+    /// 64 KB TCP TSO superpackets from testpmd `csum` over a pcap replay.
+    Tso,
+}
+
+impl Workload {
+    /// For progress messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Workload::Small => "64-byte frames",
+            Workload::Tso => "64 KB TSO superpackets",
+        }
+    }
+
+    /// mbuf arguments of the receiver and of DPDK's backend: 2 KiB
+    /// (DPDK's default) for 64-byte frames; for superpackets 64 KiB, so
+    /// that one superpacket is one receive buffer at the receiver and one
+    /// mbuf in DPDK's backend (with 2 KiB the receiver, freeing 32 mbufs
+    /// per superpacket on a CPU it shares with the sender, limits both
+    /// backends, and DPDK's backend chains 32 mbufs per superpacket).
+    pub fn mbuf_args(self) -> Vec<String> {
+        match self {
+            Workload::Small => vec!["--total-num-mbufs=16384".into()],
+            Workload::Tso => vec!["--mbuf-size=65535".into(), "--total-num-mbufs=4096".into()],
+        }
+    }
+}
+
+fn virtio_user(index: usize, socket: &Path, mac_addr: [u8; 6]) -> String {
+    format!("net_virtio_user{index},path={},mac={},queue_size={QUEUE_SIZE}", socket.display(), mac(mac_addr))
+}
+
+fn receiver_spec(socket: &Path, cpu: usize, workload: Workload) -> TestpmdSpec {
+    let mut args: Vec<String> =
+        ["--forward-mode=rxonly", "--rx-offloads=0x2018", "--rxd=1024", "--txd=1024"].map(String::from).to_vec();
+    args.extend(workload.mbuf_args());
+    TestpmdSpec { name: "rx".into(), cpu, vdevs: vec![virtio_user(0, socket, RECEIVER_MAC)], args }
+}
+
+/// The sender of `workload`: for TSO, port 0 replays `pcap` and port 1 is
+/// the virtio-user port.
+fn sender_spec(socket: &Path, pcap: &Path, cpu: usize, workload: Workload) -> TestpmdSpec {
+    let common = ["--rxd=1024", "--txd=1024"].map(String::from);
+    match workload {
+        Workload::Small => TestpmdSpec {
+            name: "tx64".into(),
+            cpu,
+            vdevs: vec![virtio_user(0, socket, SENDER_MAC)],
+            args: [
+                "--forward-mode=txonly".into(),
+                format!("--eth-peer=0,{}", mac(RECEIVER_MAC)),
+                "--total-num-mbufs=8192".into(),
+            ]
+            .into_iter()
+            .chain(common)
+            .collect(),
+        },
+        Workload::Tso => TestpmdSpec {
+            name: "txtso".into(),
+            cpu,
+            vdevs: vec![
+                format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display()),
+                virtio_user(1, socket, SENDER_MAC),
+            ],
+            // 4096 mbufs: with 2048, the mbufs a full 1024-entry transmit
+            // ring holds plus the per-lcore mempool caches starve the pcap
+            // port and the sender stalls after 992 superpackets.
+            args: [
+                "--forward-mode=csum".into(),
+                format!("--eth-peer=1,{}", mac(RECEIVER_MAC)),
+                "--mbuf-size=65535".into(),
+                "--total-num-mbufs=4096".into(),
+            ]
+            .into_iter()
+            .chain(common)
+            .collect(),
+        },
+    }
+}
+
+/// testpmd commands that make the TSO sender's virtio-user port (1) send
+/// each frame as one TSO superpacket.
+const TSO_SENDER_SETUP: [&str; 6] =
+    ["port stop 1", "csum set ip sw 1", "csum set tcp hw 1", "tso set 1448 1", "port start 1", "start"];
+
+/// The frames the TSO sender replays: consecutive 64 KB segments of one
+/// TCP/IPv4 flow from the sender's to the receiver's MAC, checksums valid.
+///
+/// # Errors
+/// Only if a frame cannot be built (never for these sizes).
+pub fn tso_frames() -> Result<Vec<Vec<u8>>, String> {
+    let spec = FlowSpec {
+        src_mac: MacAddr(SENDER_MAC),
+        dst_mac: MacAddr(RECEIVER_MAC),
+        ..FlowSpec::new(Transport::Tcp, false, 0)
+    };
+    let mut flow = Flow::new(spec);
+    (0..TSO_FRAMES)
+        .map(|_| flow.frame(TSO_PAYLOAD, TcpFlags::ACK | TcpFlags::PSH).map_err(|e| format!("TSO frame: {e}")))
+        .collect()
+}
+
+/// Counts one window after the warm-up: the receiver's port 0, the
+/// sender's port `sender_port` and the backend's CPU clock.
+fn count_window(
+    receiver: &mut Testpmd,
+    sender: &mut Testpmd,
+    sender_port: u16,
+    backend: &Backend,
+    timing: Timing,
+) -> Result<Window, String> {
+    std::thread::sleep(timing.warmup);
+    let s0 = sender.port_stats(sender_port)?;
+    let t0 = Instant::now();
+    let r0 = receiver.port_stats(0)?;
+    let c0 = backend.cpu_seconds()?;
+    std::thread::sleep(timing.window.saturating_sub(t0.elapsed()));
+    let secs = t0.elapsed().as_secs_f64();
+    let r1 = receiver.port_stats(0)?;
+    let c1 = backend.cpu_seconds()?;
+    let s1 = sender.port_stats(sender_port)?;
+    let d = |a: &PortStats, b: &PortStats| {
+        (b.rx_packets.saturating_sub(a.rx_packets), b.rx_bytes.saturating_sub(a.rx_bytes))
+    };
+    let (packets, bytes) = d(&r0, &r1);
+    Ok(Window {
+        packets,
+        bytes,
+        offered_packets: s1.tx_packets.saturating_sub(s0.tx_packets),
+        offered_bytes: s1.tx_bytes.saturating_sub(s0.tx_bytes),
+        secs,
+        backend_cpu_s: c1 - c0,
+    })
+}
+
+/// Both workloads through one backend.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct BackendRun {
+    /// 64-byte frames.
+    pub small: Window,
+    /// 64 KB TSO superpackets.
+    pub tso: Window,
+}
+
+/// Runs `workload` through `kind` with fresh processes (backend,
+/// receiver, sender) and counts one window.
+///
+/// # Errors
+/// A process failed to start or stop, or the receiver got nothing.
+pub fn measure_workload(
+    kind: BackendKind,
+    workload: Workload,
+    placement: Placement,
+    dir: &Path,
+    pcap: &Path,
+    timing: Timing,
+) -> Result<Window, String> {
+    let send = dir.join(format!("{}-send.sock", kind.key()));
+    let recv = dir.join(format!("{}-recv.sock", kind.key()));
+    let backend_mbufs = if kind == BackendKind::Dpdk { workload.mbuf_args() } else { Vec::new() };
+    let backend = Backend::start(kind, dir, [&send, &recv], placement.backend, backend_mbufs)?;
+    let mut rx = Testpmd::start(&receiver_spec(&recv, placement.frontends, workload))?;
+    rx.command("start")?;
+    let mut tx = Testpmd::start(&sender_spec(&send, pcap, placement.frontends, workload))?;
+    let sender_port = match workload {
+        Workload::Small => {
+            tx.command("start")?;
+            0
+        }
+        Workload::Tso => {
+            for c in TSO_SENDER_SETUP {
+                tx.command(c)?;
+            }
+            1
+        }
+    };
+    let w = count_window(&mut rx, &mut tx, sender_port, &backend, timing)?;
+    tx.command("stop")?;
+    tx.quit()?;
+    rx.command("stop")?;
+    rx.quit()?;
+    backend.stop()?;
+    if w.packets == 0 {
+        return Err(format!(
+            "{}: the receiver got nothing through the {} backend (the sender offered {})",
+            workload.describe(),
+            kind.key(),
+            w.offered_packets
+        ));
+    }
+    Ok(w)
+}
+
+/// A directory of this run's sockets, topology, logs and pcap, removed on drop.
+struct RunDir(PathBuf);
+
+impl RunDir {
+    fn create(run: usize) -> Result<RunDir, String> {
+        let d = std::env::temp_dir().join(format!("superpacket-bench-vhost-user-{}-{run}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        Ok(RunDir(d))
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Appends one backend's figures (names end in `_<backend>`).
+pub fn push_backend(r: &mut BenchReport, kind: BackendKind, run: &BackendRun) {
+    let k = kind.key();
+    let (s, t) = (&run.small, &run.tso);
+    r.push(format!("mpps_64b_{k}"), s.mpps(), "Mpps");
+    r.push(format!("offered_mpps_64b_{k}"), s.offered_packets as f64 / s.secs / 1e6, "Mpps");
+    r.push(format!("cpu_ns_per_packet_64b_{k}"), s.cpu_ns_per_packet(), "ns");
+    r.push(format!("cpu_s_per_gb_64b_{k}"), s.cpu_s_per_gb(), "CPU s/GB");
+    r.push(format!("backend_cpu_load_64b_{k}"), s.cpu_load(), "CPUs");
+    r.push(format!("gbps_tso_{k}"), t.gbps(), "Gbit/s");
+    r.push(format!("offered_gbps_tso_{k}"), t.offered_bytes as f64 * 8.0 / t.secs / 1e9, "Gbit/s");
+    r.push(format!("cpu_ns_per_packet_tso_{k}"), t.cpu_ns_per_packet(), "ns");
+    r.push(format!("cpu_s_per_gb_tso_{k}"), t.cpu_s_per_gb(), "CPU s/GB");
+    r.push(format!("backend_cpu_load_tso_{k}"), t.cpu_load(), "CPUs");
+    r.push(format!("frame_bytes_tso_{k}"), t.bytes as f64 / t.packets as f64, "bytes");
+}
+
+/// Why the scenario cannot run here, if it cannot.
+///
+/// # Errors
+/// Not root, no `dpdk-testpmd`, fewer than two CPUs, or no `superpacket`
+/// binary for the engine process.
+pub fn available() -> Result<(), String> {
+    superpacket_engine::io::privileges_available()
+        .map_err(|why| format!("DPDK's EAL and the engine are run as root here ({why})"))?;
+    if !testpmd::installed() {
+        return Err(format!("{} is not installed (apt-get install dpdk)", testpmd::TESTPMD));
+    }
+    Placement::choose()?;
+    crate::bench::pv_tx::superpacket_binary().map(drop)
+}
+
+/// One run: both backends, in an order that alternates with the run.
+///
+/// # Errors
+/// As [`measure_workload`], or the pcap cannot be written.
+pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> Result<BenchReport, String> {
+    let placement = Placement::choose()?;
+    let timing = Timing::new(o.quick, o.live_seconds);
+    let dir = RunDir::create(o.run)?;
+    let pcap = dir.0.join("tso.pcap");
+    crate::bench::peers::dpdk::write_pcap(&pcap, &tso_frames()?).map_err(|e| format!("{}: {e}", pcap.display()))?;
+    let order = if o.run % 2 == 0 { BackendKind::ALL } else { [BackendKind::Dpdk, BackendKind::Superpacket] };
+    let mut runs = Vec::new();
+    for (i, kind) in order.into_iter().enumerate() {
+        let mut measure = |workload: Workload, step: usize| {
+            on_step(&format!("{}: {}", kind.key(), workload.describe()), 2 * i + step, 4);
+            measure_workload(kind, workload, placement, &dir.0, &pcap, timing)
+        };
+        let small = measure(Workload::Small, 0)?;
+        let tso = measure(Workload::Tso, 1)?;
+        runs.push((kind, BackendRun { small, tso }));
+    }
+    runs.sort_by_key(|(k, _)| *k != BackendKind::Superpacket);
+    let mut r = BenchReport::new("vhost-user");
+    for (kind, run) in &runs {
+        push_backend(&mut r, *kind, run);
+    }
+    let (sp, dpdk) = (&runs[0].1, &runs[1].1);
+    r.push("mpps_64b_ratio", sp.small.mpps() / dpdk.small.mpps(), "x");
+    r.push("gbps_tso_ratio", sp.tso.gbps() / dpdk.tso.gbps(), "x");
+    Ok(r)
+}
+
+/// The scenario for the suite (named only: `superpacket bench vhost-user`).
+pub static VHOST_USER: Scenario = Scenario {
+    name: "vhost-user",
+    result: None,
+    title: "vhost-user backends: superpacket's port against DPDK's vhost PMD, same testpmd frontends",
+    kind: Kind::LiveProcesses,
+    default: false,
+    original: "Issue 24: 64-byte frames at least 0.8x DPDK's vhost backend; 64 KB TSO superpackets at least 2x \
+               its Gbit/s.",
+    models: "Two DPDK 22.11 testpmd virtio-user frontends (a txonly or TSO csum sender, an rxonly receiver with \
+             LRO) connected through (A) superpacket run with two vhost-user ports in a bridge, one worker, and \
+             (B) testpmd with DPDK's vhost PMD on both sockets, io forwarding on one lcore.",
+    real: "Everything: real processes, real vhost-user and virtio rings in shared memory. Frontends on one CPU, \
+           the backend alone on another; the backend's CPU time is its process CPU clock.",
+    simulated: "Nothing. The two frontends share one CPU, so at high rates they can limit both backends alike \
+                (compare offered_* with the receiver's figures).",
+    pairs: &[
+        Pair {
+            label: "64-byte frames at the receiver",
+            baseline: "mpps_64b_dpdk",
+            candidate: "mpps_64b_superpacket",
+            better: Better::Higher,
+        },
+        Pair {
+            label: "64 KB TSO superpackets at the receiver",
+            baseline: "gbps_tso_dpdk",
+            candidate: "gbps_tso_superpacket",
+            better: Better::Higher,
+        },
+        Pair {
+            label: "backend CPU per 64-byte frame",
+            baseline: "cpu_ns_per_packet_64b_dpdk",
+            candidate: "cpu_ns_per_packet_64b_superpacket",
+            better: Better::Lower,
+        },
+        Pair {
+            label: "backend CPU per GB of TSO superpackets",
+            baseline: "cpu_s_per_gb_tso_dpdk",
+            candidate: "cpu_s_per_gb_tso_superpacket",
+            better: Better::Lower,
+        },
+    ],
+    key: &[
+        KeyFigure {
+            label: "64-byte Mpps, superpacket / DPDK",
+            baseline: "mpps_64b_dpdk",
+            candidate: "mpps_64b_superpacket",
+            better: Better::Higher,
+            original: "issue 24 target: at least 0.8x",
+            original_ratio: Some(0.8),
+        },
+        KeyFigure {
+            label: "TSO Gbit/s, superpacket / DPDK",
+            baseline: "gbps_tso_dpdk",
+            candidate: "gbps_tso_superpacket",
+            better: Better::Higher,
+            original: "issue 24 target: at least 2x",
+            original_ratio: Some(2.0),
+        },
+    ],
+    plots: &[
+        PlotSpec {
+            file: "vhost-user-mpps.svg",
+            title: "64-byte frames through a vhost-user backend (receiver Mpps)",
+            y_label: "Mpps",
+            log: false,
+            series: &["superpacket", "DPDK vhost"],
+            groups: &[("64-byte", &["mpps_64b_superpacket", "mpps_64b_dpdk"])],
+        },
+        PlotSpec {
+            file: "vhost-user-tso.svg",
+            title: "64 KB TSO superpackets through a vhost-user backend (receiver Gbit/s)",
+            y_label: "Gbit/s",
+            log: false,
+            series: &["superpacket", "DPDK vhost"],
+            groups: &[("64 KB TSO", &["gbps_tso_superpacket", "gbps_tso_dpdk"])],
+        },
+    ],
+    available,
+    run: run_once,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use superpacket::wire::{Ipv4Packet, TcpPacket};
+
+    #[test]
+    fn tso_frames_fit_one_mbuf_and_are_valid_tcp() {
+        let frames = tso_frames().unwrap();
+        assert_eq!(frames.len(), TSO_FRAMES);
+        for f in &frames {
+            assert_eq!(f.len(), TSO_FRAME_LEN);
+            assert!(f.len() <= 65535 - 128, "one --mbuf-size=65535 mbuf after its headroom");
+            assert_eq!(&f[..6], &RECEIVER_MAC);
+            assert_eq!(&f[6..12], &SENDER_MAC);
+            let ip = Ipv4Packet::new_checked(&f[14..]).unwrap();
+            assert!(ip.verify_checksum());
+            let tcp = TcpPacket::new_checked(ip.payload()).unwrap();
+            assert_eq!(tcp.payload().len(), TSO_PAYLOAD);
+            assert_eq!(TSO_PAYLOAD / TSO_MSS, 45);
+        }
+    }
+
+    #[test]
+    fn window_figures() {
+        let w = Window {
+            packets: 2_000_000,
+            bytes: 128_000_000,
+            offered_packets: 3_000_000,
+            offered_bytes: 192_000_000,
+            secs: 2.0,
+            backend_cpu_s: 1.0,
+        };
+        assert_eq!(w.mpps(), 1.0);
+        assert_eq!(w.gbps(), 0.512);
+        assert_eq!(w.cpu_ns_per_packet(), 500.0);
+        assert_eq!(w.cpu_s_per_gb(), 1.0 / 0.128);
+        assert_eq!(w.cpu_load(), 0.5);
+    }
+
+    #[test]
+    fn every_compared_figure_is_reported() {
+        let w = Window { packets: 1, bytes: 1, offered_packets: 1, offered_bytes: 1, secs: 1.0, backend_cpu_s: 1.0 };
+        let run = BackendRun { small: w, tso: w };
+        let mut r = BenchReport::new("vhost-user");
+        for k in BackendKind::ALL {
+            push_backend(&mut r, k, &run);
+        }
+        for p in VHOST_USER.pairs {
+            assert!(r.get(p.baseline).is_some() && r.get(p.candidate).is_some(), "{}", p.label);
+        }
+        for g in VHOST_USER.plots.iter().flat_map(|p| p.groups.iter().flat_map(|g| g.1.iter())) {
+            assert!(r.get(g).is_some(), "{g}");
+        }
+    }
+}
