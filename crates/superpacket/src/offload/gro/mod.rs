@@ -620,7 +620,7 @@ impl Gro {
         let found = {
             let lin = pkt.linear();
             let ext: &[u8] = if n.key.ext_len() != 0 { &lin[n.l3 + 40..n.l4] } else { &[] };
-            self.table.find_tunnel(b, &n.key, ext, &outer.t, &outer.t.id(lin), lin)
+            self.table.find_tunnel(b, &n.key, ext, &outer.t, &outer.id, lin)
         };
         if n.tcp {
             self.tcp_receive(pkt, &n, b, found, &outer);
@@ -741,7 +741,7 @@ impl Gro {
             return Err(BypassReason::Malformed);
         };
         let tin = tunnel::TunnelIn { kind, outer_v6: h.v6, outer_l3, outer_l4, inner_mac };
-        let outer_hash = tunnel::tunnel_id(frame, h).outer.cheap_hash();
+        let id = tunnel::tunnel_id(frame, h);
         let outer_check = be16(frame, h.l4 + 6);
         let mut padded_strict = false;
         if h.l2_padding > 0 {
@@ -768,8 +768,8 @@ impl Gro {
         if !ih.tcp && self.cfg.udp == UdpGroMode::Off {
             return Err(BypassReason::UdpOff);
         }
-        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ outer_hash);
-        let outer = tunnel::Outer { t: tin, agg_len: ih.l3 - h.l3 + ih.l3_len };
+        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ id.outer.cheap_hash());
+        let outer = tunnel::Outer { t: tin, id, agg_len: ih.l3 - h.l3 + ih.l3_len };
         let n = Incoming {
             key,
             hash,
@@ -811,8 +811,10 @@ impl Gro {
         let outer_check = be16(lin, h.l4 + 6);
         let inner_proto = if ih.tcp { 6 } else { 17 };
         let inner_zero_udp = !ih.tcp && be16(lin, ih.l4 + 6) == 0;
-        let inner_pseudo = ip::pseudo_sum(lin, ih.l3, ih.v6, inner_proto, ih.l4_len());
-        let outer_pseudo = ip::pseudo_sum(lin, h.l3, h.v6, 17, h.l4_len());
+        // Summed only when a checksum is actually checked: a packet the NIC
+        // vouched for (level 1, the common case) needs neither.
+        let inner_pseudo = || ip::pseudo_sum(lin, ih.l3, ih.v6, inner_proto, ih.l4_len());
+        let outer_pseudo = || ip::pseudo_sum(lin, h.l3, h.v6, 17, h.l4_len());
         // The inner L4 sum from the outer L4 sum: minus the bytes between the
         // two L4 headers (an even distance for every header shape here, but
         // an odd one would shift the bytes: ones_sum_at).
@@ -829,7 +831,7 @@ impl Gro {
                     return Ok(());
                 }
                 self.counters.checksums_verified += 1;
-                if !ok(inner_pseudo, csum::ones_sum(&lin[ih.l4..ih.l3_end()])) {
+                if !ok(inner_pseudo(), csum::ones_sum(&lin[ih.l4..ih.l3_end()])) {
                     return Err(BypassReason::BadChecksum);
                 }
                 pkt.meta.csum = ChecksumState::Unnecessary { level: 1 };
@@ -840,13 +842,13 @@ impl Gro {
                     return Ok(());
                 }
                 let outer_sum = csum::ones_sub(sum, csum::ones_sum(&lin[h.l3..h.l4]));
-                if outer_check != 0 && !ok(outer_pseudo, outer_sum) {
+                if outer_check != 0 && !ok(outer_pseudo(), outer_sum) {
                     return Err(BypassReason::BadChecksum);
                 }
                 if skip_inner || inner_zero_udp {
                     return Ok(());
                 }
-                if !ok(inner_pseudo, inner_from_outer(outer_sum)) {
+                if !ok(inner_pseudo(), inner_from_outer(outer_sum)) {
                     return Err(BypassReason::BadChecksum);
                 }
                 Ok(())
@@ -858,7 +860,7 @@ impl Gro {
                 let outer_sum = if outer_check != 0 {
                     self.counters.checksums_verified += 1;
                     let s = csum::ones_sum(&lin[h.l4..h.l3_end()]);
-                    if !ok(outer_pseudo, s) {
+                    if !ok(outer_pseudo(), s) {
                         return Err(BypassReason::BadChecksum);
                     }
                     Some(s)
@@ -871,10 +873,10 @@ impl Gro {
                 }
                 let inner_ok = inner_zero_udp
                     || match outer_sum {
-                        Some(s) => ok(inner_pseudo, inner_from_outer(s)),
+                        Some(s) => ok(inner_pseudo(), inner_from_outer(s)),
                         None => {
                             self.counters.checksums_verified += 1;
-                            ok(inner_pseudo, csum::ones_sum(&lin[ih.l4..ih.l3_end()]))
+                            ok(inner_pseudo(), csum::ones_sum(&lin[ih.l4..ih.l3_end()]))
                         }
                     };
                 let level = if inner_ok { 1 } else { 0 };

@@ -121,9 +121,7 @@ pub struct TunnelId {
     pub csum: bool,
 }
 
-/// A new packet's tunnel headers (offsets from the frame start). Kept small:
-/// it travels in every packet's `Incoming` (a large one is moved with a
-/// `memcpy` call on the plain path); the identity is computed when needed.
+/// A new packet's tunnel headers (offsets from the frame start).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TunnelIn {
     pub kind: TunnelKind,
@@ -133,30 +131,6 @@ pub(crate) struct TunnelIn {
     pub inner_mac: u16,
 }
 
-impl TunnelIn {
-    /// The outer identity of the packet `frame` these offsets describe.
-    pub(crate) fn id(&self, frame: &[u8]) -> TunnelId {
-        let (l3, l4) = (self.outer_l3 as usize, self.outer_l4 as usize);
-        // FlowKey::build reads the offsets, the tag count, the version and the protocol.
-        let tags = l3.saturating_sub(14) / 4;
-        let h = GroHeaders {
-            tags,
-            v6: self.outer_v6,
-            tcp: false,
-            l3,
-            l3_header_len: l4 - l3,
-            l3_len: 0,
-            l4,
-            payload: l4 + 8,
-            payload_len: 0,
-            is_fragment: false,
-            has_fragment_header: false,
-            l2_padding: 0,
-        };
-        tunnel_id(frame, &h)
-    }
-}
-
 /// What a tunnel packet's outer headers add to its inner packet's merge and
 /// hold (offload-rules 2.6): the outer network rules with their own fixed-ID
 /// latch, and the outer state of a new aggregate.
@@ -164,6 +138,9 @@ impl TunnelIn {
 pub(crate) struct Outer {
     /// The new packet's outer headers.
     pub t: TunnelIn,
+    /// Their identity, built once per packet: it gives the packet's hash,
+    /// finds its aggregate and becomes a new aggregate's.
+    pub id: TunnelId,
     /// Its L3 length from the outer IP header (the size limit counts from there).
     pub agg_len: usize,
 }
@@ -186,7 +163,7 @@ impl super::Encap for Outer {
 
     fn held(&self, p: &mut Held, frame: &[u8]) {
         p.l3_len = self.agg_len;
-        p.tunnel = Some(TunnelHeld::new(&self.t, frame));
+        p.tunnel = Some(TunnelHeld::new(&self.t, self.id, frame));
     }
 }
 
@@ -212,15 +189,15 @@ pub struct TunnelHeld {
 }
 
 impl TunnelHeld {
-    /// From a new packet's tunnel headers.
-    pub(crate) fn new(t: &TunnelIn, frame: &[u8]) -> TunnelHeld {
+    /// From a new packet's tunnel headers `t` and their identity `id`.
+    pub(crate) fn new(t: &TunnelIn, id: TunnelId, frame: &[u8]) -> TunnelHeld {
         let mut outer_ip = [0u8; 20];
         let l3 = t.outer_l3 as usize;
         if let Some(ip) = frame.get(l3..l3 + 20) {
             outer_ip.copy_from_slice(ip);
         }
         TunnelHeld {
-            id: t.id(frame),
+            id,
             kind: t.kind,
             outer_v6: t.outer_v6,
             outer_l3: l3,
