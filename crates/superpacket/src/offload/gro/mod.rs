@@ -306,13 +306,14 @@ pub(crate) struct Incoming {
     pub gso_size: u16,
 }
 
-/// Why [`Gro::prepare`] gives no plain packet: deliver it unmerged, or the
-/// tunnel path took it.
+/// Why [`Gro::prepare`] gives no plain packet: deliver it unmerged, or it
+/// is for the tunnel path.
 pub(crate) enum NotPlain {
     /// Deliver it as it is, for this reason.
     Bypass(BypassReason),
-    /// A datagram to a tunnel port: [`Gro::tunnel_one`] has dealt with it.
-    Tunnel,
+    /// A datagram to a tunnel port, for [`Gro::tunnel_one`]: where its outer
+    /// headers are.
+    Tunnel(tunnel::OuterAt),
 }
 
 impl From<BypassReason> for NotPlain {
@@ -580,7 +581,7 @@ impl Gro {
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
-            Err(NotPlain::Tunnel) => return,
+            Err(NotPlain::Tunnel(at)) => return self.tunnel_one(pkt, at, hash),
         };
         let b = self.table.bucket_of(n.hash);
         let found = {
@@ -594,23 +595,23 @@ impl Gro {
         }
     }
 
-    /// [`Gro::gro_one`] for a datagram to a `kind` tunnel port whose outer
-    /// headers passed the IP layer's checks (`outer_mark`: they flush-mark
-    /// it), coalesced on its inner flow (offload-rules 2.6).
+    /// [`Gro::gro_one`] for a datagram to a tunnel port whose outer headers
+    /// passed the IP layer's checks (`at`: where they are, and whether they
+    /// flush-mark it), coalesced on its inner flow (offload-rules 2.6).
     ///
     /// Kept apart from the plain path, which has no tunnel state nor check
     /// of its own: a tunnel aggregate's inner key carries a tunnel mark, so a
-    /// plain packet never finds one. The outer headers are parsed again here
-    /// rather than handed over: a reference to the plain path's parse (even a
-    /// copy passed by value) keeps it in memory instead of registers, 30-odd
-    /// instructions per plain packet.
+    /// plain packet never finds one. The plain path hands over only the
+    /// outer offsets, in one register ([`tunnel::OuterAt`]): a reference to
+    /// its parse (even a copy passed by value) keeps the parse in memory
+    /// instead of registers, 30-odd instructions per plain packet, and parsing
+    /// the outer headers again here cost the tunnel path 85
+    /// (docs/benchmarks.md, "Instructions per packet: tunnel GRO").
     #[cold]
     #[inline(never)]
-    fn tunnel_one(&mut self, pkt: &mut Packet, outer_mark: bool, kind: TunnelKind, hash: Option<u32>) {
-        let Ok(h) = GroHeaders::parse_on::<true>(pkt.linear(), self.cfg.medium) else {
-            // Unreachable: the plain path parsed this packet.
-            return self.bypass(pkt, BypassReason::Malformed);
-        };
+    fn tunnel_one(&mut self, pkt: &mut Packet, at: tunnel::OuterAt, hash: Option<u32>) {
+        let h = at.headers(pkt.linear());
+        let (outer_mark, kind) = (at.flush_mark, at.kind);
         let l3c = ip::L3Checks { flush_mark: outer_mark };
         let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, kind, hash) {
             Ok(n) => n,
@@ -649,8 +650,10 @@ impl Gro {
             if !self.cfg.tunnels.is_empty()
                 && let Some(kind) = self.cfg.tunnels.lookup(be16(frame, h.l4 + 2))
             {
-                self.tunnel_one(pkt, l3c.flush_mark, kind, hash);
-                return Err(NotPlain::Tunnel);
+                return Err(match tunnel::OuterAt::new(&h, kind, l3c.flush_mark) {
+                    Some(at) => NotPlain::Tunnel(at),
+                    None => NotPlain::Bypass(BypassReason::Malformed),
+                });
             }
             if self.cfg.udp == UdpGroMode::Off {
                 return Err(BypassReason::UdpOff.into());

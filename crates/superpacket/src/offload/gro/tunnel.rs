@@ -131,6 +131,59 @@ pub(crate) struct TunnelIn {
     pub inner_mac: u16,
 }
 
+/// Where a datagram to a tunnel port has its outer IP and UDP headers, as
+/// the plain path's parse found them, small enough for one register.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OuterAt {
+    /// Offset of the outer IP header.
+    l3: u16,
+    /// Offset of the outer UDP header.
+    l4: u16,
+    /// Outer IPv6 (else IPv4).
+    v6: bool,
+    /// The tunnel behind the destination port.
+    pub kind: TunnelKind,
+    /// The outer IP layer flush-marks the packet (offload-rules 1.2).
+    pub flush_mark: bool,
+}
+
+impl OuterAt {
+    /// From the parse `h` of a UDP datagram; `None` if an offset does not
+    /// fit 16 bits (a tunnel packet's offsets are recorded in 16 bits,
+    /// [`Encapsulation`]).
+    #[inline(always)]
+    pub(crate) fn new(h: &GroHeaders, kind: TunnelKind, flush_mark: bool) -> Option<OuterAt> {
+        // The IP header comes first: one compare bounds both.
+        (h.l4 <= u16::MAX as usize).then_some(OuterAt { l3: h.l3 as u16, l4: h.l4 as u16, v6: h.v6, kind, flush_mark })
+    }
+
+    /// The parse these offsets come from, rebuilt from `frame` (the same
+    /// frame): every field follows from the two offsets and the length
+    /// fields the parse checked. The parse accepted no fragment (the IP layer
+    /// turned fragments away before the tunnel port was looked at), and the
+    /// VLAN tags fill the space before the IP header (4 bytes each after the
+    /// 14-byte Ethernet header; a raw IP packet has none).
+    #[inline]
+    pub(crate) fn headers(&self, frame: &[u8]) -> GroHeaders {
+        let (l3, l4) = (self.l3 as usize, self.l4 as usize);
+        let l3_len = if self.v6 { 40 + be16(frame, l3 + 4) as usize } else { be16(frame, l3 + 2) as usize };
+        GroHeaders {
+            tags: l3.saturating_sub(14) / 4,
+            v6: self.v6,
+            tcp: false,
+            l3,
+            l3_header_len: l4 - l3,
+            l3_len,
+            l4,
+            payload: l4 + 8,
+            payload_len: (be16(frame, l4 + 4) as usize).saturating_sub(8),
+            is_fragment: false,
+            has_fragment_header: false,
+            l2_padding: frame.len().saturating_sub(l3 + l3_len),
+        }
+    }
+}
+
 /// What a tunnel packet's outer headers add to its inner packet's merge and
 /// hold (offload-rules 2.6): the outer network rules with their own fixed-ID
 /// latch, and the outer state of a new aggregate.
