@@ -85,7 +85,7 @@ use crate::csum;
 use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet, TunnelKind};
 pub use crate::wire::Medium;
-use crate::wire::field::be16;
+use crate::wire::field::{be16, ne32};
 use flow::{FlowKey, FlowTable, Held, Position};
 use lro::LroQueue;
 use parse::{GroHeaders, NotCandidate};
@@ -323,16 +323,21 @@ impl From<BypassReason> for NotPlain {
     }
 }
 
-/// What a level of encapsulation adds to the TCP/UDP merge rules and to a
-/// new aggregate (offload-rules 2.6). A plain packet has [`Plain`], whose
-/// hooks are empty, so the plain path compiles to the code it had before
-/// tunnels; a tunnel packet has [`tunnel::Outer`].
+/// What a level of encapsulation adds to the TCP/UDP merge rules
+/// (offload-rules 2.6). A plain packet has [`Plain`], whose hooks are empty,
+/// so the plain path compiles to the code it had before tunnels; a tunnel
+/// packet has [`tunnel::Outer`], or [`tunnel::OuterLevel`] on the fast path
+/// (which only merges).
 pub(crate) trait Encap {
     /// The outer network rules against the aggregate `p` for the new packet
     /// `nl` (after the inner ones): the outer fixed-ID latch decision.
     fn outer_flush(&self, p: &Held, nl: &[u8], cfg: &GroConfig) -> Result<bool, FlushReason>;
     /// A packet was merged into `p` with this outer latch decision.
     fn merged(&self, p: &mut Held, outer_latch: bool);
+}
+
+/// What a level of encapsulation adds to a new aggregate (offload-rules 2.6).
+pub(crate) trait EncapStart: Encap {
     /// `p` was started from the packet `frame` (every plain field written).
     fn held(&self, p: &mut Held, frame: &[u8]);
 }
@@ -348,7 +353,9 @@ impl Encap for Plain {
 
     #[inline(always)]
     fn merged(&self, _: &mut Held, _: bool) {}
+}
 
+impl EncapStart for Plain {
     #[inline(always)]
     fn held(&self, _: &mut Held, _: &[u8]) {}
 }
@@ -365,6 +372,16 @@ pub struct Gro {
     min_age: u64,
     /// Most aggregates held at once so far.
     peak_held: usize,
+    /// Where tunnel packets went last, by outer source port (the fast path's hint).
+    tunnel_cache: tunnel::TunnelCache,
+    /// The header templates of the tunnel fast path, by header layout.
+    templates: tunnel::Templates,
+    /// Take the tunnel fast path ([`Gro::tunnel_fast`]); off only in tests
+    /// that compare it with the full path.
+    tunnel_fast: bool,
+    /// Packets the tunnel fast path merged (tests check that it is taken).
+    #[cfg(test)]
+    fast_merges: u64,
 }
 
 impl Default for Gro {
@@ -383,6 +400,11 @@ impl Gro {
             lro: LroQueue::with_capacity(if cfg.lro { cfg.lro_queue_max.min(4096) } else { 0 }),
             min_age: u64::MAX,
             peak_held: 0,
+            tunnel_cache: tunnel::TunnelCache::default(),
+            templates: tunnel::Templates::default(),
+            tunnel_fast: true,
+            #[cfg(test)]
+            fast_merges: 0,
             cfg,
         }
     }
@@ -611,9 +633,14 @@ impl Gro {
     #[inline(never)]
     fn tunnel_one(&mut self, pkt: &mut Packet, at: tunnel::OuterAt, hash: Option<u32>) {
         let h = at.headers(pkt.linear());
-        let (outer_mark, kind) = (at.flush_mark, at.kind);
-        let l3c = ip::L3Checks { flush_mark: outer_mark };
-        let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, kind, hash) {
+        // The cache entry of this packet's outer source port, read before the
+        // packet is moved away.
+        let port = be16(pkt.linear(), h.l4);
+        if self.tunnel_fast && self.tunnel_fast(pkt, &h, at, hash) {
+            return;
+        }
+        let l3c = ip::L3Checks { flush_mark: at.flush_mark };
+        let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, at.kind, hash) {
             Ok(n) => n,
             Err(reason) => return self.bypass(pkt, reason),
         };
@@ -628,6 +655,122 @@ impl Gro {
         } else {
             self.udp_receive(pkt, &n, b, found, &outer);
         }
+        // The packet started or joined the newest aggregate of its bucket,
+        // unless it was delivered (then the hint is wrong, and checked).
+        if let Some(slot) = self.table.newest(b) {
+            self.tunnel_cache.note(port, slot);
+            if let Some(t) = self.table.slot(slot).and_then(|p| p.tunnel.as_ref()) {
+                self.templates.ensure(t.shape);
+            }
+        }
+    }
+
+    /// The fast path of a TCP tunnel packet (outer headers `h`, at `at`)
+    /// that merges into its flow's aggregate. It finds the aggregate the
+    /// packet's outer source port last went to ([`tunnel::TunnelCache`]);
+    /// if the packet matches its header template ([`tunnel::Template`]: the
+    /// same flow identity at every level and the same offsets) and it is
+    /// held in the bucket [`Gro::prepare_tunnel`]'s hash picks, that is the
+    /// aggregate [`FlowTable::find_tunnel`] finds (a flow has at most one
+    /// per bucket). Then the entry checks the template does not settle (the
+    /// lengths: no padding at either level, some TCP payload; the inner
+    /// IPv4 header checksum; the L4 checksums as [`Gro::verify_tunnel`]
+    /// checks them) and the merge rules ([`tcp::can_merge`]) decide, as on
+    /// the full path.
+    ///
+    /// Returns whether it dealt with the packet (merged, or delivered for a
+    /// bad checksum); if not, nothing has changed but the packet's checksum
+    /// state (verified, as the full path would leave it) and the full path
+    /// decides.
+    #[inline]
+    fn tunnel_fast(&mut self, pkt: &mut Packet, h: &GroHeaders, at: tunnel::OuterAt, hash: Option<u32>) -> bool {
+        if at.flush_mark || h.l2_padding != 0 || pkt.meta.is_gso() || self.cfg.tcp_fraglist {
+            return false;
+        }
+        let frame = pkt.linear();
+        let slot = self.tunnel_cache.slot(be16(frame, h.l4));
+        let Some(p) = self.table.slot(slot) else { return false };
+        let Some(t) = p.tunnel.as_ref() else { return false };
+        // The outer ports first (they tell flows apart: a slot the flow lost
+        // holds another one's aggregate), then the whole template.
+        let held = p.pkt.linear();
+        let ports = |f: &[u8]| f.get(h.l4..h.l4 + 4).map(|b| ne32(b, 0));
+        if t.outer_l4 != h.l4 || ports(held) != ports(frame) {
+            return false;
+        }
+        match self.templates.get(t.shape) {
+            Some(template) if template.matches(held, frame) => {}
+            _ => return false,
+        }
+        // The template covers the outer IP version and the tunnel header,
+        // not the outer checksum's zeroness.
+        if t.outer_l3 != h.l3 || t.kind != at.kind || (be16(frame, h.l4 + 6) != 0) != t.id.csum {
+            return false;
+        }
+        let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
+        let Some(found) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
+        let (l3, l4, payload, v6, end) = (p.l3, p.l4, p.payload, p.v6, h.l3_end());
+        let ip = &frame[l3..];
+        let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
+        if l3 + l3_len != end || payload >= end || be16(frame, h.l4 + 4) as usize != end - h.l4 {
+            return false;
+        }
+        if !v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
+            return false;
+        }
+        let checked = match pkt.meta.csum {
+            ChecksumState::Partial { .. } => true,
+            ChecksumState::Unnecessary { level } => level >= 1,
+            _ => false,
+        };
+        if !checked {
+            let ih = GroHeaders {
+                tags: 0,
+                v6,
+                tcp: true,
+                l3,
+                l3_header_len: l4 - l3,
+                l3_len,
+                l4,
+                payload,
+                payload_len: end - payload,
+                is_fragment: false,
+                has_fragment_header: false,
+                l2_padding: 0,
+            };
+            if let Err(reason) = self.verify_tunnel(pkt, h, &ih, false, false) {
+                self.bypass(pkt, reason);
+                return true;
+            }
+        }
+        let n = Incoming {
+            // Not read by the merge (only a new aggregate takes the key).
+            key: FlowKey::default(),
+            hash: want,
+            tcp: true,
+            v6,
+            l3,
+            l4,
+            payload,
+            l3_len,
+            payload_len: end - payload,
+            flush_mark: false,
+            padded_strict: false,
+            segs: 1,
+            gso_size: 0,
+        };
+        let e = tunnel::OuterLevel { outer_l3: at.l3() };
+        let frame = pkt.linear();
+        let Ok(latches) = tcp::can_merge(self.table.get(found), frame, pkt.meta.csum, &n, &self.cfg, &e) else {
+            return false;
+        };
+        let w = tcp::word3(&frame[l4..]);
+        self.tcp_merge(pkt, &n, found, latches, w, &e);
+        #[cfg(test)]
+        {
+            self.fast_merges += 1;
+        }
+        true
     }
 
     /// Entry checks (offload-rules 1.1, 1.2, 1.3 entry, 2.1): parse once,
@@ -927,7 +1070,7 @@ impl Gro {
 
     /// The TCP outcome matrix (offload-rules 1.3).
     #[inline]
-    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl Encap) {
+    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl EncapStart) {
         let frame = pkt.linear();
         let w = tcp::word3(&frame[n.l4..]);
         if let Some(at) = found {
@@ -986,7 +1129,7 @@ impl Gro {
     /// The UDP rules (offload-rules 2.3). Out of line: it keeps the TCP path
     /// (the common case) compact.
     #[inline(never)]
-    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl Encap) {
+    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl EncapStart) {
         if let Err(reason) = udp::check_entry(pkt, n) {
             return self.bypass(pkt, reason);
         }
@@ -1027,7 +1170,7 @@ impl Gro {
     /// Holds the packet as a new aggregate; a full bucket first loses its
     /// oldest aggregate (offload-rules 1.1).
     #[inline]
-    fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl Encap) {
+    fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl EncapStart) {
         let frame = pkt.linear();
         let l4 = &frame[n.l4..];
         let (next_seq, ulen) =
