@@ -6,12 +6,15 @@
 //! inside VXLAN over IPv4 (outer UDP checksum on, 1398 inner payload bytes so
 //! that a frame fits a 1500-byte MTU) to a GRO with the VXLAN port configured:
 //! tunnel GRO's cost; `vxlan-port` configures the port but sends the plain
-//! frames: what configuring a tunnel costs plain traffic.
+//! frames: what configuring a tunnel costs plain traffic. `vxlan-peers` is
+//! the VXLAN row of `superpacket bench peers`: outer UDP checksum 0,
+//! 1448-byte inner segments, a 64 x 8 flow table, and "trusted" meaning the
+//! inner checksum too (`CHECKSUM_UNNECESSARY` level 1).
 //!
 //! ```sh
 //! cargo build --release -p superpacket --example gro_instructions
 //! valgrind --tool=callgrind --toggle-collect='*gro_burst*' \
-//!     target/release/examples/gro_instructions [FLOWS [verify] [vxlan|vxlan-port]]
+//!     target/release/examples/gro_instructions [FLOWS [verify] [vxlan|vxlan-peers|vxlan-port]]
 //! ```
 //!
 //! Instructions per packet = "Collected" / 20480 (docs/benchmarks.md,
@@ -44,25 +47,35 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage(),
     };
-    let (mut verify, mut vxlan, mut port) = (false, false, false);
+    let (mut verify, mut vxlan, mut port, mut peers) = (false, false, false, false);
     for a in args {
         match a.as_str() {
             "verify" => verify = true,
             "vxlan" => (vxlan, port) = (true, true),
+            "vxlan-peers" => (vxlan, port, peers) = (true, true, true),
             "vxlan-port" => port = true,
             _ => usage(),
         }
     }
     let spec = |i| FlowSpec::new(Transport::Tcp, false, i);
     let frames: Vec<Vec<u8>> = if vxlan {
-        let mut tunnels: Vec<TunnelFlow> =
-            (0..flows).map(|i| TunnelFlow::new(TunnelKind::Vxlan, false, spec(i), i)).collect();
-        (0..FRAMES).map(|i| tunnels[i % flows as usize].frame(1398, TcpFlags::empty()).expect("fits")).collect()
+        let mut tunnels: Vec<TunnelFlow> = (0..flows)
+            .map(|i| {
+                let mut t = TunnelFlow::new(TunnelKind::Vxlan, false, spec(i), i);
+                t.udp_csum = !peers;
+                t
+            })
+            .collect();
+        let payload = if peers { 1448 } else { 1398 };
+        (0..FRAMES).map(|i| tunnels[i % flows as usize].frame(payload, TcpFlags::empty()).expect("fits")).collect()
     } else {
         let mut spec_flows: Vec<Flow> = (0..flows).map(|i| Flow::new(spec(i))).collect();
         (0..FRAMES).map(|i| spec_flows[i % flows as usize].frame(1448, TcpFlags::empty()).expect("fits")).collect()
     };
-    let cfg = if port { GroConfig::default().with_tunnel(4789, TunnelKind::Vxlan) } else { GroConfig::default() };
+    // `bench peers` sizes its table for every flow of a burst (PEERS_GRO).
+    let base = if peers { GroConfig { buckets: 64, ..GroConfig::LINUX } } else { GroConfig::LINUX };
+    let cfg = if port { base.with_tunnel(4789, TunnelKind::Vxlan) } else { base };
+    let trusted = ChecksumState::Unnecessary { level: u8::from(peers) };
     let mut gro = Gro::new(cfg);
     let mut out = Vec::new();
     for _ in 0..PASSES {
@@ -72,7 +85,7 @@ fn main() {
                 .map(|f| {
                     let mut p = Packet::from_frame(f);
                     if !verify {
-                        p.meta.csum = ChecksumState::Unnecessary { level: 0 };
+                        p.meta.csum = trusted;
                     }
                     p
                 })
@@ -85,7 +98,9 @@ fn main() {
     println!(
         "{} packets, {flows} flow(s){}, checksums {}: {} merged, {} superpackets",
         FRAMES * PASSES,
-        if vxlan {
+        if peers {
+            " in VXLAN (bench peers shape)"
+        } else if vxlan {
             " in VXLAN"
         } else if port {
             ", VXLAN port configured"
@@ -99,6 +114,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gro_instructions [FLOWS (> 0) [verify] [vxlan|vxlan-port]]");
+    eprintln!("usage: gro_instructions [FLOWS (> 0) [verify] [vxlan|vxlan-peers|vxlan-port]]");
     std::process::exit(2);
 }

@@ -329,6 +329,26 @@ impl FlowTable {
         None
     }
 
+    /// The aggregate in slab slot `slot`, held or not (a free slot holds an
+    /// empty packet and no tunnel state).
+    #[inline]
+    pub fn slot(&self, slot: u32) -> Option<&Held> {
+        self.slots.get(slot as usize)
+    }
+
+    /// Where the aggregate in slot `slot` is, if it is held in bucket `b`.
+    #[inline]
+    pub fn position_in(&self, b: usize, slot: u32) -> Option<Position> {
+        let index = self.row(b).iter().position(|&s| s == slot)?;
+        Some(Position { bucket: b, index, slot })
+    }
+
+    /// The slot of the newest aggregate of bucket `b`.
+    #[inline]
+    pub fn newest(&self, b: usize) -> Option<u32> {
+        self.row(b).last().copied()
+    }
+
     /// The aggregate at `at` (one index: the slot was found with it).
     #[inline]
     pub fn get(&self, at: Position) -> &Held {

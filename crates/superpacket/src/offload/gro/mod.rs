@@ -85,7 +85,7 @@ use crate::csum;
 use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet, TunnelKind};
 pub use crate::wire::Medium;
-use crate::wire::field::be16;
+use crate::wire::field::{be16, ne32};
 use flow::{FlowKey, FlowTable, Held, Position};
 use lro::LroQueue;
 use parse::{GroHeaders, NotCandidate};
@@ -306,13 +306,14 @@ pub(crate) struct Incoming {
     pub gso_size: u16,
 }
 
-/// Why [`Gro::prepare`] gives no plain packet: deliver it unmerged, or the
-/// tunnel path took it.
+/// Why [`Gro::prepare`] gives no plain packet: deliver it unmerged, or it
+/// is for the tunnel path.
 pub(crate) enum NotPlain {
     /// Deliver it as it is, for this reason.
     Bypass(BypassReason),
-    /// A datagram to a tunnel port: [`Gro::tunnel_one`] has dealt with it.
-    Tunnel,
+    /// A datagram to a tunnel port, for [`Gro::tunnel_one`]: where its outer
+    /// headers are.
+    Tunnel(tunnel::OuterAt),
 }
 
 impl From<BypassReason> for NotPlain {
@@ -322,16 +323,21 @@ impl From<BypassReason> for NotPlain {
     }
 }
 
-/// What a level of encapsulation adds to the TCP/UDP merge rules and to a
-/// new aggregate (offload-rules 2.6). A plain packet has [`Plain`], whose
-/// hooks are empty, so the plain path compiles to the code it had before
-/// tunnels; a tunnel packet has [`tunnel::Outer`].
+/// What a level of encapsulation adds to the TCP/UDP merge rules
+/// (offload-rules 2.6). A plain packet has [`Plain`], whose hooks are empty,
+/// so the plain path compiles to the code it had before tunnels; a tunnel
+/// packet has [`tunnel::Outer`], or [`tunnel::OuterLevel`] on the fast path
+/// (which only merges).
 pub(crate) trait Encap {
     /// The outer network rules against the aggregate `p` for the new packet
     /// `nl` (after the inner ones): the outer fixed-ID latch decision.
     fn outer_flush(&self, p: &Held, nl: &[u8], cfg: &GroConfig) -> Result<bool, FlushReason>;
     /// A packet was merged into `p` with this outer latch decision.
     fn merged(&self, p: &mut Held, outer_latch: bool);
+}
+
+/// What a level of encapsulation adds to a new aggregate (offload-rules 2.6).
+pub(crate) trait EncapStart: Encap {
     /// `p` was started from the packet `frame` (every plain field written).
     fn held(&self, p: &mut Held, frame: &[u8]);
 }
@@ -347,7 +353,9 @@ impl Encap for Plain {
 
     #[inline(always)]
     fn merged(&self, _: &mut Held, _: bool) {}
+}
 
+impl EncapStart for Plain {
     #[inline(always)]
     fn held(&self, _: &mut Held, _: &[u8]) {}
 }
@@ -364,6 +372,16 @@ pub struct Gro {
     min_age: u64,
     /// Most aggregates held at once so far.
     peak_held: usize,
+    /// Where tunnel packets went last, by outer source port (the fast path's hint).
+    tunnel_cache: tunnel::TunnelCache,
+    /// The header templates of the tunnel fast path, by header layout.
+    templates: tunnel::Templates,
+    /// Take the tunnel fast path ([`Gro::tunnel_fast`]); off only in tests
+    /// that compare it with the full path.
+    tunnel_fast: bool,
+    /// Packets the tunnel fast path merged (tests check that it is taken).
+    #[cfg(test)]
+    fast_merges: u64,
 }
 
 impl Default for Gro {
@@ -382,6 +400,11 @@ impl Gro {
             lro: LroQueue::with_capacity(if cfg.lro { cfg.lro_queue_max.min(4096) } else { 0 }),
             min_age: u64::MAX,
             peak_held: 0,
+            tunnel_cache: tunnel::TunnelCache::default(),
+            templates: tunnel::Templates::default(),
+            tunnel_fast: true,
+            #[cfg(test)]
+            fast_merges: 0,
             cfg,
         }
     }
@@ -580,7 +603,7 @@ impl Gro {
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
-            Err(NotPlain::Tunnel) => return,
+            Err(NotPlain::Tunnel(at)) => return self.tunnel_one(pkt, at, hash),
         };
         let b = self.table.bucket_of(n.hash);
         let found = {
@@ -594,25 +617,30 @@ impl Gro {
         }
     }
 
-    /// [`Gro::gro_one`] for a datagram to a `kind` tunnel port whose outer
-    /// headers passed the IP layer's checks (`outer_mark`: they flush-mark
-    /// it), coalesced on its inner flow (offload-rules 2.6).
+    /// [`Gro::gro_one`] for a datagram to a tunnel port whose outer headers
+    /// passed the IP layer's checks (`at`: where they are, and whether they
+    /// flush-mark it), coalesced on its inner flow (offload-rules 2.6).
     ///
     /// Kept apart from the plain path, which has no tunnel state nor check
     /// of its own: a tunnel aggregate's inner key carries a tunnel mark, so a
-    /// plain packet never finds one. The outer headers are parsed again here
-    /// rather than handed over: a reference to the plain path's parse (even a
-    /// copy passed by value) keeps it in memory instead of registers, 30-odd
-    /// instructions per plain packet.
+    /// plain packet never finds one. The plain path hands over only the
+    /// outer offsets, in one register ([`tunnel::OuterAt`]): a reference to
+    /// its parse (even a copy passed by value) keeps the parse in memory
+    /// instead of registers, 30-odd instructions per plain packet, and parsing
+    /// the outer headers again here cost the tunnel path 85
+    /// (docs/benchmarks.md, "Instructions per packet: tunnel GRO").
     #[cold]
     #[inline(never)]
-    fn tunnel_one(&mut self, pkt: &mut Packet, outer_mark: bool, kind: TunnelKind, hash: Option<u32>) {
-        let Ok(h) = GroHeaders::parse_on::<true>(pkt.linear(), self.cfg.medium) else {
-            // Unreachable: the plain path parsed this packet.
-            return self.bypass(pkt, BypassReason::Malformed);
-        };
-        let l3c = ip::L3Checks { flush_mark: outer_mark };
-        let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, kind, hash) {
+    fn tunnel_one(&mut self, pkt: &mut Packet, at: tunnel::OuterAt, hash: Option<u32>) {
+        let h = at.headers(pkt.linear());
+        // The cache entry of this packet's outer source port, read before the
+        // packet is moved away.
+        let port = be16(pkt.linear(), h.l4);
+        if self.tunnel_fast && self.tunnel_fast(pkt, &h, at, hash) {
+            return;
+        }
+        let l3c = ip::L3Checks { flush_mark: at.flush_mark };
+        let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, at.kind, hash) {
             Ok(n) => n,
             Err(reason) => return self.bypass(pkt, reason),
         };
@@ -620,13 +648,129 @@ impl Gro {
         let found = {
             let lin = pkt.linear();
             let ext: &[u8] = if n.key.ext_len() != 0 { &lin[n.l3 + 40..n.l4] } else { &[] };
-            self.table.find_tunnel(b, &n.key, ext, &outer.t, &outer.t.id(lin), lin)
+            self.table.find_tunnel(b, &n.key, ext, &outer.t, &outer.id, lin)
         };
         if n.tcp {
             self.tcp_receive(pkt, &n, b, found, &outer);
         } else {
             self.udp_receive(pkt, &n, b, found, &outer);
         }
+        // The packet started or joined the newest aggregate of its bucket,
+        // unless it was delivered (then the hint is wrong, and checked).
+        if let Some(slot) = self.table.newest(b) {
+            self.tunnel_cache.note(port, slot);
+            if let Some(t) = self.table.slot(slot).and_then(|p| p.tunnel.as_ref()) {
+                self.templates.ensure(t.shape);
+            }
+        }
+    }
+
+    /// The fast path of a TCP tunnel packet (outer headers `h`, at `at`)
+    /// that merges into its flow's aggregate. It finds the aggregate the
+    /// packet's outer source port last went to ([`tunnel::TunnelCache`]);
+    /// if the packet matches its header template ([`tunnel::Template`]: the
+    /// same flow identity at every level and the same offsets) and it is
+    /// held in the bucket [`Gro::prepare_tunnel`]'s hash picks, that is the
+    /// aggregate [`FlowTable::find_tunnel`] finds (a flow has at most one
+    /// per bucket). Then the entry checks the template does not settle (the
+    /// lengths: no padding at either level, some TCP payload; the inner
+    /// IPv4 header checksum; the L4 checksums as [`Gro::verify_tunnel`]
+    /// checks them) and the merge rules ([`tcp::can_merge`]) decide, as on
+    /// the full path.
+    ///
+    /// Returns whether it dealt with the packet (merged, or delivered for a
+    /// bad checksum); if not, nothing has changed but the packet's checksum
+    /// state (verified, as the full path would leave it) and the full path
+    /// decides.
+    #[inline]
+    fn tunnel_fast(&mut self, pkt: &mut Packet, h: &GroHeaders, at: tunnel::OuterAt, hash: Option<u32>) -> bool {
+        if at.flush_mark || h.l2_padding != 0 || pkt.meta.is_gso() || self.cfg.tcp_fraglist {
+            return false;
+        }
+        let frame = pkt.linear();
+        let slot = self.tunnel_cache.slot(be16(frame, h.l4));
+        let Some(p) = self.table.slot(slot) else { return false };
+        let Some(t) = p.tunnel.as_ref() else { return false };
+        // The outer ports first (they tell flows apart: a slot the flow lost
+        // holds another one's aggregate), then the whole template.
+        let held = p.pkt.linear();
+        let ports = |f: &[u8]| f.get(h.l4..h.l4 + 4).map(|b| ne32(b, 0));
+        if t.outer_l4 != h.l4 || ports(held) != ports(frame) {
+            return false;
+        }
+        match self.templates.get(t.shape) {
+            Some(template) if template.matches(held, frame) => {}
+            _ => return false,
+        }
+        // The template covers the outer IP version and the tunnel header,
+        // not the outer checksum's zeroness.
+        if t.outer_l3 != h.l3 || t.kind != at.kind || (be16(frame, h.l4 + 6) != 0) != t.id.csum {
+            return false;
+        }
+        let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
+        let Some(found) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
+        let (l3, l4, payload, v6, end) = (p.l3, p.l4, p.payload, p.v6, h.l3_end());
+        let ip = &frame[l3..];
+        let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
+        if l3 + l3_len != end || payload >= end || be16(frame, h.l4 + 4) as usize != end - h.l4 {
+            return false;
+        }
+        if !v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
+            return false;
+        }
+        let checked = match pkt.meta.csum {
+            ChecksumState::Partial { .. } => true,
+            ChecksumState::Unnecessary { level } => level >= 1,
+            _ => false,
+        };
+        if !checked {
+            let ih = GroHeaders {
+                tags: 0,
+                v6,
+                tcp: true,
+                l3,
+                l3_header_len: l4 - l3,
+                l3_len,
+                l4,
+                payload,
+                payload_len: end - payload,
+                is_fragment: false,
+                has_fragment_header: false,
+                l2_padding: 0,
+            };
+            if let Err(reason) = self.verify_tunnel(pkt, h, &ih, false, false) {
+                self.bypass(pkt, reason);
+                return true;
+            }
+        }
+        let n = Incoming {
+            // Not read by the merge (only a new aggregate takes the key).
+            key: FlowKey::default(),
+            hash: want,
+            tcp: true,
+            v6,
+            l3,
+            l4,
+            payload,
+            l3_len,
+            payload_len: end - payload,
+            flush_mark: false,
+            padded_strict: false,
+            segs: 1,
+            gso_size: 0,
+        };
+        let e = tunnel::OuterLevel { outer_l3: at.l3() };
+        let frame = pkt.linear();
+        let Ok(latches) = tcp::can_merge(self.table.get(found), frame, pkt.meta.csum, &n, &self.cfg, &e) else {
+            return false;
+        };
+        let w = tcp::word3(&frame[l4..]);
+        self.tcp_merge(pkt, &n, found, latches, w, &e);
+        #[cfg(test)]
+        {
+            self.fast_merges += 1;
+        }
+        true
     }
 
     /// Entry checks (offload-rules 1.1, 1.2, 1.3 entry, 2.1): parse once,
@@ -649,8 +793,10 @@ impl Gro {
             if !self.cfg.tunnels.is_empty()
                 && let Some(kind) = self.cfg.tunnels.lookup(be16(frame, h.l4 + 2))
             {
-                self.tunnel_one(pkt, l3c.flush_mark, kind, hash);
-                return Err(NotPlain::Tunnel);
+                return Err(match tunnel::OuterAt::new(&h, kind, l3c.flush_mark) {
+                    Some(at) => NotPlain::Tunnel(at),
+                    None => NotPlain::Bypass(BypassReason::Malformed),
+                });
             }
             if self.cfg.udp == UdpGroMode::Off {
                 return Err(BypassReason::UdpOff.into());
@@ -741,7 +887,7 @@ impl Gro {
             return Err(BypassReason::Malformed);
         };
         let tin = tunnel::TunnelIn { kind, outer_v6: h.v6, outer_l3, outer_l4, inner_mac };
-        let outer_hash = tunnel::tunnel_id(frame, h).outer.cheap_hash();
+        let id = tunnel::tunnel_id(frame, h);
         let outer_check = be16(frame, h.l4 + 6);
         let mut padded_strict = false;
         if h.l2_padding > 0 {
@@ -768,8 +914,8 @@ impl Gro {
         if !ih.tcp && self.cfg.udp == UdpGroMode::Off {
             return Err(BypassReason::UdpOff);
         }
-        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ outer_hash);
-        let outer = tunnel::Outer { t: tin, agg_len: ih.l3 - h.l3 + ih.l3_len };
+        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ id.outer.cheap_hash());
+        let outer = tunnel::Outer { t: tin, id, agg_len: ih.l3 - h.l3 + ih.l3_len };
         let n = Incoming {
             key,
             hash,
@@ -811,8 +957,10 @@ impl Gro {
         let outer_check = be16(lin, h.l4 + 6);
         let inner_proto = if ih.tcp { 6 } else { 17 };
         let inner_zero_udp = !ih.tcp && be16(lin, ih.l4 + 6) == 0;
-        let inner_pseudo = ip::pseudo_sum(lin, ih.l3, ih.v6, inner_proto, ih.l4_len());
-        let outer_pseudo = ip::pseudo_sum(lin, h.l3, h.v6, 17, h.l4_len());
+        // Summed only when a checksum is actually checked: a packet the NIC
+        // vouched for (level 1, the common case) needs neither.
+        let inner_pseudo = || ip::pseudo_sum(lin, ih.l3, ih.v6, inner_proto, ih.l4_len());
+        let outer_pseudo = || ip::pseudo_sum(lin, h.l3, h.v6, 17, h.l4_len());
         // The inner L4 sum from the outer L4 sum: minus the bytes between the
         // two L4 headers (an even distance for every header shape here, but
         // an odd one would shift the bytes: ones_sum_at).
@@ -829,7 +977,7 @@ impl Gro {
                     return Ok(());
                 }
                 self.counters.checksums_verified += 1;
-                if !ok(inner_pseudo, csum::ones_sum(&lin[ih.l4..ih.l3_end()])) {
+                if !ok(inner_pseudo(), csum::ones_sum(&lin[ih.l4..ih.l3_end()])) {
                     return Err(BypassReason::BadChecksum);
                 }
                 pkt.meta.csum = ChecksumState::Unnecessary { level: 1 };
@@ -840,13 +988,13 @@ impl Gro {
                     return Ok(());
                 }
                 let outer_sum = csum::ones_sub(sum, csum::ones_sum(&lin[h.l3..h.l4]));
-                if outer_check != 0 && !ok(outer_pseudo, outer_sum) {
+                if outer_check != 0 && !ok(outer_pseudo(), outer_sum) {
                     return Err(BypassReason::BadChecksum);
                 }
                 if skip_inner || inner_zero_udp {
                     return Ok(());
                 }
-                if !ok(inner_pseudo, inner_from_outer(outer_sum)) {
+                if !ok(inner_pseudo(), inner_from_outer(outer_sum)) {
                     return Err(BypassReason::BadChecksum);
                 }
                 Ok(())
@@ -858,7 +1006,7 @@ impl Gro {
                 let outer_sum = if outer_check != 0 {
                     self.counters.checksums_verified += 1;
                     let s = csum::ones_sum(&lin[h.l4..h.l3_end()]);
-                    if !ok(outer_pseudo, s) {
+                    if !ok(outer_pseudo(), s) {
                         return Err(BypassReason::BadChecksum);
                     }
                     Some(s)
@@ -871,10 +1019,10 @@ impl Gro {
                 }
                 let inner_ok = inner_zero_udp
                     || match outer_sum {
-                        Some(s) => ok(inner_pseudo, inner_from_outer(s)),
+                        Some(s) => ok(inner_pseudo(), inner_from_outer(s)),
                         None => {
                             self.counters.checksums_verified += 1;
-                            ok(inner_pseudo, csum::ones_sum(&lin[ih.l4..ih.l3_end()]))
+                            ok(inner_pseudo(), csum::ones_sum(&lin[ih.l4..ih.l3_end()]))
                         }
                     };
                 let level = if inner_ok { 1 } else { 0 };
@@ -922,7 +1070,7 @@ impl Gro {
 
     /// The TCP outcome matrix (offload-rules 1.3).
     #[inline]
-    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl Encap) {
+    fn tcp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl EncapStart) {
         let frame = pkt.linear();
         let w = tcp::word3(&frame[n.l4..]);
         if let Some(at) = found {
@@ -981,7 +1129,7 @@ impl Gro {
     /// The UDP rules (offload-rules 2.3). Out of line: it keeps the TCP path
     /// (the common case) compact.
     #[inline(never)]
-    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl Encap) {
+    fn udp_receive(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, found: Option<Position>, e: &impl EncapStart) {
         if let Err(reason) = udp::check_entry(pkt, n) {
             return self.bypass(pkt, reason);
         }
@@ -1022,7 +1170,7 @@ impl Gro {
     /// Holds the packet as a new aggregate; a full bucket first loses its
     /// oldest aggregate (offload-rules 1.1).
     #[inline]
-    fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl Encap) {
+    fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl EncapStart) {
         let frame = pkt.linear();
         let l4 = &frame[n.l4..];
         let (next_seq, ulen) =

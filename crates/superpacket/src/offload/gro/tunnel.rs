@@ -36,6 +36,7 @@
 //! inner protocol other than TCP/UDP, a tunnel inside the tunnel; GSO
 //! packets; fraglist modes ([`BypassReason::Mode`]: not modelled for tunnels).
 
+use super::Encap;
 use super::counters::{BypassReason, FlushReason};
 use super::flow::{FlowKey, Held};
 use super::ip;
@@ -121,9 +122,7 @@ pub struct TunnelId {
     pub csum: bool,
 }
 
-/// A new packet's tunnel headers (offsets from the frame start). Kept small:
-/// it travels in every packet's `Incoming` (a large one is moved with a
-/// `memcpy` call on the plain path); the identity is computed when needed.
+/// A new packet's tunnel headers (offsets from the frame start).
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TunnelIn {
     pub kind: TunnelKind,
@@ -133,27 +132,62 @@ pub(crate) struct TunnelIn {
     pub inner_mac: u16,
 }
 
-impl TunnelIn {
-    /// The outer identity of the packet `frame` these offsets describe.
-    pub(crate) fn id(&self, frame: &[u8]) -> TunnelId {
-        let (l3, l4) = (self.outer_l3 as usize, self.outer_l4 as usize);
-        // FlowKey::build reads the offsets, the tag count, the version and the protocol.
-        let tags = l3.saturating_sub(14) / 4;
-        let h = GroHeaders {
-            tags,
-            v6: self.outer_v6,
+/// Where a datagram to a tunnel port has its outer IP and UDP headers, as
+/// the plain path's parse found them, small enough for one register.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OuterAt {
+    /// Offset of the outer IP header.
+    l3: u16,
+    /// Offset of the outer UDP header.
+    l4: u16,
+    /// Outer IPv6 (else IPv4).
+    v6: bool,
+    /// The tunnel behind the destination port.
+    pub kind: TunnelKind,
+    /// The outer IP layer flush-marks the packet (offload-rules 1.2).
+    pub flush_mark: bool,
+}
+
+impl OuterAt {
+    /// From the parse `h` of a UDP datagram; `None` if an offset does not
+    /// fit 16 bits (a tunnel packet's offsets are recorded in 16 bits,
+    /// [`Encapsulation`]).
+    #[inline(always)]
+    pub(crate) fn new(h: &GroHeaders, kind: TunnelKind, flush_mark: bool) -> Option<OuterAt> {
+        // The IP header comes first: one compare bounds both.
+        (h.l4 <= u16::MAX as usize).then_some(OuterAt { l3: h.l3 as u16, l4: h.l4 as u16, v6: h.v6, kind, flush_mark })
+    }
+
+    /// Offset of the outer IP header.
+    #[inline]
+    pub(crate) fn l3(&self) -> u16 {
+        self.l3
+    }
+
+    /// The parse these offsets come from, rebuilt from `frame` (the same
+    /// frame): every field follows from the two offsets and the length
+    /// fields the parse checked. The parse accepted no fragment (the IP layer
+    /// turned fragments away before the tunnel port was looked at), and the
+    /// VLAN tags fill the space before the IP header (4 bytes each after the
+    /// 14-byte Ethernet header; a raw IP packet has none).
+    #[inline]
+    pub(crate) fn headers(&self, frame: &[u8]) -> GroHeaders {
+        let (l3, l4) = (self.l3 as usize, self.l4 as usize);
+        let l3_len = if self.v6 { 40 + be16(frame, l3 + 4) as usize } else { be16(frame, l3 + 2) as usize };
+        GroHeaders {
+            tags: l3.saturating_sub(14) / 4,
+            v6: self.v6,
             tcp: false,
             l3,
             l3_header_len: l4 - l3,
-            l3_len: 0,
+            l3_len,
             l4,
             payload: l4 + 8,
-            payload_len: 0,
+            payload_len: (be16(frame, l4 + 4) as usize).saturating_sub(8),
             is_fragment: false,
             has_fragment_header: false,
-            l2_padding: 0,
-        };
-        tunnel_id(frame, &h)
+            l2_padding: frame.len().saturating_sub(l3 + l3_len),
+        }
     }
 }
 
@@ -164,15 +198,26 @@ impl TunnelIn {
 pub(crate) struct Outer {
     /// The new packet's outer headers.
     pub t: TunnelIn,
+    /// Their identity, built once per packet: it gives the packet's hash,
+    /// finds its aggregate and becomes a new aggregate's.
+    pub id: TunnelId,
     /// Its L3 length from the outer IP header (the size limit counts from there).
     pub agg_len: usize,
 }
 
-impl super::Encap for Outer {
+/// The outer level of a tunnel packet for the merge rules alone: where its
+/// outer IP header is.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OuterLevel {
+    /// Offset of the new packet's outer IP header.
+    pub outer_l3: u16,
+}
+
+impl Encap for OuterLevel {
     #[inline]
     fn outer_flush(&self, p: &Held, nl: &[u8], cfg: &super::GroConfig) -> Result<bool, FlushReason> {
         match &p.tunnel {
-            Some(t) => outer_flush(t, p.count, nl, self.t.outer_l3, cfg),
+            Some(t) => outer_flush(t, p.count, nl, self.outer_l3, cfg),
             None => Ok(false),
         }
     }
@@ -183,10 +228,26 @@ impl super::Encap for Outer {
             t.outer_fixed_id |= outer_latch;
         }
     }
+}
 
+impl Encap for Outer {
+    #[inline]
+    fn outer_flush(&self, p: &Held, nl: &[u8], cfg: &super::GroConfig) -> Result<bool, FlushReason> {
+        OuterLevel { outer_l3: self.t.outer_l3 }.outer_flush(p, nl, cfg)
+    }
+
+    #[inline]
+    fn merged(&self, p: &mut Held, outer_latch: bool) {
+        OuterLevel { outer_l3: self.t.outer_l3 }.merged(p, outer_latch)
+    }
+}
+
+impl super::EncapStart for Outer {
     fn held(&self, p: &mut Held, frame: &[u8]) {
         p.l3_len = self.agg_len;
-        p.tunnel = Some(TunnelHeld::new(&self.t, frame));
+        let shape = Shape::of(&self.t, p);
+        let identity_hash = identity_hash(&p.key, &self.id);
+        p.tunnel = Some(TunnelHeld::new(&self.t, self.id, frame, shape, identity_hash));
     }
 }
 
@@ -209,18 +270,24 @@ pub struct TunnelHeld {
     pub outer_ip: [u8; 20],
     /// Outer IPv4 fixed-ID latch (offload-rules 1.3 (b), per header level).
     pub outer_fixed_id: bool,
+    /// Its header layout, which names its header template ([`Templates`]).
+    pub shape: Shape,
+    /// The hash of the flow identity ([`identity_hash`]): the bucket a
+    /// packet of this flow without a receive hash goes to.
+    pub identity_hash: u32,
 }
 
 impl TunnelHeld {
-    /// From a new packet's tunnel headers.
-    pub(crate) fn new(t: &TunnelIn, frame: &[u8]) -> TunnelHeld {
+    /// From a new packet's tunnel headers `t`, their identity `id`, its
+    /// header template and its identity hash.
+    pub(crate) fn new(t: &TunnelIn, id: TunnelId, frame: &[u8], shape: Shape, identity_hash: u32) -> TunnelHeld {
         let mut outer_ip = [0u8; 20];
         let l3 = t.outer_l3 as usize;
         if let Some(ip) = frame.get(l3..l3 + 20) {
             outer_ip.copy_from_slice(ip);
         }
         TunnelHeld {
-            id: t.id(frame),
+            id,
             kind: t.kind,
             outer_v6: t.outer_v6,
             outer_l3: l3,
@@ -228,6 +295,8 @@ impl TunnelHeld {
             inner_mac: t.inner_mac as usize,
             outer_ip,
             outer_fixed_id: false,
+            shape,
+            identity_hash,
         }
     }
 
@@ -312,6 +381,194 @@ pub(crate) fn tunnel_id(frame: &[u8], h: &GroHeaders) -> TunnelId {
         outer: FlowKey::build_on::<true>(frame, h),
         header: frame.get(tnl..tnl + 8).map_or(0, |b| ne64(b, 0)),
         csum: be16(frame, h.l4 + 6) != 0,
+    }
+}
+
+/// The hash of a tunnel flow's identity (inner key `key`, outer identity
+/// `id`), for a packet that carries no receive hash.
+#[inline]
+pub(crate) fn identity_hash(key: &FlowKey, id: &TunnelId) -> u32 {
+    key.cheap_hash() ^ id.outer.cheap_hash()
+}
+
+/// Header bytes a template covers at most: a VXLAN frame with IPv6 outer and
+/// inner headers and TCP timestamps (14 + 40 + 8 + 8 + 14 + 40 + 32 = 156)
+/// fits.
+pub const TEMPLATE_BYTES: usize = 160;
+
+/// Words of a template.
+const TEMPLATE_WORDS: usize = TEMPLATE_BYTES / 8;
+
+/// The header layout of a TCP tunnel aggregate, as far as its template
+/// depends on it: the offsets of the outer IP and UDP headers, the inner IP
+/// and TCP headers and the payload, and both IP versions, each offset below
+/// [`TEMPLATE_BYTES`] (packed in one word; [`Shape::NONE`] when not: no
+/// template, every packet takes the full path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Shape(u64);
+
+impl Shape {
+    /// No template.
+    pub const NONE: Shape = Shape(0);
+
+    /// The layout of a new aggregate `p` (its inner offsets written) whose
+    /// outer headers are `t`.
+    #[inline]
+    fn of(t: &TunnelIn, p: &Held) -> Shape {
+        if !p.tcp || p.payload > TEMPLATE_BYTES {
+            return Shape::NONE;
+        }
+        let offsets = [t.outer_l3 as usize, t.outer_l4 as usize, p.l3, p.l4, p.payload];
+        let packed = offsets.iter().fold(0u64, |acc, &o| acc << 8 | o as u64);
+        Shape(1 << 63 | (t.outer_v6 as u64) << 41 | (p.v6 as u64) << 40 | packed)
+    }
+
+    /// The offsets and versions packed in `of`.
+    fn unpack(self) -> ([usize; 5], bool, bool) {
+        let w = self.0;
+        let at = |i: u32| ((w >> (32 - 8 * i)) & 0xFF) as usize;
+        ([at(0), at(1), at(2), at(3), at(4)], w >> 41 & 1 != 0, w >> 40 & 1 != 0)
+    }
+}
+
+/// A header template: a mask over a TCP tunnel aggregate's first packet's
+/// header bytes (outer Ethernet to the end of the inner TCP header, in
+/// 8-byte words) that leaves out only the fields that change from segment
+/// to segment of one flow: the IP lengths, IPv4 IDs and header checksums at
+/// both levels, the outer UDP length and checksum, the TCP sequence number
+/// and checksum. A later packet whose masked header bytes are equal to the
+/// aggregate's has the same flow identity at every level (offload-rules 2.6:
+/// every identity byte is covered), the same header offsets, and the same
+/// values in every field the merge rules want equal to the first packet's.
+/// Those it still must pass (IDs, sequence, lengths, checksums) are checked
+/// as for any packet. One per header layout ([`Shape`]), shared by the
+/// aggregates that have it ([`Templates`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Template {
+    mask: [u64; TEMPLATE_WORDS],
+    /// Words in use (at least one).
+    words: u8,
+}
+
+impl Template {
+    /// The template of layout `shape` (not [`Shape::NONE`]).
+    fn of(shape: Shape) -> Template {
+        let ([l3, l4, il3, il4, payload], outer_v6, inner_v6) = shape.unpack();
+        let mut bytes = [0u8; TEMPLATE_BYTES];
+        bytes[..payload].fill(0xFF);
+        let mut skip = |from: usize, len: usize| bytes[from..from + len].fill(0);
+        for (at, v6) in [(l3, outer_v6), (il3, inner_v6)] {
+            if v6 {
+                skip(at + 4, 2); // payload length
+            } else {
+                skip(at + 2, 4); // total length, ID
+                skip(at + 10, 2); // header checksum
+            }
+        }
+        skip(l4 + 4, 4); // UDP length, checksum
+        skip(il4 + 4, 4); // sequence number
+        skip(il4 + 16, 2); // TCP checksum
+        let mut mask = [0u64; TEMPLATE_WORDS];
+        for (m, b) in mask.iter_mut().zip(bytes.as_chunks::<8>().0) {
+            *m = u64::from_ne_bytes(*b);
+        }
+        Template { mask, words: payload.div_ceil(8).max(1) as u8 }
+    }
+
+    /// The masked header bytes of `frame` are those of `held` (the
+    /// aggregate's frame, whose headers are unchanged while it is held).
+    #[inline]
+    pub(crate) fn matches(&self, held: &[u8], frame: &[u8]) -> bool {
+        let n = self.words as usize;
+        let (Some(a), Some(b)) = (held.get(..n * 8), frame.get(..n * 8)) else {
+            return false;
+        };
+        let mut diff = 0u64;
+        for ((x, y), m) in a.as_chunks::<8>().0.iter().zip(b.as_chunks::<8>().0).zip(&self.mask[..n]) {
+            diff |= (u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y)) & m;
+        }
+        diff == 0
+    }
+}
+
+/// Templates kept at once (one per header layout in use; a receive queue
+/// rarely sees more than one or two).
+const TEMPLATES: usize = 4;
+
+/// The header templates of the layouts seen last, built once per layout.
+#[derive(Debug, Clone)]
+pub(crate) struct Templates {
+    entries: [(Shape, Template); TEMPLATES],
+    next: usize,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Templates { entries: [(Shape::NONE, Template { mask: [0; TEMPLATE_WORDS], words: 1 }); TEMPLATES], next: 0 }
+    }
+}
+
+impl Templates {
+    /// The template of `shape`, if it was built and is still kept
+    /// ([`Shape::NONE`] has none).
+    #[inline]
+    pub(crate) fn get(&self, shape: Shape) -> Option<&Template> {
+        if shape == Shape::NONE {
+            return None;
+        }
+        self.entries.iter().find(|(s, _)| *s == shape).map(|(_, t)| t)
+    }
+
+    /// Builds the template of `shape` unless it is kept (replacing the
+    /// oldest entry).
+    pub(crate) fn ensure(&mut self, shape: Shape) {
+        if shape == Shape::NONE || self.get(shape).is_some() {
+            return;
+        }
+        self.entries[self.next] = (shape, Template::of(shape));
+        self.next = (self.next + 1) % TEMPLATES;
+    }
+}
+
+/// Entries of [`TunnelCache`].
+const CACHE_ENTRIES: usize = 64;
+
+/// Which aggregate the last tunnel packets went to: for each outer UDP
+/// source port (a tunnel endpoint derives it from the inner flow's hash, so
+/// it tells inner flows apart), modulo 64, the flow table slot of the last
+/// one's aggregate. A hint only: [`Gro`]'s fast path checks the aggregate
+/// it finds there (held, in the packet's bucket, the packet's template).
+///
+/// [`Gro`]: super::Gro
+#[derive(Debug, Clone)]
+pub(crate) struct TunnelCache {
+    slots: [u32; CACHE_ENTRIES],
+}
+
+impl Default for TunnelCache {
+    fn default() -> Self {
+        TunnelCache { slots: [u32::MAX; CACHE_ENTRIES] }
+    }
+}
+
+impl TunnelCache {
+    #[inline]
+    fn entry(port: u16) -> usize {
+        let port = port as usize;
+        (port ^ port >> 6) % CACHE_ENTRIES
+    }
+
+    /// The slot of the aggregate the last packet with outer source port
+    /// `port` went to (`u32::MAX` if none yet: no slot has it).
+    #[inline]
+    pub(crate) fn slot(&self, port: u16) -> u32 {
+        self.slots[Self::entry(port)]
+    }
+
+    /// A packet with outer source port `port` went to the aggregate in `slot`.
+    #[inline]
+    pub(crate) fn note(&mut self, port: u16, slot: u32) {
+        self.slots[Self::entry(port)] = slot;
     }
 }
 

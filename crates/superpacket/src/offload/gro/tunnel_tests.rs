@@ -528,3 +528,135 @@ proptest! {
         prop_assert_eq!(got, sent);
     }
 }
+
+/// Recomputes the inner IPv4 header checksum of a tunnel frame whose inner
+/// IPv4 header is at `il3` (nothing if the frame is shorter).
+fn refresh_inner_ipv4(frame: &mut [u8], il3: usize) {
+    if frame.len() >= il3 + 20 {
+        frame[il3 + 10..il3 + 12].fill(0);
+        let c = csum::checksum(&frame[il3..il3 + 20]);
+        frame[il3 + 10..il3 + 12].copy_from_slice(&c.to_be_bytes());
+    }
+}
+
+/// The packets and counters an engine delivers for `bursts`, each burst
+/// flushed at its end.
+fn deliver(mut g: Gro, bursts: &[Vec<Packet>]) -> (Vec<(Vec<u8>, OffloadMeta)>, GroCounters) {
+    let mut out = Vec::new();
+    for burst in bursts {
+        let mut pkts = burst.clone();
+        g.receive_burst(&mut pkts);
+        g.flush();
+        out.extend(g.drain_delivered().map(|p| (bytes(&p), p.meta)));
+    }
+    (out, *g.counters())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
+
+    /// The tunnel fast path (`Gro::tunnel_fast`: a packet matched against
+    /// its flow's header template) decides as the full path does: random
+    /// traffic of two flows of one shape, random sizes and PSH, header bytes
+    /// changed (their IPv4 header and outer UDP checksums refreshed or not,
+    /// so that changed packets reach the merge rules or are turned away
+    /// early; some outer UDP checksums zeroed), each packet's checksum state none, unnecessary level 0 or 1,
+    /// or partial, with or without a receive hash, in bursts, goes out of an
+    /// engine with the fast path and one without it the same: every
+    /// packet's bytes and metadata, in order, and every counter.
+    #[test]
+    fn tunnel_fast_path_decides_as_the_full_path(
+        shape in 0usize..18,
+        wide in any::<bool>(),
+        evs in prop::collection::vec(
+            (0usize..2, 1usize..1400, prop::bool::weighted(0.05), prop::option::weighted(0.2, (any::<u16>(), 1u8..=255, any::<bool>())),
+             prop::bool::weighted(0.6), 0u8..4, prop::option::weighted(0.1, 0u32..4), prop::bool::weighted(0.1)),
+            1..120),
+        zeros in prop::collection::vec(prop::bool::weighted(0.1), 120),
+    ) {
+        let s = shapes()[shape];
+        let mut flows: Vec<TunnelFlow> = (0..2).map(|i| tflow(&s, 20 + i as u32)).collect();
+        let mut bursts = vec![Vec::new()];
+        for ((i, len, psh, change, refresh, csum_state, rss, end), zero_outer) in evs.into_iter().zip(zeros) {
+            let f = &mut flows[i];
+            let flags = if psh { TcpFlags::PSH } else { TcpFlags::empty() };
+            let mut frame = f.frame(len, flags).unwrap();
+            if let Some((at, xor, varying)) = change {
+                let headers = frame.len() - len;
+                let at = if varying {
+                    // The fields that change from segment to segment (the
+                    // ones a header template leaves out).
+                    let (ip, iip) = (if s.outer_v6 { 40 } else { 20 }, if s.inner_v6 { 40 } else { 20 });
+                    let (l4, il3) = (14 + ip, f.outer_len() + 14);
+                    let il4 = il3 + iip;
+                    let fields = [16, 18, 24, l4 + 4, l4 + 6, il3 + 2, il3 + 4, il3 + 10, il4 + 4, il4 + 16];
+                    // (A UDP inner's "TCP" fields may lie past a short frame.)
+                    (fields[at as usize % fields.len()] + usize::from(xor & 1)).min(frame.len() - 1)
+                } else {
+                    at as usize % headers
+                };
+                frame[at] ^= xor;
+                if refresh {
+                    if !s.inner_v6 {
+                        refresh_inner_ipv4(&mut frame, f.outer_len() + 14);
+                    }
+                    if Medium::Ethernet.parse(&frame).is_ok() {
+                        refresh_outer(&mut frame);
+                    }
+                }
+            }
+            if zero_outer {
+                // Zero-checksum UDP: another tunnel flow (offload-rules 2.6).
+                let l4 = 14 + if s.outer_v6 { 40 } else { 20 };
+                frame[l4 + 6..l4 + 8].fill(0);
+            }
+            let mut p = Packet::from_frame(&frame);
+            p.meta.csum = match csum_state {
+                0 => ChecksumState::None,
+                1 => ChecksumState::Unnecessary { level: 0 },
+                2 => ChecksumState::Unnecessary { level: 1 },
+                _ => ChecksumState::Partial { start: 0, offset: 0 },
+            };
+            p.meta.rss_hash = rss;
+            bursts.last_mut().unwrap().push(p);
+            if end {
+                bursts.push(Vec::new());
+            }
+        }
+        let cfg = GroConfig { buckets: if wide { 64 } else { 8 }, ..config() };
+        let fast = deliver(Gro::new(cfg), &bursts);
+        let mut full = Gro::new(cfg);
+        full.tunnel_fast = false;
+        let full = deliver(full, &bursts);
+        prop_assert_eq!(&fast.0, &full.0, "{:?}", s);
+        prop_assert_eq!(fast.1, full.1, "{:?}", s);
+    }
+}
+
+/// The fast path is taken: a TCP flow in VXLAN whose checksums are trusted
+/// merges its later segments there, and only there (an engine without it
+/// gives the same packets, counted by the full path).
+#[test]
+fn tunnel_fast_path_takes_a_flows_later_segments() {
+    let s = Shape { kind: TunnelKind::Vxlan, geneve_opts: 0, outer_v6: false, inner: Transport::Tcp, inner_v6: false };
+    let mut f = tflow(&s, 3);
+    let burst: Vec<Packet> = (0..8)
+        .map(|_| {
+            let mut p = Packet::from_frame(&f.frame(1000, TcpFlags::empty()).unwrap());
+            p.meta.csum = ChecksumState::Unnecessary { level: 1 };
+            p
+        })
+        .collect();
+    let mut g = Gro::new(config());
+    let mut pkts = burst.clone();
+    g.receive_burst(&mut pkts);
+    assert_eq!(g.fast_merges, 7, "the first segment starts the aggregate, the others take the fast path");
+    g.flush();
+    let fast: Vec<_> = g.drain_delivered().map(|p| (bytes(&p), p.meta)).collect();
+    assert_eq!(fast.len(), 1);
+    assert_eq!(fast[0].1.gso_segs, 8);
+    let mut full = Gro::new(config());
+    full.tunnel_fast = false;
+    let (out, _) = deliver(full, &[burst]);
+    assert_eq!(out, fast);
+}
