@@ -4,6 +4,7 @@
 
 pub mod engine;
 pub mod lab;
+pub mod qemu;
 pub mod raw_ip;
 
 use std::io::Read;
