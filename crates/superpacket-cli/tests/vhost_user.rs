@@ -256,24 +256,7 @@ fn a_testpmd_and_a_kernel_namespace_exchange_udp_through_a_tap() {
     let sock = dir.path().join("v.sock");
     let ns = quiet_ns("spvu");
     let tap = format!("spvu{}", std::process::id() % 100_000);
-    let topology = format!(
-        r#"
-[[device]]
-name = "vp"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "tap"
-kind = "port"
-driver = {{ kind = "tap", name = "{tap}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vp", "tap"]
-"#,
-        sock.display(),
-        ns.name()
-    );
+    let topology = common::vhost_user_and_tap_topology(&sock, &tap, ns.name());
     let engine = Running::start(&topology);
     // testpmd's txonly frames go 198.18.0.1:9 -> 198.18.0.2:9.
     ns.add_addr(&tap, "198.18.0.2/24").unwrap();

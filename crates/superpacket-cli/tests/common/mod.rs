@@ -42,6 +42,28 @@ pub fn wait_for_engine(socket: &Path, child: &mut Child) {
     }
 }
 
+/// A topology with a vhost-user port `vp` listening on `socket` bridged
+/// (`br0`) with a TAP port `tap`, the device `tap_name` in namespace `netns`.
+pub fn vhost_user_and_tap_topology(socket: &Path, tap_name: &str, netns: &str) -> String {
+    format!(
+        r#"
+[[device]]
+name = "vp"
+kind = "port"
+driver = {{ kind = "vhost-user", socket = "{}" }}
+[[device]]
+name = "tap"
+kind = "port"
+driver = {{ kind = "tap", name = "{tap_name}", netns = "{netns}" }}
+[[device]]
+name = "br0"
+kind = "bridge"
+ports = ["vp", "tap"]
+"#,
+        socket.display()
+    )
+}
+
 /// A namespace named after `prefix` with IPv6 off, so that nothing but the
 /// test's own frames moves in it (deleted on drop).
 pub fn quiet_ns(prefix: &str) -> NetNs {
