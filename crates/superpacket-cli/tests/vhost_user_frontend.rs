@@ -53,7 +53,7 @@ impl Lab {
         let sock = dir.path().join("v.sock");
         let ns = quiet_ns(&format!("spvf{tag}"));
         let tap = format!("spvf{tag}{}", std::process::id() % 100_000);
-        let topology = common::vhost_user_and_tap_topology(&sock, &tap, ns.name());
+        let topology = common::vhost_user_and_taps_topology(&sock, &[("tap", &tap, ns.name())]);
         let engine = Running::start(&topology);
         ns.add_addr(&tap, &format!("{KERNEL_IP}/24")).unwrap();
         ns.replace_neighbour(&tap, &FE_IP.to_string(), FE_MAC).unwrap();
