@@ -348,24 +348,7 @@ fn a_testpmd_and_a_kernel_namespace_exchange_udp_through_a_tap() {
     let sock = dir.path().join("v.sock");
     let ns = quiet_ns("spvu");
     let tap = format!("spvu{}", std::process::id() % 100_000);
-    let topology = format!(
-        r#"
-[[device]]
-name = "vp"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "tap"
-kind = "port"
-driver = {{ kind = "tap", name = "{tap}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vp", "tap"]
-"#,
-        sock.display(),
-        ns.name()
-    );
+    let topology = common::vhost_user_and_taps_topology(&sock, &[("tap", &tap, ns.name())]);
     let engine = Running::start(&topology);
     // testpmd's txonly frames go 198.18.0.1:9 -> 198.18.0.2:9.
     ns.add_addr(&tap, "198.18.0.2/24").unwrap();
@@ -447,29 +430,7 @@ impl CsumLab {
         let (na, nb) = (quiet_ns(&format!("{tag}a")), quiet_ns(&format!("{tag}b")));
         let id = std::process::id() % 10_000;
         let (ta, tb) = (format!("{tag}a{id}"), format!("{tag}b{id}"));
-        let topology = format!(
-            r#"
-[[device]]
-name = "vp"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "ta"
-kind = "port"
-driver = {{ kind = "tap", name = "{ta}", netns = "{}" }}
-[[device]]
-name = "tb"
-kind = "port"
-driver = {{ kind = "tap", name = "{tb}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vp", "ta", "tb"]
-"#,
-            sock.display(),
-            na.name(),
-            nb.name()
-        );
+        let topology = common::vhost_user_and_taps_topology(&sock, &[("ta", &ta, na.name()), ("tb", &tb, nb.name())]);
         let engine = Running::start(&topology);
         na.add_addr(&ta, &format!("10.{subnet}.0.1/24")).unwrap();
         let b_addr = format!("10.{subnet}.0.2");

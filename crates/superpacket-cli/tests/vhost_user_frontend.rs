@@ -53,24 +53,7 @@ impl Lab {
         let sock = dir.path().join("v.sock");
         let ns = quiet_ns(&format!("spvf{tag}"));
         let tap = format!("spvf{tag}{}", std::process::id() % 100_000);
-        let topology = format!(
-            r#"
-[[device]]
-name = "vp"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "tap"
-kind = "port"
-driver = {{ kind = "tap", name = "{tap}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vp", "tap"]
-"#,
-            sock.display(),
-            ns.name()
-        );
+        let topology = common::vhost_user_and_taps_topology(&sock, &[("tap", &tap, ns.name())]);
         let engine = Running::start(&topology);
         ns.add_addr(&tap, &format!("{KERNEL_IP}/24")).unwrap();
         ns.replace_neighbour(&tap, &FE_IP.to_string(), FE_MAC).unwrap();

@@ -512,17 +512,11 @@ pub fn echo_port(s: TxStrategy) -> u16 {
 /// The client's end of the benchmark's link: the pv client
 /// ([`PvClient`]) or the virtio-user frontend ([`super::vhost_tx`]).
 pub trait StrategyLink {
-    /// Sends one frame with transmit policy `strategy`; the form it took.
+    /// Sends one frame with transmit policy `s`; the form it took.
     ///
     /// # Errors
     /// The link refused or failed.
-    fn send_frame(
-        &mut self,
-        strategy: TxStrategy,
-        frame: &[u8],
-        meta: &OffloadMeta,
-        more: bool,
-    ) -> Result<TxForm, String>;
+    fn send_frame(&mut self, s: TxStrategy, frame: &[u8], meta: &OffloadMeta, more: bool) -> Result<TxForm, String>;
     /// Sends a superpacket with transmit policy `strategy`.
     ///
     /// # Errors
@@ -537,14 +531,8 @@ pub trait StrategyLink {
 }
 
 impl StrategyLink for PvClient {
-    fn send_frame(
-        &mut self,
-        strategy: TxStrategy,
-        frame: &[u8],
-        meta: &OffloadMeta,
-        more: bool,
-    ) -> Result<TxForm, String> {
-        self.set_strategy(strategy);
+    fn send_frame(&mut self, s: TxStrategy, frame: &[u8], meta: &OffloadMeta, more: bool) -> Result<TxForm, String> {
+        self.set_strategy(s);
         PvClient::send_frame(self, frame, meta, more).map_err(|e| e.to_string())
     }
     fn send_packet(&mut self, strategy: TxStrategy, packet: &Packet, more: bool) -> Result<(), String> {

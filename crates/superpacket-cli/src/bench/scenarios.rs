@@ -318,19 +318,24 @@ pub static SCENARIOS: &[Scenario] = &[
         run: run_lro,
     },
     Scenario {
-        name: "pv",
+        name: "vhost",
         result: Some(4),
-        title: "Paravirtual port transmit strategies between two processes",
+        title: "Paravirtual NIC transmit strategies on vhost-user, between two processes",
         kind: Kind::Model,
         default: true,
         original: "Paravirtual NIC: a lone non-GSO packet gets its checksum in software so that it can use the \
                    single-descriptor path: 631k -> 829k packets/s.",
-        models: "The pv port between this process and a peer process (`superpacket pv-peer`), request/response \
-                 UDP over a shared ring with the three transmit strategies: swcsum_direct (the policy), \
-                 offload_indirect (always offload with header info, indirect descriptors) and direct_nocsum.",
-        real: "Both ends are the engine's pv link code in two processes, with real eventfd notifications and \
-               busy polling; the strategies run interleaved.",
-        simulated: "No hypervisor and no kernel stack: the peer process stands in for the device side.",
+        models: "superpacket's virtio-user frontend in this process and the engine's vhost-user port in a peer \
+                 process (`superpacket vhost-peer`, an echo responder), request/response UDP over split \
+                 virtqueues with INDIRECT_DESC and the three transmit strategies: swcsum_direct (the policy: a \
+                 lone packet gets a software checksum and one direct descriptor), offload_indirect (always \
+                 offload, the virtio_net_hdr in its own descriptor behind an indirect table) and direct_nocsum \
+                 (offload in one direct descriptor).",
+        real: "A real vhost-user connection (the vhost crate's frontend and vhost-user-backend's daemon), \
+               guest memory in a shared memfd, eventfd kicks and calls with EVENT_IDX, busy polling; the \
+               device side is the code a vhost-user port of `superpacket run` runs; the strategies run \
+               interleaved.",
+        simulated: "No hypervisor and no guest kernel: the frontend stands in for a guest's virtio-net driver.",
         pairs: &[
             Pair {
                 label: "request/response rate, software checksum + direct vs offload + indirect",
@@ -360,8 +365,8 @@ pub static SCENARIOS: &[Scenario] = &[
             original_ratio: Some(829.0 / 631.0),
         }],
         plots: &[PlotSpec {
-            file: "pv-tx.svg",
-            title: "Paravirtual port: transmit strategies",
+            file: "vhost-tx.svg",
+            title: "vhost-user: transmit strategies of the virtio-user frontend",
             y_label: "transactions or packets per second",
             log: false,
             series: &["offload_indirect", "direct_nocsum", "swcsum_direct"],
@@ -374,7 +379,7 @@ pub static SCENARIOS: &[Scenario] = &[
             ],
         }],
         available: always,
-        run: |o, p| Ok(super::pv_tx::run_with_progress(&super::pv_tx::PvTxBenchOptions { quick: o.quick }, p)),
+        run: |o, p| Ok(super::vhost_tx::run_with_progress(&super::pv_tx::PvTxBenchOptions { quick: o.quick }, p)),
     },
     Scenario {
         name: "qinq-tso",

@@ -93,16 +93,10 @@ impl VirtioLink {
 }
 
 impl StrategyLink for VirtioLink {
-    fn send_frame(
-        &mut self,
-        strategy: TxStrategy,
-        frame: &[u8],
-        meta: &OffloadMeta,
-        more: bool,
-    ) -> Result<TxForm, String> {
+    fn send_frame(&mut self, s: TxStrategy, frame: &[u8], meta: &OffloadMeta, more: bool) -> Result<TxForm, String> {
         self.scratch.clear();
         self.scratch.extend_from_slice(frame);
-        self.send_scratch(strategy, meta, more)
+        self.send_scratch(s, meta, more)
     }
     fn send_packet(&mut self, strategy: TxStrategy, packet: &Packet, more: bool) -> Result<(), String> {
         packet.copy_to(&mut self.scratch);

@@ -99,7 +99,7 @@ enum Command {
     },
     /// The engine's vhost-user port with an echo responder, for `bench vhost-tx`.
     #[command(name = "vhost-peer", hide = true)]
-    VhostPeer(vhost_peer::VhostPeerArgs),
+    VhostPeer(pv_peer::PeerArgs),
 }
 
 #[derive(Debug, Subcommand)]

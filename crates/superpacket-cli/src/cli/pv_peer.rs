@@ -10,10 +10,10 @@
 //!   prints `attached` once the link is up and a JSON report at the end.
 
 use super::{CliError, EXIT_OK};
-use crate::bench::pv_tx::{FloodOptions, PeerOptions, run_flood, run_peer};
+use crate::bench::pv_tx::{FloodOptions, PeerOptions, PeerReport, run_flood, run_peer};
 use clap::{Args, Subcommand};
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use superpacket_engine::device::topology::parse_mac;
 use superpacket_engine::io::pv::{TxStrategy, proto};
@@ -27,15 +27,12 @@ pub enum PvPeerCommand {
     Flood(FloodArgs),
 }
 
-/// Arguments of `pv-peer device`.
+/// What every peer process takes (`pv-peer device`, `vhost-peer`).
 #[derive(Debug, Args)]
-pub struct DeviceArgs {
+pub struct PeerArgs {
     /// Socket to listen on.
     #[arg(long)]
     pub socket: PathBuf,
-    /// Transmit policy of the replies (swcsum-direct, offload-indirect, direct-nocsum).
-    #[arg(long, default_value = "swcsum-direct")]
-    pub strategy: String,
     /// Poll the ring this many microseconds before sleeping on the eventfd.
     #[arg(long, default_value_t = 0)]
     pub busy_poll_us: u64,
@@ -45,6 +42,20 @@ pub struct DeviceArgs {
     /// Serve one client, then exit.
     #[arg(long)]
     pub once: bool,
+    /// Pin the process to this CPU.
+    #[arg(long)]
+    pub cpu: Option<usize>,
+}
+
+/// Arguments of `pv-peer device`.
+#[derive(Debug, Args)]
+pub struct DeviceArgs {
+    /// Socket, busy polling, verification, CPU.
+    #[command(flatten)]
+    pub peer: PeerArgs,
+    /// Transmit policy of the replies (swcsum-direct, offload-indirect, direct-nocsum).
+    #[arg(long, default_value = "swcsum-direct")]
+    pub strategy: String,
     /// Do not ask for header information (no GUEST_HDRLEN).
     #[arg(long)]
     pub no_header_info: bool,
@@ -54,9 +65,6 @@ pub struct DeviceArgs {
     /// Default ring size.
     #[arg(long, default_value_t = 256)]
     pub ring: u16,
-    /// Pin the process to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
 }
 
 /// Arguments of `pv-peer flood`.
@@ -79,6 +87,24 @@ pub struct FloodArgs {
     pub dst_mac: String,
 }
 
+/// Runs a peer that calls `ready` once it listens and `report` per
+/// client, printing `ready SOCKET` and each report as one JSON line.
+pub(super) fn print_peer<E>(
+    run: impl FnOnce(&mut dyn FnMut(&Path), &mut dyn FnMut(&PeerReport)) -> Result<(), E>,
+) -> Result<(), E> {
+    let mut ready = |p: &Path| {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "ready {}", p.display());
+        let _ = out.flush();
+    };
+    let mut report = |r: &PeerReport| {
+        let mut out = std::io::stdout();
+        let _ = writeln!(out, "{}", serde_json::to_string(r).unwrap_or_default());
+        let _ = out.flush();
+    };
+    run(&mut ready, &mut report)
+}
+
 fn strategy(s: &str) -> Result<TxStrategy, CliError> {
     TxStrategy::parse(s)
         .ok_or_else(|| CliError(format!("unknown strategy `{s}` (swcsum-direct, offload-indirect, direct-nocsum)")))
@@ -92,33 +118,21 @@ fn mac(s: &str) -> Result<[u8; 6], CliError> {
 pub fn run(cmd: &PvPeerCommand) -> Result<u8, CliError> {
     match cmd {
         PvPeerCommand::Device(a) => {
-            let mut o = PeerOptions::new(&a.socket);
+            let mut o = PeerOptions::new(&a.peer.socket);
             o.strategy = strategy(&a.strategy)?;
-            o.busy_poll = Duration::from_micros(a.busy_poll_us);
-            o.verify = a.verify;
-            o.once = a.once;
+            o.busy_poll = Duration::from_micros(a.peer.busy_poll_us);
+            o.verify = a.peer.verify;
+            o.once = a.peer.once;
             o.ring = a.ring;
-            o.cpu = a.cpu;
+            o.cpu = a.peer.cpu;
             if a.no_header_info {
                 o.features &= !proto::F_GUEST_HDRLEN;
             }
             if a.no_event_idx {
                 o.features &= !proto::F_RING_EVENT_IDX;
             }
-            let mut out = std::io::stdout();
-            run_peer(
-                &o,
-                &mut |p| {
-                    let _ = writeln!(out, "ready {}", p.display());
-                    let _ = out.flush();
-                },
-                &mut |r| {
-                    let mut o = std::io::stdout();
-                    let _ = writeln!(o, "{}", serde_json::to_string(r).unwrap_or_default());
-                    let _ = o.flush();
-                },
-            )
-            .map_err(|e| CliError::context(a.socket.display(), e))?;
+            print_peer(|ready, report| run_peer(&o, ready, report))
+                .map_err(|e| CliError::context(a.peer.socket.display(), e))?;
             Ok(EXIT_OK)
         }
         PvPeerCommand::Flood(a) => {

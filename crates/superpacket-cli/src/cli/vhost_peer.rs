@@ -4,35 +4,13 @@
 //! listening and one JSON report per frontend
 //! ([`crate::bench::pv_tx::PeerReport`]).
 
+use super::pv_peer::PeerArgs;
 use super::{CliError, EXIT_OK};
 use crate::bench::vhost_tx::{VhostPeerOptions, run_peer};
-use clap::Args;
-use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
-/// Arguments of `vhost-peer`.
-#[derive(Debug, Args)]
-pub struct VhostPeerArgs {
-    /// Socket to listen on.
-    #[arg(long)]
-    pub socket: PathBuf,
-    /// Poll the transmit queue this many microseconds before sleeping.
-    #[arg(long, default_value_t = 0)]
-    pub busy_poll_us: u64,
-    /// Validate every received frame (checksums, lengths, offload metadata).
-    #[arg(long)]
-    pub verify: bool,
-    /// Serve one frontend, then exit.
-    #[arg(long)]
-    pub once: bool,
-    /// Pin the process to this CPU.
-    #[arg(long)]
-    pub cpu: Option<usize>,
-}
-
 /// Runs the command.
-pub fn run(a: &VhostPeerArgs) -> Result<u8, CliError> {
+pub fn run(a: &PeerArgs) -> Result<u8, CliError> {
     let o = VhostPeerOptions {
         socket: a.socket.clone(),
         busy_poll: Duration::from_micros(a.busy_poll_us),
@@ -40,19 +18,7 @@ pub fn run(a: &VhostPeerArgs) -> Result<u8, CliError> {
         once: a.once,
         cpu: a.cpu,
     };
-    let mut out = std::io::stdout();
-    run_peer(
-        &o,
-        &mut |p| {
-            let _ = writeln!(out, "ready {}", p.display());
-            let _ = out.flush();
-        },
-        &mut |r| {
-            let mut o = std::io::stdout();
-            let _ = writeln!(o, "{}", serde_json::to_string(r).unwrap_or_default());
-            let _ = o.flush();
-        },
-    )
-    .map_err(|e| CliError::context(a.socket.display(), e))?;
+    super::pv_peer::print_peer(|ready, report| run_peer(&o, ready, report))
+        .map_err(|e| CliError::context(a.socket.display(), e))?;
     Ok(EXIT_OK)
 }

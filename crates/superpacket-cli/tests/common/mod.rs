@@ -43,6 +43,24 @@ pub fn wait_for_engine(socket: &Path, child: &mut Child) {
     }
 }
 
+/// A topology with a vhost-user port `vp` listening on `socket` and TAP
+/// ports, all in one bridge `br0`: each of `taps` is (port name, TAP
+/// device name, namespace).
+pub fn vhost_user_and_taps_topology(socket: &Path, taps: &[(&str, &str, &str)]) -> String {
+    let mut t = format!(
+        "[[device]]\nname = \"vp\"\nkind = \"port\"\ndriver = {{ kind = \"vhost-user\", socket = \"{}\" }}\n",
+        socket.display()
+    );
+    let mut ports = vec!["\"vp\"".to_string()];
+    for (port, dev, netns) in taps {
+        t += &format!(
+            "[[device]]\nname = \"{port}\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"{dev}\", netns = \"{netns}\" }}\n"
+        );
+        ports.push(format!("\"{port}\""));
+    }
+    t + &format!("[[device]]\nname = \"br0\"\nkind = \"bridge\"\nports = [{}]\n", ports.join(", "))
+}
+
 /// A namespace named after `prefix` with IPv6 off, so that nothing but the
 /// test's own frames moves in it (deleted on drop).
 pub fn quiet_ns(prefix: &str) -> NetNs {

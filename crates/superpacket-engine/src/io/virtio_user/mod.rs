@@ -280,8 +280,13 @@ impl VirtioUser {
         let rx_buf_len = cfg.rx_buf_len.unwrap_or(if mrg { MRG_RX_BUF } else { MAX_FRAME_BUF });
         let layout = Layout::new(size, rx_buf_len)?;
         let mem = GuestMem::create("superpacket-virtio-user", layout.total)?;
-        let region = VhostUserMemoryRegionInfo::from_guest_region(mem.region())
-            .map_err(|e| VirtioUserError::Protocol { what: "memory region", detail: e.to_string() })?;
+        let region = mem
+            .region()
+            .ok_or_else(|| VirtioUserError::Config("guest memory without a region".into()))
+            .and_then(|r| {
+                VhostUserMemoryRegionInfo::from_guest_region(r)
+                    .map_err(|e| VirtioUserError::Protocol { what: "memory region", detail: e.to_string() })
+            })?;
         frontend.set_mem_table(&[region]).map_err(protocol("SET_MEM_TABLE"))?;
         let event_idx = acked & vf::EVENT_IDX != 0;
         let rings = [layout.ring(RX_QUEUE), layout.ring(TX_QUEUE)];
@@ -587,7 +592,10 @@ impl VirtioUser {
         m.read_slice(&mut hb[..hdr_len], self.layout.rx_buf(first)).map_err(|_| RingFault::Address)?;
         let hdr = VirtioNetHdr::parse(&hb, self.hdr_layout, HdrByteOrder::Little)?;
         let buffers = if self.acked & vf::MRG_RXBUF != 0 { hdr.num_buffers } else { 1 };
-        if buffers == 0 || (first_len as usize) < hdr_len {
+        if buffers == 0 || buffers > self.rx.size {
+            return Err(RingFault::NumBuffers.into());
+        }
+        if (first_len as usize) < hdr_len {
             return Err(RingFault::UsedLen.into());
         }
         if pending < buffers {

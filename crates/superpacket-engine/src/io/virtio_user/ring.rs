@@ -36,6 +36,8 @@ pub enum RingFault {
     UsedId,
     /// A used element's length is larger than the buffer.
     UsedLen,
+    /// A received header's `num_buffers` is zero or more than the queue holds.
+    NumBuffers,
     /// A ring lies outside the shared memory (a driver bug: the layout is ours).
     Address,
 }
@@ -47,6 +49,7 @@ impl RingFault {
             RingFault::UsedIndex => "virtio-user-bad-used-idx",
             RingFault::UsedId => "virtio-user-bad-used-id",
             RingFault::UsedLen => "virtio-user-bad-used-len",
+            RingFault::NumBuffers => "virtio-user-bad-num-buffers",
             RingFault::Address => "virtio-user-bad-address",
         }
     }
