@@ -62,6 +62,7 @@
 //! unmapped under it.
 
 pub mod backend;
+mod enable_relay;
 pub mod virtq;
 
 use super::features::{FeaturesCheck, NetdevFeatures};
