@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::engine::{Running, counter};
+use common::engine::{Running, counter, port_bridged_to_tap};
 use common::{privileged, quiet_ns};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -256,24 +256,8 @@ fn a_testpmd_and_a_kernel_namespace_exchange_udp_through_a_tap() {
     let sock = dir.path().join("v.sock");
     let ns = quiet_ns("spvu");
     let tap = format!("spvu{}", std::process::id() % 100_000);
-    let topology = format!(
-        r#"
-[[device]]
-name = "vp"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "tap"
-kind = "port"
-driver = {{ kind = "tap", name = "{tap}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vp", "tap"]
-"#,
-        sock.display(),
-        ns.name()
-    );
+    let driver = format!(r#"{{ kind = "vhost-user", socket = "{}" }}"#, sock.display());
+    let topology = port_bridged_to_tap("vp", &driver, &tap, ns.name());
     let engine = Running::start(&topology);
     // testpmd's txonly frames go 198.18.0.1:9 -> 198.18.0.2:9.
     ns.add_addr(&tap, "198.18.0.2/24").unwrap();

@@ -80,3 +80,25 @@ pub fn counter(stats: &serde_json::Value, device: &str, key: &str) -> u64 {
         .and_then(|d| d["counters"][key].as_u64())
         .unwrap_or(0)
 }
+
+/// A topology of one port `port` (driver `driver`, a TOML inline table)
+/// bridged (`br0`) to a TAP port `tap` whose device `tap_name` is in
+/// namespace `netns`.
+pub fn port_bridged_to_tap(port: &str, driver: &str, tap_name: &str, netns: &str) -> String {
+    format!(
+        r#"
+[[device]]
+name = "{port}"
+kind = "port"
+driver = {driver}
+[[device]]
+name = "tap"
+kind = "port"
+driver = {{ kind = "tap", name = "{tap_name}", netns = "{netns}" }}
+[[device]]
+name = "br0"
+kind = "bridge"
+ports = ["{port}", "tap"]
+"#
+    )
+}
