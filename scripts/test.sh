@@ -28,6 +28,10 @@ fi
 command -v tshark >/dev/null || { echo "tshark is still missing after install" >&2; exit 2; }
 pkg-config --exists libdpdk || { echo "libdpdk (dpdk-dev) is still missing after install" >&2; exit 2; }
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd (dpdk) is still missing after install" >&2; exit 2; }
+# QEMU, busybox-static, gcc and a Debian kernel (extracted once into target/qemu-guest): the QEMU
+# guest on a vhost-user port (tests/vhost_user_qemu.rs).
+log "QEMU guest (scripts/qemu-guest.sh)"
+bash scripts/qemu-guest.sh
 
 # --- Rust toolchain components -----------------------------------------------
 command -v cargo >/dev/null || { echo "cargo not found: install Rust stable (rustup) first" >&2; exit 2; }

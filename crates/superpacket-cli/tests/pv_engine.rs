@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::engine::port_bridged_to_tap;
 use common::{privileged, quiet_ns, wait_for_engine};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -331,23 +332,7 @@ fn a_tap_bridged_to_a_pv_port_carries_kernel_udp_both_ways() {
     let dir = tempfile::tempdir().unwrap();
     let ns = quiet_ns("sppv");
     let tap = format!("sppv{}", std::process::id() % 100_000);
-    let topology = format!(
-        r#"
-[[device]]
-name = "pvc"
-kind = "port"
-driver = {{ kind = "pv", socket = "c.sock" }}
-[[device]]
-name = "tap"
-kind = "port"
-driver = {{ kind = "tap", name = "{tap}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["pvc", "tap"]
-"#,
-        ns.name()
-    );
+    let topology = port_bridged_to_tap("pvc", r#"{ kind = "pv", socket = "c.sock" }"#, &tap, ns.name());
     let _engine = Engine::start(dir.path(), &topology);
     ns.add_addr(&tap, "10.77.0.1/24").unwrap();
     let tap_mac = ns.read_sysfs(&tap, "address").unwrap();

@@ -8,13 +8,17 @@
 //! (tests/data/qemu_guest_net.c, compiled statically into the initramfs),
 //! each checked in the namespace byte for byte (length and FNV-1a hash).
 //!
-//! Opt-in: it runs with `SUPERPACKET_QEMU=1` (after `scripts/qemu-guest.sh`
-//! installed QEMU and busybox and fetched the kernel). Without it, it reports
-//! itself skipped and why: see [`SKIP_REASON`].
+//! Under TCG, QEMU 7.2 needs `vectors=0` on the device (with MSI-X it
+//! crashes starting a vhost-user device), and the port's relay for QEMU's
+//! early `SET_VRING_ENABLE` (docs/topology.md, "A QEMU guest").
+//!
+//! `scripts/qemu-guest.sh` (run by scripts/test.sh) installs QEMU, busybox
+//! and gcc and fetches the kernel. Without them the test fails saying so,
+//! unless `SUPERPACKET_SKIP_QEMU=1` (then it reports itself skipped).
 
 mod common;
 
-use common::engine::{Running, counter};
+use common::engine::{Running, counter, port_bridged_to_tap};
 use common::qemu::{GuestKernel, Initramfs, Qemu, VIRTIO_NET_MODULES, compile_static};
 use common::{privileged, quiet_ns};
 use std::io::Read;
@@ -22,27 +26,22 @@ use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Why the test does not run by default (measured on this project's
-/// machines, 2026-11-25; docs/topology.md, "QEMU guests").
-const SKIP_REASON: &str = "\
-QEMU 7.2 (Debian 12) does not work with the vhost-user port yet, in 10 of 10 boots:
-  1. QEMU's virtio-net sends VHOST_USER_SET_VRING_ENABLE for queues 0 and 1 as soon as the guest driver
-     probes, before its first VHOST_USER_SET_FEATURES; the rust-vmm `vhost` crate (0.18, and upstream)
-     refuses that message until SET_FEATURES acked VHOST_USER_F_PROTOCOL_FEATURES and ends the
-     connection (driver.protocol_errors = 1, `inactive feature: 1073741824`), so the guest has no backend;
-  2. under TCG, QEMU 7.2 crashes (SIGSEGV in msix_set_vector_notifiers from vhost_net_start) once the
-     vhost-user device starts with MSI-X; `vectors=0` on the device avoids it.
-With both worked around (a locally patched `vhost`/`vhost-user-backend`, not in this tree), the guest
-booted and passed traffic in 10 of 10 boots.
-Set SUPERPACKET_QEMU=1 to run it anyway (scripts/qemu-guest.sh fetches what it needs).";
-
-/// Whether the test runs (see the module documentation).
-fn qemu_wanted(test: &str) -> bool {
-    if std::env::var("SUPERPACKET_QEMU").is_ok_and(|v| v == "1") {
-        return true;
+/// The guest kernel if QEMU and the kernel are there (see the module
+/// documentation); otherwise panics saying how to get them, or reports the
+/// test skipped with `SUPERPACKET_SKIP_QEMU=1`.
+fn qemu_available(test: &str) -> Option<GuestKernel> {
+    let qemu = std::env::var_os("PATH")
+        .is_some_and(|p| std::env::split_paths(&p).any(|d| d.join("qemu-system-x86_64").is_file()));
+    let why = match (qemu, GuestKernel::find()) {
+        (true, Ok(kernel)) => return Some(kernel),
+        (false, _) => "qemu-system-x86_64 is not installed".to_string(),
+        (true, Err(e)) => e,
+    };
+    if std::env::var("SUPERPACKET_SKIP_QEMU").is_ok_and(|v| v == "1") {
+        eprintln!("SKIPPED {test}: {why} (SUPERPACKET_SKIP_QEMU=1)");
+        return None;
     }
-    eprintln!("SKIPPED {test}:\n{SKIP_REASON}");
-    false
+    panic!("{test}: {why}: run scripts/qemu-guest.sh (scripts/test.sh does), or set SUPERPACKET_SKIP_QEMU=1 to skip");
 }
 
 /// FNV-1a, 64-bit, as the guest helper computes it.
@@ -165,10 +164,10 @@ fn qemu_args(kernel: &Path, initrd: &Path, socket: &Path) -> Vec<String> {
 #[test]
 fn a_qemu_guest_sends_kernel_tcp_and_udp_gso_through_a_vhost_user_port_to_a_tap() {
     const TEST: &str = "a_qemu_guest_sends_kernel_tcp_and_udp_gso_through_a_vhost_user_port_to_a_tap";
-    if !qemu_wanted(TEST) || !privileged(TEST) {
+    if !privileged(TEST) {
         return;
     }
-    let kernel = GuestKernel::find().unwrap_or_else(|e| panic!("{TEST}: {e}"));
+    let Some(kernel) = qemu_available(TEST) else { return };
     let dir = tempfile::tempdir().unwrap();
     let helper = dir.path().join("qemu_guest_net");
     compile_static(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/qemu_guest_net.c"), &helper);
@@ -179,24 +178,8 @@ fn a_qemu_guest_sends_kernel_tcp_and_udp_gso_through_a_vhost_user_port_to_a_tap(
     let sock = dir.path().join("vm.sock");
     let ns = quiet_ns("spvq");
     let tap = format!("spvq{}", std::process::id() % 100_000);
-    let topology = format!(
-        r#"
-[[device]]
-name = "vm"
-kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
-[[device]]
-name = "tap"
-kind = "port"
-driver = {{ kind = "tap", name = "{tap}", netns = "{}" }}
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vm", "tap"]
-"#,
-        sock.display(),
-        ns.name()
-    );
+    let driver = format!(r#"{{ kind = "vhost-user", socket = "{}" }}"#, sock.display());
+    let topology = port_bridged_to_tap("vm", &driver, &tap, ns.name());
     let engine = Running::start(&topology);
     ns.add_addr(&tap, &format!("{NS}/24")).unwrap();
 

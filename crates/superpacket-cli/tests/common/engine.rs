@@ -80,3 +80,25 @@ pub fn counter(stats: &serde_json::Value, device: &str, key: &str) -> u64 {
         .and_then(|d| d["counters"][key].as_u64())
         .unwrap_or(0)
 }
+
+/// A topology of one port `port` (driver `driver`, a TOML inline table)
+/// bridged (`br0`) to a TAP port `tap` whose device `tap_name` is in
+/// namespace `netns`.
+pub fn port_bridged_to_tap(port: &str, driver: &str, tap_name: &str, netns: &str) -> String {
+    port_bridged_to_taps(port, driver, &[("tap", tap_name, netns)])
+}
+
+/// A topology of one port `port` (driver `driver`, a TOML inline table) and
+/// TAP ports, all in one bridge `br0`: each of `taps` is (port name, TAP
+/// device name, namespace).
+pub fn port_bridged_to_taps(port: &str, driver: &str, taps: &[(&str, &str, &str)]) -> String {
+    let mut t = format!("[[device]]\nname = \"{port}\"\nkind = \"port\"\ndriver = {driver}\n");
+    let mut ports = vec![format!("\"{port}\"")];
+    for (tap, dev, netns) in taps {
+        t += &format!(
+            "[[device]]\nname = \"{tap}\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"{dev}\", netns = \"{netns}\" }}\n"
+        );
+        ports.push(format!("\"{tap}\""));
+    }
+    t + &format!("[[device]]\nname = \"br0\"\nkind = \"bridge\"\nports = [{}]\n", ports.join(", "))
+}

@@ -47,18 +47,8 @@ pub fn wait_for_engine(socket: &Path, child: &mut Child) {
 /// ports, all in one bridge `br0`: each of `taps` is (port name, TAP
 /// device name, namespace).
 pub fn vhost_user_and_taps_topology(socket: &Path, taps: &[(&str, &str, &str)]) -> String {
-    let mut t = format!(
-        "[[device]]\nname = \"vp\"\nkind = \"port\"\ndriver = {{ kind = \"vhost-user\", socket = \"{}\" }}\n",
-        socket.display()
-    );
-    let mut ports = vec!["\"vp\"".to_string()];
-    for (port, dev, netns) in taps {
-        t += &format!(
-            "[[device]]\nname = \"{port}\"\nkind = \"port\"\ndriver = {{ kind = \"tap\", name = \"{dev}\", netns = \"{netns}\" }}\n"
-        );
-        ports.push(format!("\"{port}\""));
-    }
-    t + &format!("[[device]]\nname = \"br0\"\nkind = \"bridge\"\nports = [{}]\n", ports.join(", "))
+    let driver = format!(r#"{{ kind = "vhost-user", socket = "{}" }}"#, socket.display());
+    engine::port_bridged_to_taps("vp", &driver, taps)
 }
 
 /// A namespace named after `prefix` with IPv6 off, so that nothing but the

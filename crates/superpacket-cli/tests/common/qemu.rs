@@ -50,9 +50,9 @@ impl GuestKernel {
             found.pop()
         };
         let vmlinuz = first(&root.join("boot"), "vmlinuz-")
-            .ok_or_else(|| format!("no kernel in {}: run scripts/qemu-guest.sh", root.join("boot").display()))?;
-        let version = first(&root.join("lib/modules"), "")
-            .ok_or_else(|| format!("no modules in {}: run scripts/qemu-guest.sh", root.display()))?;
+            .ok_or_else(|| format!("no kernel in {}", root.join("boot").display()))?;
+        let version =
+            first(&root.join("lib/modules"), "").ok_or_else(|| format!("no modules in {}", root.display()))?;
         Ok(GuestKernel { vmlinuz, modules: version.join("kernel") })
     }
 }

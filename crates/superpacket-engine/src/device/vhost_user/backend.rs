@@ -12,10 +12,13 @@
 //! atomic load.
 
 use super::ctrl::{self, Command};
+use super::enable_relay;
 use super::features as vf;
 use super::memory;
 use crate::io::event::EventFd;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
+use std::os::unix::fs::DirBuilderExt;
+use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -426,17 +429,20 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
             return;
         }
     };
-    let started = match listener {
-        Some(l) => daemon.start(l),
-        None => daemon.start_client(&port.socket.to_string_lossy()),
+    let frontend = match listener {
+        Some(l) => l.accept().map_err(|e| e.to_string()).and_then(|s| s.ok_or_else(|| "no connection".into())),
+        None => UnixStream::connect(&port.socket).map_err(|e| e.to_string()),
     };
-    if let Err(e) = started {
-        if port.mode == Mode::Server {
-            port.error(e);
+    let relay = match frontend.and_then(|f| start_relayed(&mut daemon, f)) {
+        Ok(r) => r,
+        Err(e) => {
+            if port.mode == Mode::Server {
+                port.error(e);
+            }
+            end_threads(&conn);
+            return;
         }
-        end_threads(&conn);
-        return;
-    }
+    };
     *lock(&port.shutdown) = daemon.shutdown_handle();
     if port.stop.load(Ordering::Acquire) {
         daemon.request_shutdown();
@@ -453,11 +459,41 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
         )) => {}
         Err(e) => port.error(e),
     }
+    for t in relay {
+        let _ = t.join();
+    }
     *lock(&port.shutdown) = None;
     *lock(&port.conn) = None;
     port.stats.detaches.fetch_add(1, Ordering::Relaxed);
     port.changed();
     end_threads(&conn);
+}
+
+/// Starts `daemon` on a connection from an [`enable_relay`] to `frontend`
+/// (so that QEMU's early `SET_VRING_ENABLE` does not end it). The daemon
+/// accepts the relay's connection on a socket in a private directory
+/// (mode 0700, removed once accepted).
+fn start_relayed(
+    daemon: &mut VhostUserDaemon<NetBackend>,
+    frontend: UnixStream,
+) -> Result<[JoinHandle<()>; 2], String> {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "superpacket-vhost-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let path = dir.join("daemon.sock");
+    let started = (|| {
+        let listener = UnixListener::bind(&path).map_err(|e| e.to_string())?;
+        let to_daemon = UnixStream::connect(&path).map_err(|e| e.to_string())?;
+        daemon.start(&mut Listener::from(listener)).map_err(|e| e.to_string())?;
+        enable_relay::spawn(frontend, to_daemon).map_err(|e| e.to_string())
+    })();
+    let _ = std::fs::remove_file(&path);
+    let _ = std::fs::remove_dir(&dir);
+    started
 }
 
 /// The control thread: accepts (or makes) one connection after another

@@ -70,6 +70,7 @@
 
 pub mod backend;
 pub mod ctrl;
+mod enable_relay;
 pub mod memory;
 pub mod virtq;
 
