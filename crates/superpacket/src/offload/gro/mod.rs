@@ -759,11 +759,19 @@ impl Gro {
             segs: 1,
             gso_size: 0,
         };
-        let e = tunnel::OuterLevel { outer_l3: at.l3() };
         let frame = pkt.linear();
-        let Ok(latches) = tcp::can_merge(self.table.get(found), frame, pkt.meta.csum, &n, &self.cfg, &e) else {
+        let p = self.table.get(found);
+        let Some(t) = p.tunnel.as_ref() else { return false };
+        let outer = if t.outer_v6 {
+            None
+        } else {
+            let Some(b) = frame.get(h.l3..).and_then(|ip| ip.first_chunk()) else { return false };
+            Some((&t.outer_ip, t.outer_fixed_id, b))
+        };
+        let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, outer) else {
             return false;
         };
+        let e = tunnel::OuterLevel { outer_l3: at.l3() };
         let w = tcp::word3(&frame[l4..]);
         self.tcp_merge(pkt, &n, found, latches, w, &e);
         #[cfg(test)]
