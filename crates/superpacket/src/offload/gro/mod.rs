@@ -626,9 +626,13 @@ impl Gro {
     /// plain packet never finds one. The plain path hands over only the
     /// outer offsets, in one register ([`tunnel::OuterAt`]): a reference to
     /// its parse (even a copy passed by value) keeps the parse in memory
-    /// instead of registers, 30-odd instructions per plain packet, and parsing
-    /// the outer headers again here cost the tunnel path 85
-    /// (docs/benchmarks.md, "Instructions per packet: tunnel GRO").
+    /// instead of registers, 30-odd instructions per plain packet, and a
+    /// second parse of the outer headers here cost more than rebuilding it
+    /// from the offsets (docs/benchmarks.md, "The tunnel fast path").
+    ///
+    /// A TCP segment that joins its flow's aggregate takes the fast path
+    /// ([`Gro::tunnel_fast`]); every other packet, and one the fast path
+    /// leaves, the full one.
     #[cold]
     #[inline(never)]
     fn tunnel_one(&mut self, pkt: &mut Packet, at: tunnel::OuterAt, hash: Option<u32>) {
