@@ -134,6 +134,16 @@ pub fn header_flush(
     if a[8] != b[8] || a[1] != b[1] || ((a[6] ^ b[6]) & IPV4_DF) != 0 {
         return Err(FlushReason::Mismatch);
     }
+    id_rule(a, fixed, count, b, cfg)
+}
+
+/// The IPv4 ID rule of [`header_flush`] alone (offload-rules 1.3 (b)): the
+/// new header `b`'s ID increments by one per segment from the aggregate's
+/// first header `a`, or stays fixed (latched at the second packet; `fixed`:
+/// latched already). For a packet whose TTL, TOS and DF are known equal to
+/// the first packet's. Returns whether the latch is to be set.
+#[inline(always)]
+pub fn id_rule(a: &[u8; 20], fixed: bool, count: u32, b: &[u8; 20], cfg: &GroConfig) -> Result<bool, FlushReason> {
     let id_p = be16(a, 4);
     let id_n = be16(b, 4);
     let off = id_n.wrapping_sub(id_p);

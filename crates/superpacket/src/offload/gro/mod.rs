@@ -626,9 +626,13 @@ impl Gro {
     /// plain packet never finds one. The plain path hands over only the
     /// outer offsets, in one register ([`tunnel::OuterAt`]): a reference to
     /// its parse (even a copy passed by value) keeps the parse in memory
-    /// instead of registers, 30-odd instructions per plain packet, and parsing
-    /// the outer headers again here cost the tunnel path 85
-    /// (docs/benchmarks.md, "Instructions per packet: tunnel GRO").
+    /// instead of registers, 30-odd instructions per plain packet, and a
+    /// second parse of the outer headers here cost more than rebuilding it
+    /// from the offsets (docs/benchmarks.md, "The tunnel fast path").
+    ///
+    /// A TCP segment that joins its flow's aggregate takes the fast path
+    /// ([`Gro::tunnel_fast`]); every other packet, and one the fast path
+    /// leaves, the full one.
     #[cold]
     #[inline(never)]
     fn tunnel_one(&mut self, pkt: &mut Packet, at: tunnel::OuterAt, hash: Option<u32>) {
@@ -759,11 +763,19 @@ impl Gro {
             segs: 1,
             gso_size: 0,
         };
-        let e = tunnel::OuterLevel { outer_l3: at.l3() };
         let frame = pkt.linear();
-        let Ok(latches) = tcp::can_merge(self.table.get(found), frame, pkt.meta.csum, &n, &self.cfg, &e) else {
+        let p = self.table.get(found);
+        let Some(t) = p.tunnel.as_ref() else { return false };
+        let outer = if t.outer_v6 {
+            None
+        } else {
+            let Some(b) = frame.get(h.l3..).and_then(|ip| ip.first_chunk()) else { return false };
+            Some((&t.outer_ip, t.outer_fixed_id, b))
+        };
+        let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, outer) else {
             return false;
         };
+        let e = tunnel::OuterLevel { outer_l3: at.l3() };
         let w = tcp::word3(&frame[l4..]);
         self.tcp_merge(pkt, &n, found, latches, w, &e);
         #[cfg(test)]

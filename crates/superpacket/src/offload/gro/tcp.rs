@@ -117,15 +117,7 @@ pub fn can_merge(
             return Err(if diff & W3_FLAG_BITS != 0 { FlushReason::Flags } else { FlushReason::Mismatch });
         }
     }
-    // (e) payload size: 1..=mss, or a GSO packet of the same gso_size.
-    let len = n.payload_len;
-    if n.gso_size != 0 {
-        if n.gso_size != p.mss {
-            return Err(FlushReason::SegmentSize);
-        }
-    } else if len.wrapping_sub(1) >= p.mss as usize {
-        return Err(FlushReason::SegmentSize);
-    }
+    size_rule(p, n)?;
     // (b) network header rules.
     let latch = ip::network_flush(p, nl, n.l3, cfg)?;
     let outer_latch = e.outer_flush(p, nl, cfg)?;
@@ -148,14 +140,72 @@ pub fn can_merge(
             return Err(FlushReason::SizeLimit);
         }
     }
-    // (h) the append: size limit, or a flush mark from the IP layer.
+    append_rule(p, n, cfg)?;
+    Ok((latch, outer_latch))
+}
+
+/// Rule (e): the payload size is 1..=mss, or a GSO packet has the same gso_size.
+#[inline(always)]
+fn size_rule(p: &Held, n: &Incoming) -> Result<(), FlushReason> {
+    if n.gso_size != 0 {
+        if n.gso_size != p.mss {
+            return Err(FlushReason::SegmentSize);
+        }
+    } else if n.payload_len.wrapping_sub(1) >= p.mss as usize {
+        return Err(FlushReason::SegmentSize);
+    }
+    Ok(())
+}
+
+/// Rule (h), the append: a flush mark from the IP layer, or the size limit.
+#[inline(always)]
+fn append_rule(p: &Held, n: &Incoming, cfg: &GroConfig) -> Result<(), FlushReason> {
     if n.flush_mark {
         return Err(FlushReason::Mismatch);
     }
-    if p.l3_len + len >= cfg.max_size {
+    if p.l3_len + n.payload_len >= cfg.max_size {
         return Err(FlushReason::SizeLimit);
     }
-    Ok((latch, outer_latch))
+    Ok(())
+}
+
+/// [`can_merge`] for a segment of a non-fraglist aggregate whose headers are
+/// known equal to the aggregate's first packet's wherever the rules want
+/// them equal (a tunnel header template, offload-rules 2.6): word 3 (so no
+/// FIN or PSH, which the first packet had not), the ACK number, the options,
+/// and TTL, TOS and DF or traffic class and hop limit at each IP level. What
+/// is left is evaluated as [`can_merge`] does: the payload size (e), the
+/// IPv4 IDs of the inner header and of the outer one (`outer`: the
+/// aggregate's first outer header, its latch, and the new packet's outer
+/// header), the CWR rule of older kernels, contiguity (f) and the append
+/// (h). `None` where [`can_merge`] fails (its reason is then found by it).
+#[inline(always)]
+pub fn can_merge_same_headers(
+    p: &Held,
+    nl: &[u8],
+    n: &Incoming,
+    cfg: &GroConfig,
+    outer: Option<(&[u8; 20], bool, &[u8; 20])>,
+) -> Option<(bool, bool)> {
+    let nt = &nl[n.l4..];
+    if cfg.cwr == CwrRule::Legacy && word3(nt) & W3_CWR != 0 {
+        return None;
+    }
+    size_rule(p, n).ok()?;
+    let latch = if p.v6 {
+        false
+    } else {
+        ip::id_rule(&p.first.ip, p.fixed_id, p.count, nl.get(n.l3..)?.first_chunk()?, cfg).ok()?
+    };
+    let outer_latch = match outer {
+        Some((a, fixed, b)) => ip::id_rule(a, fixed, p.count, b, cfg).ok()?,
+        None => false,
+    };
+    if seq(nt) != p.next_seq {
+        return None;
+    }
+    append_rule(p, n, cfg).ok()?;
+    Some((latch, outer_latch))
 }
 
 /// Completes a merged TCP aggregate (offload-rules 1.4): IP length, the TCP
