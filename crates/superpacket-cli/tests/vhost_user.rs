@@ -14,7 +14,7 @@
 
 mod common;
 
-use common::engine::{Running, counter, port_bridged_to_tap};
+use common::engine::{Running, counter};
 use common::{privileged, quiet_ns};
 use std::io::Write;
 use std::path::{Path, PathBuf};
