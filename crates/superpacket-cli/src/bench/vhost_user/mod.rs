@@ -8,12 +8,12 @@
 //! runs, DPDK first in odd ones, so drift of the machine hits both alike);
 //! the suite repeats runs (`--runs N`) and gives every figure's
 //! statistics and ministat's t test per pair ([`crate::bench::suite`]).
-//! For each backend ([`backend`]): the backend starts listening on two
-//! sockets; the receiver testpmd connects to the second one (`rxonly`,
+//! Each workload of each backend gets fresh processes
+//! ([`measure_workload`]): the backend ([`backend`]) listens on two
+//! sockets, the receiver testpmd connects to the second (`rxonly`,
 //! `--rx-offloads=0x2018`: TCP checksum, LRO and scatter, so it acks
-//! `GUEST_CSUM` and `GUEST_TSO4/6` and takes superpackets whole over
-//! merged 2 KiB buffers); then, one after the other, two senders connect
-//! to the first socket:
+//! `GUEST_CSUM` and `GUEST_TSO4/6` and takes superpackets whole), then the
+//! sender to the first:
 //!
 //! - **64-byte frames**: testpmd `txonly` (64-byte UDP/IPv4 frames, as
 //!   fast as it can). Figure: frames the receiver counted per second.
@@ -26,6 +26,12 @@
 //!   frame per mbuf). Figure: Ethernet frame bytes the receiver counted
 //!   per second (Gbit/s), and the mean frame it received (a superpacket
 //!   delivered whole is [`TSO_FRAME_LEN`] bytes).
+//!
+//! Buffers ([`Workload::mbuf_args`]): DPDK's default 2 KiB mbufs for
+//! 64-byte frames; 64 KiB ones for superpackets at the receiver (one
+//! receive buffer per superpacket) and in DPDK's backend (its best case:
+//! with 2 KiB it chains 32 mbufs per superpacket, which was slower in
+//! trial runs).
 //!
 //! Each workload runs for a warm-up, then a window: the receiver's
 //! `show port stats` counters, the backend process's CPU clock (every
