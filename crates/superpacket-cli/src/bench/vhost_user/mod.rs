@@ -409,7 +409,7 @@ pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     let dir = RunDir::create(o.run)?;
     let pcap = dir.0.join("tso.pcap");
     crate::bench::peers::dpdk::write_pcap(&pcap, &tso_frames()?).map_err(|e| format!("{}: {e}", pcap.display()))?;
-    let order = if o.run % 2 == 0 { BackendKind::ALL } else { [BackendKind::Dpdk, BackendKind::Superpacket] };
+    let order = if o.run.is_multiple_of(2) { BackendKind::ALL } else { [BackendKind::Dpdk, BackendKind::Superpacket] };
     let mut runs = Vec::new();
     for (i, kind) in order.into_iter().enumerate() {
         let mut measure = |workload: Workload, step: usize| {
