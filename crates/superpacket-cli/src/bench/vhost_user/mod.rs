@@ -317,9 +317,15 @@ pub fn measure_workload(
     let recv = dir.join(format!("{}-recv.sock", kind.key()));
     let backend_mbufs = if kind == BackendKind::Dpdk { workload.mbuf_args() } else { Vec::new() };
     let backend = Backend::start(kind, dir, [&send, &recv], placement.backend, backend_mbufs)?;
-    let mut rx = Testpmd::start(&receiver_spec(&recv, placement.frontends, workload))?;
+    // The frontends connect to different sockets: they start side by side
+    // (EAL start-up is most of a quick run's time).
+    let (rx, tx) = std::thread::scope(|s| {
+        let rx = s.spawn(|| Testpmd::start(&receiver_spec(&recv, placement.frontends, workload)));
+        let tx = Testpmd::start(&sender_spec(&send, pcap, placement.frontends, workload));
+        (rx.join().unwrap_or_else(|_| Err("the receiver's start-up thread panicked".to_string())), tx)
+    });
+    let (mut rx, mut tx) = (rx?, tx?);
     rx.command("start")?;
-    let mut tx = Testpmd::start(&sender_spec(&send, pcap, placement.frontends, workload))?;
     let sender_port = match workload {
         Workload::Small => {
             tx.command("start")?;
@@ -334,9 +340,13 @@ pub fn measure_workload(
     };
     let w = count_window(&mut rx, &mut tx, sender_port, &backend, timing)?;
     tx.command("stop")?;
-    tx.quit()?;
     rx.command("stop")?;
-    rx.quit()?;
+    let (rx_quit, tx_quit) = std::thread::scope(|s| {
+        let rx_quit = s.spawn(|| rx.quit());
+        (rx_quit.join().unwrap_or_else(|_| Err("the receiver's quit thread panicked".to_string())), tx.quit())
+    });
+    rx_quit?;
+    tx_quit?;
     backend.stop()?;
     if w.packets == 0 {
         return Err(format!(
