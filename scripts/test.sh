@@ -20,6 +20,11 @@ command -v ethtool >/dev/null 2>&1 || need_pkgs+=(ethtool)
 { command -v pkg-config >/dev/null 2>&1 && pkg-config --exists libdpdk; } || need_pkgs+=(dpdk-dev pkg-config)
 # dpdk (dpdk-testpmd): the virtio-user frontend of the vhost-user port tests (tests/vhost_user.rs).
 command -v dpdk-testpmd >/dev/null 2>&1 || need_pkgs+=(dpdk)
+# DPDK's vhost, virtio-user and pcap PMDs: `bench vhost-user` and its test (tests/bench_vhost_user_cli.rs)
+# run DPDK's vhost backend, virtio-user frontends and a pcap replay (libdpdk-dev depends on them; checked by file).
+for pmd in vhost virtio pcap; do
+    compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_${pmd}.so*" >/dev/null || need_pkgs+=("librte-net-${pmd}23")
+done
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
     as_root apt-get update -qq

@@ -319,7 +319,7 @@ pub fn run(args: &SuiteArgs) -> Result<u8, CliError> {
     }
     // A scenario asked for by name that cannot run here is said on stderr
     // too (also with --json), and a suite that measured nothing fails.
-    for k in result.skipped.iter().filter(|k| args.scenarios.iter().any(|n| *n == k.scenario)) {
+    for k in result.skipped.iter().filter(|k| args.scenarios.contains(&k.scenario)) {
         eprintln!("superpacket bench: {} skipped: {}", k.scenario, k.reason);
     }
     if result.scenarios.is_empty() && !scenarios.is_empty() {

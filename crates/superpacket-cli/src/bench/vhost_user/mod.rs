@@ -8,12 +8,12 @@
 //! runs, DPDK first in odd ones, so drift of the machine hits both alike);
 //! the suite repeats runs (`--runs N`) and gives every figure's
 //! statistics and ministat's t test per pair ([`crate::bench::suite`]).
-//! For each backend ([`backend`]): the backend starts listening on two
-//! sockets; the receiver testpmd connects to the second one (`rxonly`,
+//! Each workload of each backend gets fresh processes
+//! ([`measure_workload`]): the backend ([`backend`]) listens on two
+//! sockets, the receiver testpmd connects to the second (`rxonly`,
 //! `--rx-offloads=0x2018`: TCP checksum, LRO and scatter, so it acks
-//! `GUEST_CSUM` and `GUEST_TSO4/6` and takes superpackets whole over
-//! merged 2 KiB buffers); then, one after the other, two senders connect
-//! to the first socket:
+//! `GUEST_CSUM` and `GUEST_TSO4/6` and takes superpackets whole), then the
+//! sender to the first:
 //!
 //! - **64-byte frames**: testpmd `txonly` (64-byte UDP/IPv4 frames, as
 //!   fast as it can). Figure: frames the receiver counted per second.
@@ -26,6 +26,12 @@
 //!   frame per mbuf). Figure: Ethernet frame bytes the receiver counted
 //!   per second (Gbit/s), and the mean frame it received (a superpacket
 //!   delivered whole is [`TSO_FRAME_LEN`] bytes).
+//!
+//! Buffers ([`Workload::mbuf_args`]): DPDK's default 2 KiB mbufs for
+//! 64-byte frames; 64 KiB ones for superpackets at the receiver (one
+//! receive buffer per superpacket) and in DPDK's backend (its best case:
+//! with 2 KiB it chains 32 mbufs per superpacket, which was slower in
+//! trial runs).
 //!
 //! Each workload runs for a warm-up, then a window: the receiver's
 //! `show port stats` counters, the backend process's CPU clock (every
@@ -311,9 +317,15 @@ pub fn measure_workload(
     let recv = dir.join(format!("{}-recv.sock", kind.key()));
     let backend_mbufs = if kind == BackendKind::Dpdk { workload.mbuf_args() } else { Vec::new() };
     let backend = Backend::start(kind, dir, [&send, &recv], placement.backend, backend_mbufs)?;
-    let mut rx = Testpmd::start(&receiver_spec(&recv, placement.frontends, workload))?;
+    // The frontends connect to different sockets: they start side by side
+    // (EAL start-up is most of a quick run's time).
+    let (rx, tx) = std::thread::scope(|s| {
+        let rx = s.spawn(|| Testpmd::start(&receiver_spec(&recv, placement.frontends, workload)));
+        let tx = Testpmd::start(&sender_spec(&send, pcap, placement.frontends, workload));
+        (rx.join().unwrap_or_else(|_| Err("the receiver's start-up thread panicked".to_string())), tx)
+    });
+    let (mut rx, mut tx) = (rx?, tx?);
     rx.command("start")?;
-    let mut tx = Testpmd::start(&sender_spec(&send, pcap, placement.frontends, workload))?;
     let sender_port = match workload {
         Workload::Small => {
             tx.command("start")?;
@@ -328,9 +340,13 @@ pub fn measure_workload(
     };
     let w = count_window(&mut rx, &mut tx, sender_port, &backend, timing)?;
     tx.command("stop")?;
-    tx.quit()?;
     rx.command("stop")?;
-    rx.quit()?;
+    let (rx_quit, tx_quit) = std::thread::scope(|s| {
+        let rx_quit = s.spawn(|| rx.quit());
+        (rx_quit.join().unwrap_or_else(|_| Err("the receiver's quit thread panicked".to_string())), tx.quit())
+    });
+    rx_quit?;
+    tx_quit?;
     backend.stop()?;
     if w.packets == 0 {
         return Err(format!(
@@ -403,7 +419,7 @@ pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     let dir = RunDir::create(o.run)?;
     let pcap = dir.0.join("tso.pcap");
     crate::bench::peers::dpdk::write_pcap(&pcap, &tso_frames()?).map_err(|e| format!("{}: {e}", pcap.display()))?;
-    let order = if o.run % 2 == 0 { BackendKind::ALL } else { [BackendKind::Dpdk, BackendKind::Superpacket] };
+    let order = if o.run.is_multiple_of(2) { BackendKind::ALL } else { [BackendKind::Dpdk, BackendKind::Superpacket] };
     let mut runs = Vec::new();
     for (i, kind) in order.into_iter().enumerate() {
         let mut measure = |workload: Workload, step: usize| {

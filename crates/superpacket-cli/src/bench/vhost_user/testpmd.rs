@@ -43,7 +43,8 @@ pub struct TestpmdSpec {
     pub cpu: usize,
     /// `--vdev` arguments, e.g. `net_virtio_user0,path=/tmp/s.sock`.
     pub vdevs: Vec<String>,
-    /// testpmd's own arguments (after `--`; `-i` is always given).
+    /// testpmd's own arguments (after `--`; `-i` and `--disable-link-check`
+    /// are always given).
     pub args: Vec<String>,
 }
 
@@ -103,7 +104,11 @@ pub struct Testpmd {
     name: String,
     child: Option<Child>,
     stdin: Option<ChildStdin>,
+    /// stdout: the prompts and what commands print.
     output: Arc<Output>,
+    /// stderr (the EAL's log, warnings), kept apart so that a message
+    /// cannot split a prompt.
+    errors: Arc<Output>,
     runtime_dir: PathBuf,
 }
 
@@ -129,7 +134,10 @@ impl Testpmd {
         for v in &spec.vdevs {
             cmd.args(["--vdev", v]);
         }
-        cmd.args(["--", "-i"]).args(&spec.args);
+        // --disable-link-check: testpmd would otherwise poll a port's link
+        // for up to 9 s at start; DPDK's vhost backend reports the virtio
+        // link late, and no figure depends on it.
+        cmd.args(["--", "-i", "--disable-link-check"]).args(&spec.args);
         cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let child = {
             // The child inherits this thread's CPU set; the thread gets its
@@ -143,19 +151,19 @@ impl Testpmd {
             child: Some(child),
             stdin: None,
             output: Arc::new(Output::default()),
+            errors: Arc::new(Output::default()),
             runtime_dir: runtime_dir(&prefix),
         };
         let child = t.child.as_mut().expect("just started");
         t.stdin = child.stdin.take();
-        for stream in [
-            child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-            child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            let output = t.output.clone();
-            std::thread::spawn(move || copy_output(stream, &output));
+        let streams = [
+            (child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>), t.output.clone()),
+            (child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>), t.errors.clone()),
+        ];
+        for (stream, output) in streams {
+            if let Some(stream) = stream {
+                std::thread::spawn(move || copy_output(stream, &output));
+            }
         }
         t.wait_for_prompts(1, START_TIMEOUT)?;
         Ok(t)
@@ -166,16 +174,16 @@ impl Testpmd {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Everything it printed so far.
+    /// Everything it printed on stdout so far.
     pub fn output(&self) -> String {
         self.output.snapshot()
     }
 
     fn failure(&self, what: &str) -> String {
-        let out = self.output();
+        let out = format!("{}\n{}", self.errors.snapshot(), self.output());
         let tail: Vec<&str> = out.lines().rev().take(25).collect();
         let tail: Vec<&str> = tail.into_iter().rev().collect();
-        format!("testpmd {}: {what}; its last output:\n{}", self.name, tail.join("\n"))
+        format!("testpmd {}: {what}; its last output (stderr, then stdout):\n{}", self.name, tail.join("\n"))
     }
 
     /// Waits until the output holds `n` prompts.
