@@ -1,15 +1,17 @@
-//! The vhost-user port's data path (`virtq::pop_tx`, `complete`,
-//! `push_rx`) on guest memory that is entirely fuzzer bytes: descriptor
-//! tables, available rings, chains (direct, indirect, looping, pointing
-//! anywhere), buffers. Whatever a frontend writes, nothing panics, and:
-//! a chain taken from a transmit queue never reports more bytes than the
-//! buffer holds; a frame placed in a receive queue is placed whole (its
+//! The vhost-user port's data path (`virtq::pop_tx`, `take_frame`,
+//! `complete`, `push_rx`) on guest memory that is entirely fuzzer bytes:
+//! descriptor tables, available rings, chains (direct, indirect, looping,
+//! pointing anywhere), buffers. Whatever a frontend writes, nothing panics,
+//! and: every byte a chain taken from a transmit queue reports (unless it
+//! says it is cut) can be read from the buffers it recorded, no more; a
+//! frame taken whole is as long as the chain minus its header; a frame
+//! placed in a receive queue is placed whole (its
 //! bytes and at least one chain), one chain only without `MRG_RXBUF`; a
 //! refusal is one of the typed ones.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use superpacket_engine::device::vhost_user::virtq::{self, MAX_RX_CHAINS};
+use superpacket_engine::device::vhost_user::virtq::{self, MAX_RX_CHAINS, TxScratch};
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
@@ -44,12 +46,30 @@ fuzz_target!(|data: &[u8]| {
     let mrg = head[14] & 1 != 0;
 
     if let Some(mut tx) = queue(&m, size(head[0]), &head[1..7]) {
-        let mut buf = vec![0u8; 1 + usize::from(head[13]) * 16];
+        let mut scratch = TxScratch::new();
+        let mut buf = vec![0u8; virtq::MAX_TX_CHAIN + 1];
+        let whole_frames = head[13] & 1 != 0;
         for _ in 0..64 {
-            match virtq::pop_tx(&mut tx, &m, &mut buf) {
+            if whole_frames {
+                match virtq::take_frame(&mut tx, &m, &mut scratch, 12) {
+                    Ok(Some(c)) => {
+                        assert!(c.descs >= 1);
+                        if let Ok(f) = c.frame {
+                            assert!(f.packet.len() <= virtq::MAX_TX_CHAIN - 12);
+                        }
+                    }
+                    Ok(None) | Err(_) => break,
+                }
+                continue;
+            }
+            match virtq::pop_tx(&mut tx, &m, &mut scratch) {
                 Ok(Some(c)) => {
-                    assert!(c.len <= buf.len(), "{c:?}");
                     assert!(c.descs >= 1, "{c:?}");
+                    if !c.truncated {
+                        assert!(c.len <= virtq::MAX_TX_CHAIN, "{c:?}");
+                        scratch.read(&m, 0, &mut buf[..c.len]).expect("every byte counted is readable");
+                        assert!(scratch.read(&m, 0, &mut buf[..c.len + 1]).is_err(), "no byte more");
+                    }
                     if virtq::complete(&mut tx, &m, c.head, 0).is_err() {
                         break;
                     }

@@ -328,6 +328,7 @@ fn two_queue_pairs_carry_frames_through_a_two_worker_engine() {
     // the receiver's: each pair carried traffic both ways.
     assert_eq!(counter(&s, "va", "driver.pairs_rx_used"), 2, "{s:#}");
     assert_eq!(counter(&s2, "vb", "driver.pairs_tx_used"), 2, "{s2:#}");
+    eprintln!("testpmd sent {sent0} + {sent1} on queues 0 + 1, received {got0} + {got1}");
     assert!(got0 > 100 && got1 > 100, "testpmd received {got0} on queue 0, {got1} on queue 1");
     assert_eq!(counter(&s2, "vb", "driver.tx_frames"), got0 + got1, "{s2:#}");
     let full = counter(&s2, "vb", "drops.vhost-rx-ring-full");

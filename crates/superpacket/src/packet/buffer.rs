@@ -384,13 +384,31 @@ impl Packet {
     /// instead of a new allocation (no `mmap`, no page faults, no zeroing
     /// per superpacket).
     pub fn from_frame_pooled(frame: &[u8]) -> Packet {
-        let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + frame.len());
-        if frame.len() <= pool::COPYBREAK || tail > pool::POOL_BUFFER_LEN {
+        if !Packet::fits_pool_buffer(frame.len()) {
             return Packet::from_frame(frame);
         }
+        let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + frame.len());
         let mut storage = pool::take_buffer();
         storage[head..tail].copy_from_slice(frame);
         Packet::with_storage(storage, head, tail)
+    }
+
+    /// A packet whose linear area is `len` bytes for the caller to fill
+    /// (zeros, or the stale bytes of a recycled buffer), with
+    /// [`DEFAULT_HEADROOM`]: for drivers that copy a frame from memory
+    /// they cannot borrow as one slice (a guest's buffers, read through
+    /// `vm-memory`) straight into the packet. Buffers are chosen as by
+    /// [`Packet::from_frame_pooled`].
+    pub fn with_linear_len_pooled(len: usize) -> Packet {
+        let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + len);
+        let storage = if Packet::fits_pool_buffer(len) { pool::take_buffer() } else { vec![0; tail] };
+        Packet::with_storage(storage, head, tail)
+    }
+
+    /// A frame of `len` bytes goes into a pool buffer: larger than
+    /// [`pool::COPYBREAK`], and fits one with the headroom.
+    fn fits_pool_buffer(len: usize) -> bool {
+        len > pool::COPYBREAK && DEFAULT_HEADROOM + len <= pool::POOL_BUFFER_LEN
     }
 
     /// Takes ownership of a buffer whose bytes `head..tail` are the frame (a

@@ -185,6 +185,16 @@ mod tests {
         assert_eq!(stats().idle, 0, "a frame up to COPYBREAK gets a buffer of its own size");
         drop(p);
         assert_eq!(stats().idle, 1, "the pooled buffer came back");
+        // A packet to fill: the same choice of buffer.
+        let mut p = Packet::with_linear_len_pooled(9000);
+        assert_eq!((stats().idle, p.len(), p.headroom()), (0, 9000, DEFAULT_HEADROOM));
+        p.linear_mut().copy_from_slice(&big);
+        assert_eq!(p.to_vec(), big);
+        drop(p);
+        let small = Packet::with_linear_len_pooled(60);
+        assert_eq!((stats().idle, small.len()), (1, 60), "a small frame gets storage of its own");
+        drop(small);
+        assert_eq!(stats().idle, 1);
         // Read-into-buffer hand-over: the buffer becomes the packet's storage.
         let mut buf = take_buffer();
         buf[DEFAULT_HEADROOM..DEFAULT_HEADROOM + 5000].fill(9);

@@ -7,9 +7,10 @@
 //! `VIRTIO_NET_F_CTRL_VQ` before `SET_FEATURES`; QEMU serves it in
 //! `virtio_net_handle_ctrl` (its vhost-user net client starts no control
 //! queue in the backend: only vhost-vdpa with a shadow control queue
-//! does); cloud-hypervisor serves it in a thread of the VMM. All three
+//! does); cloud-hypervisor serves it in a thread of the VMM. DPDK and QEMU
 //! turn `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` into `SET_VRING_ENABLE` of each
-//! pair. A frontend may still hand it over (the vhost-user protocol does
+//! pair (cloud-hypervisor only acks it). A frontend may still hand it
+//! over (the vhost-user protocol does
 //! not forbid it); the port then answers here:
 //! `VIRTIO_NET_CTRL_MQ_VQ_PAIRS_SET` with `1..=N` pairs is taken
 //! ([`Command::PairsSet`]), everything else is refused with

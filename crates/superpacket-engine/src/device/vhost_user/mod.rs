@@ -27,12 +27,15 @@
 //!   within the pairs the guest set there ([`ctrl`]). Every worker builds
 //!   its own graph; the port's control thread and socket are shared
 //!   through a process-wide registry keyed by the socket path.
-//! - **receive from the guest** ([`PortDriver::recv`]): one chain (direct
-//!   or indirect descriptors) is copied into a reusable buffer, the chain
-//!   given back, the `virtio_net_hdr_v1` imported with the kernel's
-//!   validation ([`VirtioNetHdr::to_meta`], the same code as a TAP's), the
-//!   frame copied into a pooled [`Packet`]. A refused header is a drop
-//!   counted with the same reason as on a TAP.
+//! - **receive from the guest** ([`PortDriver::recv`], [`virtq::take_frame`]):
+//!   the buffers of one chain (direct or indirect descriptors) are
+//!   recorded and checked, the `virtio_net_hdr_v1` read from them and
+//!   parsed, and only then the frame copied once, straight from guest
+//!   memory into a [`Packet`] (a pool buffer for a superpacket); the chain
+//!   is given back after the copy and the header imported with the
+//!   kernel's validation ([`VirtioNetHdr::to_meta`], the same code as a
+//!   TAP's). A refused header is a drop counted with the same reason as on
+//!   a TAP.
 //! - **transmit to the guest** ([`PortDriver::xmit`], [`PortDriver::sink`]):
 //!   the header is exported as for a TAP ([`VirtioNetHdr::from_meta_as`])
 //!   and header and frame are copied into the guest's receive buffers;

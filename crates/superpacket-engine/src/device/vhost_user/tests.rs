@@ -71,19 +71,74 @@ fn a_two_descriptor_chain_is_read_whole_and_completed() {
     desc(&m, 0, 0x4000, 12, F_NEXT, 1);
     desc(&m, 1, 0x5000, 60, 0, 0);
     offer(&m, &[0]);
-    let mut buf = vec![0u8; 1000];
-    let c = virtq::pop_tx(&mut q, &m, &mut buf).unwrap().unwrap();
+    let mut scratch = virtq::TxScratch::new();
+    let c = virtq::pop_tx(&mut q, &m, &mut scratch).unwrap().unwrap();
     assert_eq!((c.head, c.len, c.truncated, c.descs), (0, 72, false, 2));
+    let mut buf = [0u8; 72];
+    scratch.read(&m, 0, &mut buf).unwrap();
     assert_eq!(&buf[..12], &[0xaa; 12]);
     assert_eq!(&buf[12..72], &[0xbb; 60]);
+    // Any byte range, across the buffers' boundary; not beyond the chain.
+    let mut mid = [0u8; 4];
+    scratch.read(&m, 10, &mut mid).unwrap();
+    assert_eq!(mid, [0xaa, 0xaa, 0xbb, 0xbb]);
+    assert_eq!(scratch.read(&m, 70, &mut mid), Err(QueueFault::Address));
     virtq::complete(&mut q, &m, c.head, 0).unwrap();
     assert_eq!(used_idx(&m), 1);
-    assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf).unwrap(), None);
-    // A chain longer than the buffer is cut and said to be.
-    desc(&m, 2, 0x5000, 2000, 0, 0);
+    assert_eq!(virtq::pop_tx(&mut q, &m, &mut scratch).unwrap(), None);
+    // A chain longer than the largest frame is said to be cut.
+    for i in 2..7u16 {
+        desc(&m, i, 0x4000, 0x8000, F_NEXT, i + 1);
+    }
+    desc(&m, 7, 0x4000, 0x8000, 0, 0);
     offer(&m, &[0, 2]);
-    let c = virtq::pop_tx(&mut q, &m, &mut buf).unwrap().unwrap();
-    assert!(c.truncated && c.len == 1000);
+    let c = virtq::pop_tx(&mut q, &m, &mut scratch).unwrap().unwrap();
+    assert!(c.truncated && c.len == 6 * 0x8000, "{c:?}");
+}
+
+/// The frame goes from the guest's buffers into the packet once; the
+/// chain is given back after the copy; a header the kernel's validation
+/// refuses drops the frame (the chain is given back all the same).
+#[test]
+fn take_frame_imports_the_header_and_copies_the_frame_once() {
+    let m = mem();
+    let mut q = queue(&m);
+    let frame: Vec<u8> = (0..60u8).collect();
+    // NEEDS_CSUM with csum_start 14, csum_offset 6 (a UDP checksum field).
+    let mut hdr = [0u8; 12];
+    hdr[0] = 1;
+    hdr[6..8].copy_from_slice(&14u16.to_le_bytes());
+    hdr[8..10].copy_from_slice(&6u16.to_le_bytes());
+    m.write_slice(&hdr, GuestAddress(0x4000)).unwrap();
+    m.write_slice(&frame[..20], GuestAddress(0x5000)).unwrap();
+    m.write_slice(&frame[20..], GuestAddress(0x6000)).unwrap();
+    desc(&m, 0, 0x4000, 12, F_NEXT, 1);
+    desc(&m, 1, 0x5000, 20, F_NEXT, 2);
+    desc(&m, 2, 0x6000, 40, 0, 0);
+    // A header asking for a checksum beyond the frame: refused.
+    let mut bad = hdr;
+    bad[6..8].copy_from_slice(&100u16.to_le_bytes());
+    m.write_slice(&bad, GuestAddress(0x7000)).unwrap();
+    desc(&m, 3, 0x7000, 12, F_NEXT, 1);
+    // A chain shorter than a header.
+    desc(&m, 4, 0x4000, 5, 0, 0);
+    offer(&m, &[0, 3, 4]);
+    let mut scratch = virtq::TxScratch::new();
+    let c = virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().unwrap();
+    let f = c.frame.unwrap();
+    assert_eq!((c.descs, f.packet.to_vec(), f.csum_partial), (3, frame.clone(), true));
+    assert!(
+        matches!(f.packet.meta.csum, superpacket::packet::ChecksumState::Partial { start: 14, offset: 6 }),
+        "{:?}",
+        f.packet.meta
+    );
+    assert_eq!(used_idx(&m), 1);
+    for n in [2u16, 3] {
+        let c = virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().unwrap();
+        assert!(c.frame.is_err(), "chain {n}: {:?}", c.frame);
+        assert_eq!(used_idx(&m), n, "the chain is given back");
+    }
+    assert!(virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().is_none());
 }
 
 #[test]
@@ -95,18 +150,18 @@ fn an_indirect_table_is_followed_and_a_nested_one_refused() {
     desc_at(&m, TABLE, 1, 0x5000, 100, 0, 0);
     desc(&m, 0, TABLE, 32, F_INDIRECT, 0);
     offer(&m, &[0]);
-    let mut buf = vec![0u8; 1000];
-    let c = virtq::pop_tx(&mut q, &m, &mut buf).unwrap().unwrap();
+    let mut scratch = virtq::TxScratch::new();
+    let c = virtq::pop_tx(&mut q, &m, &mut scratch).unwrap().unwrap();
     assert_eq!((c.len, c.descs), (112, 2));
     // An indirect descriptor inside an indirect table.
     desc_at(&m, TABLE, 1, TABLE, 32, F_INDIRECT, 0);
     offer(&m, &[0, 0]);
-    assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf), Err(QueueFault::Chain));
+    assert_eq!(virtq::pop_tx(&mut q, &m, &mut scratch), Err(QueueFault::Chain));
 }
 
 #[test]
 fn hostile_chains_stop_the_queue_without_a_panic() {
-    let mut buf = vec![0u8; 70_000];
+    let mut scratch = virtq::TxScratch::new();
     type Setup<'a> = &'a dyn Fn(&GuestMemoryMmap<()>);
     let cases: [(&str, Setup<'_>, QueueFault); 8] = [
         (
@@ -172,7 +227,7 @@ fn hostile_chains_stop_the_queue_without_a_panic() {
         let m = mem();
         let mut q = queue(&m);
         set(&m);
-        assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf), Err(want), "{what}");
+        assert_eq!(virtq::pop_tx(&mut q, &m, &mut scratch), Err(want), "{what}");
         assert_eq!(used_idx(&m), 0, "{what}: nothing given back");
     }
     // A misaligned indirect table and one outside memory.
@@ -181,7 +236,7 @@ fn hostile_chains_stop_the_queue_without_a_panic() {
         let mut q = queue(&m);
         desc(&m, 0, addr, len, F_INDIRECT, 0);
         offer(&m, &[0]);
-        assert_eq!(virtq::pop_tx(&mut q, &m, &mut buf), Err(QueueFault::Chain), "indirect {addr:#x}/{len}");
+        assert_eq!(virtq::pop_tx(&mut q, &m, &mut scratch), Err(QueueFault::Chain), "indirect {addr:#x}/{len}");
     }
 }
 
