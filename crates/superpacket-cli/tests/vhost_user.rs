@@ -455,14 +455,7 @@ impl CsumLab {
     fn transfer(&self, data: &[u8]) -> Vec<u8> {
         let to: std::net::SocketAddr = format!("{}:5001", self.b_addr).parse().unwrap();
         let listener = self.nb.enter_scoped(|| std::net::TcpListener::bind(to).unwrap()).unwrap();
-        let server = std::thread::spawn(move || {
-            use std::io::Read;
-            let (mut c, _) = listener.accept().unwrap();
-            c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-            let mut got = Vec::new();
-            c.read_to_end(&mut got).unwrap();
-            got
-        });
+        let server = common::receive_one_tcp_stream(listener, Duration::from_secs(10));
         let mut client = self
             .na
             .enter_scoped(|| std::net::TcpStream::connect_timeout(&to, Duration::from_secs(5)))

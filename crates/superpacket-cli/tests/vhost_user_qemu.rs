@@ -21,7 +21,6 @@ mod common;
 use common::engine::{Running, counter, port_bridged_to_tap};
 use common::qemu::{GuestKernel, Initramfs, Qemu, VIRTIO_NET_MODULES, compile_static};
 use common::{privileged, quiet_ns};
-use std::io::Read;
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -187,13 +186,7 @@ fn a_qemu_guest_sends_kernel_tcp_and_udp_gso_through_a_vhost_user_port_to_a_tap(
     // the guest's count (sent on `want_udp`) arrived or 10 s after it.
     let tcp = ns.enter_scoped(|| std::net::TcpListener::bind((NS, TCP_PORT)).unwrap()).unwrap();
     let udp = ns.enter_scoped(|| std::net::UdpSocket::bind((NS, UDP_PORT)).unwrap()).unwrap();
-    let tcp_rx = std::thread::spawn(move || {
-        let (mut c, _) = tcp.accept().unwrap();
-        c.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
-        let mut got = Vec::new();
-        c.read_to_end(&mut got).unwrap();
-        got
-    });
+    let tcp_rx = common::receive_one_tcp_stream(tcp, Duration::from_secs(60));
     let (want_udp, wanted) = mpsc::channel::<usize>();
     let udp_rx = std::thread::spawn(move || {
         udp.set_read_timeout(Some(Duration::from_millis(200))).unwrap();

@@ -51,6 +51,19 @@ pub fn vhost_user_and_taps_topology(socket: &Path, taps: &[(&str, &str, &str)]) 
     engine::port_bridged_to_taps("vp", &driver, taps)
 }
 
+/// Accepts one TCP connection on `listener` in a thread and returns what
+/// the peer sent until it closed (each read waits at most `timeout`).
+#[allow(dead_code)]
+pub fn receive_one_tcp_stream(listener: std::net::TcpListener, timeout: Duration) -> std::thread::JoinHandle<Vec<u8>> {
+    std::thread::spawn(move || {
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(timeout)).unwrap();
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        got
+    })
+}
+
 /// A namespace named after `prefix` with IPv6 off, so that nothing but the
 /// test's own frames moves in it (deleted on drop).
 pub fn quiet_ns(prefix: &str) -> NetNs {
