@@ -62,6 +62,11 @@ cargo fmt --all -- --check
 log "cargo clippy --workspace --all-targets -- -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# A library user may turn port drivers off: the engine with none of them
+# must still build, tests included.
+log "cargo check -p superpacket-engine --no-default-features"
+cargo check -p superpacket-engine --no-default-features --all-targets --locked --quiet
+
 log "cargo doc (warnings are errors)"
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --lib --locked --quiet
 

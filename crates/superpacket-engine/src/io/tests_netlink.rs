@@ -279,6 +279,7 @@ fn lab_plumbing_matches_ip() {
 }
 
 #[test]
+#[cfg(feature = "tap")]
 fn test_plumbing_matches_ip() {
     if !require_privileges() {
         return;
