@@ -204,7 +204,19 @@ impl PortShared {
 
     fn error(&self, e: impl std::fmt::Display) {
         self.stats.errors.fetch_add(1, Ordering::Relaxed);
-        *lock(&self.last_error) = Some(e.to_string());
+        self.note(e.to_string());
+    }
+
+    /// Keeps `what` as the port's last error and tells the operator on
+    /// standard error, once per distinct message: a frontend that repeats
+    /// the same fault on every reconnect does not flood the log, and the
+    /// counters say how often it happened.
+    pub fn note(&self, what: String) {
+        let mut last = lock(&self.last_error);
+        if last.as_deref() != Some(what.as_str()) {
+            eprintln!("superpacket: vhost-user {}: {what}", self.socket.display());
+            *last = Some(what);
+        }
     }
 
     /// The wake descriptor of queue pair `qp`.
@@ -288,7 +300,7 @@ impl VhostUserBackend for NetBackend {
             }
             Err(refused) => {
                 stats.mem_refused.fetch_add(1, Ordering::Relaxed);
-                *lock(&self.port.last_error) = Some(refused.to_string());
+                self.port.note(refused.to_string());
                 Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, refused))
             }
         }
@@ -365,8 +377,7 @@ impl NetBackend {
                         }
                         Command::Refused { class, command } => {
                             port.stats.ctrl_refused.fetch_add(1, Ordering::Relaxed);
-                            *lock(&port.last_error) =
-                                Some(format!("control queue: refused class {class} command {command}"));
+                            port.note(format!("control queue: refused class {class} command {command}"));
                         }
                     }
                 }
@@ -376,7 +387,7 @@ impl NetBackend {
         if let Some(f) = fault {
             conn.ctrl_stopped.store(true, Ordering::Release);
             port.stats.ctrl_stopped.fetch_add(1, Ordering::Relaxed);
-            *lock(&port.last_error) = Some(format!("control queue stopped: {}", f.reason()));
+            port.note(format!("control queue stopped: {}", f.reason()));
         }
         if answered > 0 && matches!(st.get_queue_mut().needs_notification(&*mem), Ok(true)) {
             let _ = st.signal_used_queue();

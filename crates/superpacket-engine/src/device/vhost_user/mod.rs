@@ -498,8 +498,7 @@ impl VhostUserDriver {
             self.stopped[which] = true;
             self.stats.queue_stopped += 1;
             self.drop_n(fault.reason(), 1);
-            *lock(&self.shared().last_error) =
-                Some(format!("queue {} stopped: {}", 2 * self.qp + which, fault.reason()));
+            self.shared().note(format!("queue {} stopped: {}", 2 * self.qp + which, fault.reason()));
         }
     }
 
