@@ -77,9 +77,10 @@ use superpacket::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::validate::{Medium, l4_pseudo_header_sum, validate_frame};
 use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, TcpFlags};
+use superpacket_engine::io::affinity;
 use superpacket_engine::io::pv::{
     PendingAttach, PvClient, PvClientConfig, PvError, PvLink, PvServerConfig, SeqListener, TxError, TxForm, TxStrategy,
-    accept_one, affinity, proto, ring,
+    accept_one, proto, ring,
 };
 
 /// UDP port the peer echoes with its own strategy (RFC 862).

@@ -47,7 +47,7 @@ use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::FrameHeaders;
 use superpacket_engine::device::PortDriver;
 use superpacket_engine::device::vhost_user::{VhostUserDriver, VhostUserOptions};
-use superpacket_engine::io::pv::affinity;
+use superpacket_engine::io::affinity;
 use superpacket_engine::io::tx_policy::{TxForm, TxStrategy};
 use superpacket_engine::io::virtio_user::{VirtioUser, VirtioUserConfig, VirtioUserError};
 

@@ -84,6 +84,7 @@
 //! drop, including during a panic unwind; [`netns::cleanup_stale`] removes
 //! namespaces left by killed processes of this crate.
 
+pub mod affinity;
 pub mod cputime;
 pub mod error;
 pub mod ethtool;

@@ -46,7 +46,7 @@ pub mod tunrs;
 pub mod workload;
 
 use super::{BenchReport, median};
-use superpacket_engine::io::pv::affinity;
+use superpacket_engine::io::affinity;
 use workload::{GroWorkload, GsoWorkload};
 
 /// The targets: `(ratio result name, minimum)`.

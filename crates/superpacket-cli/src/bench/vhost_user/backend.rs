@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use super::cpu::process_cpu_seconds;
 use super::testpmd::{Testpmd, TestpmdSpec};
-use superpacket_engine::io::pv::affinity;
+use superpacket_engine::io::affinity;
 
 /// Which backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,7 +8,7 @@
 //! backend (every thread of the engine process, or of DPDK's vhost
 //! testpmd) alone on another.
 
-use superpacket_engine::io::pv::affinity;
+use superpacket_engine::io::affinity;
 
 /// Which CPU runs what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -15,7 +15,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use superpacket_engine::io::pv::affinity;
+use superpacket_engine::io::affinity;
 
 /// The program.
 pub const TESTPMD: &str = "dpdk-testpmd";

@@ -22,7 +22,6 @@
 //! - [`link`]: one attached link ([`PvLink`]) and the handshake's two halves;
 //! - [`client`]: the application's API ([`PvClient`]);
 //! - [`poller`]: the epoll set an engine port exposes as its descriptor;
-//! - [`affinity`]: CPU pinning for measurements.
 //!
 //! The engine side is the `pv` port driver ([`crate::device::pv_port`]),
 //! topology `driver = { kind = "pv", socket = "/path/to.sock" }`.
@@ -65,7 +64,6 @@
 //! engine sees its control socket hang up, unmaps the region and closes
 //! every descriptor: the memory is released.
 
-pub mod affinity;
 pub mod client;
 pub mod hdrinfo;
 pub mod link;

@@ -1,10 +1,11 @@
 //! CPU placement for the two ends of a measurement: busy-polling ends of a
-//! pv link must run on different CPUs (two spinning processes sharing one
-//! CPU take turns per scheduler slice, and the figures then measure the
-//! scheduler). `superpacket bench pv-tx` pins its own thread to one CPU and
-//! the peer processes to another, as netperf's `-T` does.
+//! link (pv, vhost-user, testpmd frontends) must run on different CPUs (two
+//! spinning processes sharing one CPU take turns per scheduler slice, and
+//! the figures then measure the scheduler). The benchmarks pin their own
+//! thread to one CPU and the peer processes to another, as netperf's `-T`
+//! does.
 
-use super::super::error::IoError;
+use super::error::IoError;
 
 /// The CPUs the calling thread may run on.
 ///
