@@ -43,6 +43,9 @@ struct Testpmd {
     child: Option<Child>,
     stdin: Option<ChildStdin>,
     out: PathBuf,
+    /// The EAL's runtime directory of this testpmd's own file prefix
+    /// (the tests run as root: under `/var/run/dpdk`).
+    runtime_dir: PathBuf,
 }
 
 impl Testpmd {
@@ -77,7 +80,8 @@ impl Testpmd {
             .spawn()
             .expect("start dpdk-testpmd");
         let stdin = child.stdin.take();
-        let mut t = Testpmd { child: Some(child), stdin, out };
+        let runtime_dir = Path::new("/var/run/dpdk").join(&prefix);
+        let mut t = Testpmd { child: Some(child), stdin, out, runtime_dir };
         t.wait_for("testpmd> ", 1, Duration::from_secs(30));
         t
     }
@@ -162,6 +166,7 @@ impl Drop for Testpmd {
             let _ = c.kill();
             let _ = c.wait();
         }
+        let _ = std::fs::remove_dir_all(&self.runtime_dir);
     }
 }
 
