@@ -63,13 +63,12 @@ const MSS: u16 = 1448;
 /// Source MAC of [`FlowSpec::new`]: captured frames without it are strays.
 const FLOW_SRC_MAC: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 1];
 
-/// Two namespaces joined by veth `a` (in the first) - `b` (in the second), both up.
+/// Two namespaces joined by veth `a` (in the first) - `b` (in the second), both up and running.
 fn veth_pair(a: &str, b: &str) -> (NetNs, NetNs, VethPair) {
     let ns_a = quiet_ns(PREFIX);
     let ns_b = quiet_ns(PREFIX);
     let veth = VethPair::create(&ns_a, a, &ns_b, b).expect("veth pair");
-    ns_a.link_up(a).unwrap();
-    ns_b.link_up(b).unwrap();
+    common::veth_up_and_running(&ns_a, a, &ns_b, b);
     (ns_a, ns_b, veth)
 }
 
@@ -708,8 +707,7 @@ fn af_packet_port_gone_and_back() {
         let ns_b = quiet_ns(PREFIX);
         let make = || {
             let v = VethPair::create(&ns_a, "spga", &ns_b, "spgb").unwrap();
-            ns_a.link_up("spga").unwrap();
-            ns_b.link_up("spgb").unwrap();
+            common::veth_up_and_running(&ns_a, "spga", &ns_b, "spgb");
             v
         };
         let veth = make();

@@ -282,8 +282,7 @@ fn af_packet_port_on_veth_superpacket_or_segments() {
     let ns_a = quiet_ns(PREFIX);
     let ns_b = quiet_ns(PREFIX);
     let _veth = VethPair::create(&ns_a, "spva", &ns_b, "spvb").expect("veth pair");
-    ns_a.link_up("spva").unwrap();
-    ns_b.link_up("spvb").unwrap();
+    common::veth_up_and_running(&ns_a, "spva", &ns_b, "spvb");
     let mut cap = PacketSocket::open_in(&ns_b, "spvb", &capture_cfg()).expect("capture socket");
     let drv = PacketSocketDriver::open("spva", Some(&ns_a)).expect("AF_PACKET port");
     let mut g = Graph::new(StackMode::Passthrough);

@@ -87,6 +87,15 @@ pub fn links_up_and_running(ns: &NetNs, devs: &[&str]) {
     }
 }
 
+/// Sets both ends of a fresh veth up (`a` in `ns_a`, `b` in `ns_b`) and
+/// waits until both are operational (an end is only once its peer is up).
+#[allow(dead_code)]
+pub fn veth_up_and_running(ns_a: &NetNs, a: &str, ns_b: &NetNs, b: &str) {
+    ns_b.link_up(b).unwrap_or_else(|e| panic!("link {b} up: {e}"));
+    links_up_and_running(ns_a, &[a]);
+    links_up_and_running(ns_b, &[b]);
+}
+
 /// Whether the Wireshark command-line `tools` (e.g. `tshark`) are installed:
 /// panics with a clear message if one is missing, unless
 /// `SUPERPACKET_SKIP_TSHARK=1` (then prints a skip note and returns `false`).
