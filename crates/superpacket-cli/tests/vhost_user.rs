@@ -15,7 +15,7 @@
 mod common;
 
 use common::engine::{Running, counter};
-use common::{privileged, quiet_ns};
+use common::{fnv1a, privileged, quiet_ns};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -485,13 +485,12 @@ fn kernel_tcp_crosses_testpmds_checksum_engine_whole_and_correct() {
     if !privileged(TEST) || !testpmd_available(TEST) {
         return;
     }
-    use fnv::digest;
     let lab = CsumLab::start("spvt", 98, 0x0e, &[]);
     let data: Vec<u8> = (0..4u32 << 20).map(|i| (i.wrapping_mul(7) % 251) as u8).collect();
     let got = lab.transfer(&data);
     let CsumLab { engine, mut pmd, .. } = lab;
     assert_eq!(got.len(), data.len());
-    assert_eq!(digest(&got), digest(&data), "the bytes B received differ from A's");
+    assert_eq!((fnv1a(&got), got.len()), (fnv1a(&data), data.len()), "the bytes B received differ from A's");
     let s =
         wait_stats(&engine, "the engine counted the transfer", |s| counter(s, "vp", "driver.rx_csum_partial") > 1000);
     let acked = counter(&s, "vp", "driver.features");
@@ -520,7 +519,6 @@ fn kernel_tcp_superpackets_cross_testpmd_whole_both_ways() {
     if !privileged(TEST) || !testpmd_available(TEST) {
         return;
     }
-    use fnv::digest;
     let lab = CsumLab::start("spvl", 97, 0x0f, &["--rx-offloads=0x2018"]);
     let data: Vec<u8> = (0..16u32 << 20).map(|i| (i.wrapping_mul(13) % 251) as u8).collect();
     let got = lab.transfer(&data);
@@ -531,7 +529,7 @@ fn kernel_tcp_superpackets_cross_testpmd_whole_both_ways() {
         let n = data.len() as u64;
         counter(s, "vp", "driver.tx_bytes") > n && counter(s, "vp", "driver.rx_bytes") > n
     });
-    assert_eq!(digest(&got), digest(&data), "the bytes B received differ from A's");
+    assert_eq!((fnv1a(&got), got.len()), (fnv1a(&data), data.len()), "the bytes B received differ from A's");
     eprintln!(
         "to testpmd: {} frames, {} superpackets, {} buffers; from testpmd: {} frames, {} superpackets; B's TAP: {} superpackets",
         counter(&s, "vp", "driver.tx_frames"),
@@ -616,19 +614,6 @@ fn a_frontend_killed_mid_superpacket_stream_leaves_the_engine_responsive() {
             unsafe { libc::kill(pid as i32, libc::SIGKILL) };
             panic!("the engine ignored SIGTERM after its frontend died");
         }
-    }
-}
-
-/// A digest without a crypto dependency: FNV-1a over 64-bit words and the
-/// length (the test compares a 4 MiB stream with its copy).
-mod fnv {
-    pub fn digest(b: &[u8]) -> (u64, usize) {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        for x in b {
-            h ^= u64::from(*x);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        (h, b.len())
     }
 }
 

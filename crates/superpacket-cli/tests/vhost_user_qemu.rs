@@ -20,7 +20,7 @@ mod common;
 
 use common::engine::{Running, counter, port_bridged_to_tap};
 use common::qemu::{GuestKernel, Initramfs, Qemu, VIRTIO_NET_MODULES, compile_static};
-use common::{privileged, quiet_ns};
+use common::{fnv1a, privileged, quiet_ns};
 use std::path::Path;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -41,11 +41,6 @@ fn qemu_available(test: &str) -> Option<GuestKernel> {
         return None;
     }
     panic!("{test}: {why}: run scripts/qemu-guest.sh (scripts/test.sh does), or set SUPERPACKET_SKIP_QEMU=1 to skip");
-}
-
-/// FNV-1a, 64-bit, as the guest helper computes it.
-fn fnv1a(data: &[u8]) -> u64 {
-    data.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 
 /// One `SPGUEST <mode> sent=N fnv=HEX` line of the console: (N, hash).

@@ -64,6 +64,14 @@ pub fn receive_one_tcp_stream(listener: std::net::TcpListener, timeout: Duration
     })
 }
 
+/// FNV-1a, 64-bit: a digest for comparing a received stream with what was
+/// sent, without a crypto dependency (the QEMU guest helper computes the
+/// same).
+#[allow(dead_code)]
+pub fn fnv1a(data: &[u8]) -> u64 {
+    data.iter().fold(0xcbf2_9ce4_8422_2325, |h: u64, b| (h ^ u64::from(*b)).wrapping_mul(0x0000_0100_0000_01b3))
+}
+
 /// A namespace named after `prefix` with IPv6 off, so that nothing but the
 /// test's own frames moves in it (deleted on drop).
 pub fn quiet_ns(prefix: &str) -> NetNs {
