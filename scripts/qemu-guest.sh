@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # What the QEMU guest test (crates/superpacket-cli/tests/vhost_user_qemu.rs,
-# run with SUPERPACKET_QEMU=1) and docs/topology.md's QEMU example need, on
+# run by scripts/test.sh) and docs/topology.md's QEMU example need, on
 # Debian 12 as root or with sudo: QEMU, busybox-static, gcc (the guest helper
 # is a static C program) and a Debian kernel package extracted into
 # target/qemu-guest/k (or $SUPERPACKET_QEMU_GUEST_DIR/k). The kernel is
@@ -28,7 +28,10 @@ if ls "$dir"/k/boot/vmlinuz-* >/dev/null 2>&1; then
 fi
 mkdir -p "$dir"
 # linux-image-amd64 depends on the current linux-image-6.1.0-N-amd64.
-pkg=$(apt-cache depends linux-image-amd64 | awk '/Depends: linux-image-/ { print $2; exit }')
+kernel_package() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-/ { print $2; exit }'; }
+pkg=$(kernel_package)
+# A machine whose packages were all there may have no apt lists yet.
+[ -n "$pkg" ] || { as_root apt-get update -qq && pkg=$(kernel_package); }
 [ -n "$pkg" ] || { echo "no linux-image-amd64 in the apt lists (apt-get update?)" >&2; exit 2; }
 (cd "$dir" && rm -f linux-image-*.deb && apt-get download "$pkg" 2>/dev/null)
 # Only the kernel and the virtio-net modules are kept (the package is 400 MB
