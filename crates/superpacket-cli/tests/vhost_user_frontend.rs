@@ -14,7 +14,11 @@
 //! - a frontend that did not ack `GUEST_USO4`/`GUEST_USO6` gets the
 //!   datagrams one by one (the engine segments before the port);
 //! - `bench vhost-tx --quick` (no root needed) runs its three transmit
-//!   strategies between this process and a `vhost-peer` process.
+//!   strategies between this process and a `vhost-peer` process;
+//! - two frontends on `examples/live-vhost-user-bridge.toml` (no root
+//!   needed) exchange frames of every kind, superpackets whole, with each
+//!   transmit strategy; one that leaves has its memory unmapped by the
+//!   engine, and the next one on its socket gets traffic again.
 
 mod common;
 
@@ -23,13 +27,17 @@ use common::{privileged, quiet_ns};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream, UdpSocket};
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::time::{Duration, Instant};
 use superpacket::csum::pseudo_header_v4;
 use superpacket::packet::virtio::{GSO_NONE, GSO_TCPV4, GSO_UDP_L4};
+use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
 use superpacket::traffic::{Addrs, Flow, FlowSpec, Transport, fill_payload};
+use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::{MacAddr, TcpFlags, TcpPacket};
 use superpacket_engine::device::vhost_user::features as vf;
 use superpacket_engine::io::NetNs;
+use superpacket_engine::io::tx_policy::TxStrategy;
 use superpacket_engine::io::virtio_user::{DescLayout, RxFrame, VirtioUser, VirtioUserConfig};
 
 const FE_IP: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
@@ -348,7 +356,7 @@ fn a_frontend_without_guest_uso_gets_the_kernels_datagrams_one_by_one() {
 #[test]
 fn bench_vhost_tx_runs_the_three_strategies_over_a_real_vhost_user_link() {
     let r = superpacket_cli::bench::vhost_tx::run_with_progress(
-        &superpacket_cli::bench::pv_tx::PvTxBenchOptions { quick: true },
+        &superpacket_cli::bench::tx_strategies::TxBenchOptions { quick: true },
         &mut |_, _, _| {},
     );
     let text = superpacket_cli::bench::vhost_tx::render_human(&r);
@@ -367,4 +375,157 @@ fn bench_vhost_tx_runs_the_three_strategies_over_a_real_vhost_user_link() {
     for name in ["rr_tps_swcsum_direct", "stream_pps_offload_indirect", "stream_tso_gbps_direct_nocsum"] {
         assert!(r.get(name).is_some_and(|v| v > 0.0), "{name}:\n{text}");
     }
+}
+
+const MAC_A: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x0a];
+const MAC_B: [u8; 6] = [0x02, 0x5e, 0, 0, 0, 0x0b];
+
+/// Frames from `src` to `dst` of every kind, with partial checksums: UDP
+/// and TCP over IPv4 and IPv6 with 8 to 1400 bytes of payload, and every
+/// tenth a 30 KB TSO or USO superpacket in segments of a 1500-byte MTU.
+fn traffic(src: [u8; 6], dst: [u8; 6], n: usize) -> Vec<Packet> {
+    let mut flows: Vec<(Flow, Transport)> =
+        [(Transport::Udp, false), (Transport::Tcp, false), (Transport::Udp, true), (Transport::Tcp, true)]
+            .into_iter()
+            .enumerate()
+            .map(|(i, (t, v6))| {
+                let mut spec = FlowSpec::new(t, v6, 40 + i as u32);
+                spec.src_mac = MacAddr(src);
+                spec.dst_mac = MacAddr(dst);
+                (Flow::new(spec), t)
+            })
+            .collect();
+    (0..n)
+        .map(|k| {
+            let (f, t) = &mut flows[k % 4];
+            if k % 10 == 7 {
+                // TCP carries 12 bytes of timestamps.
+                let gso = match (*t, k % 4 >= 2) {
+                    (Transport::Tcp, false) => 1448,
+                    (Transport::Tcp, true) => 1428,
+                    _ => 1400,
+                };
+                f.superpacket(30_000, gso, TcpFlags::empty()).unwrap()
+            } else {
+                f.superpacket([8usize, 64, 500, 1000, 1400][k % 5], 9000, TcpFlags::empty()).unwrap()
+            }
+        })
+        .collect()
+}
+
+/// `sent` as its receiver must see it: the checksum completed unless it
+/// arrived partial (`got`).
+fn as_received(sent: &Packet, got: &OffloadMeta) -> Vec<u8> {
+    let mut b = sent.to_vec();
+    if let (ChecksumState::Partial { start, offset }, false) =
+        (sent.meta.csum, matches!(got.csum, ChecksumState::Partial { .. }))
+    {
+        superpacket::csum::complete_partial(&mut b, start as usize, offset as usize, offset == 6).unwrap();
+    }
+    b
+}
+
+/// Sends `frames` from `from` with `strategy` in batches of `batch` (`more`
+/// on all but the last of a batch) and checks that `to` receives each one
+/// byte for byte, superpackets whole, every checksum valid.
+fn exchange(
+    engine: &Running,
+    from: &mut VirtioUser,
+    to: &mut VirtioUser,
+    strategy: TxStrategy,
+    frames: &[Packet],
+    batch: usize,
+) {
+    let mut problems = Vec::new();
+    for chunk in frames.chunks(batch) {
+        for (j, p) in chunk.iter().enumerate() {
+            let mut frame = p.to_vec();
+            from.send_with(strategy, &mut frame, &p.meta, j + 1 < chunk.len()).unwrap();
+        }
+        for p in chunk {
+            let (f, got) = recv_where(to, engine, |_, _| true);
+            let meta = f.meta(&got).unwrap();
+            assert!(got == as_received(p, &meta), "{strategy:?}: {:?} arrived as {meta:?}, changed", p.meta);
+            assert_eq!(meta.is_gso(), p.meta.is_gso(), "{strategy:?}: {:?} arrived as {meta:?}", p.meta);
+            problems.clear();
+            validate_frame(&got, Medium::Ethernet, &meta, false, &mut problems);
+            assert!(problems.is_empty(), "{strategy:?} {meta:?}: {problems:?}");
+        }
+    }
+}
+
+/// Mappings of a [`VirtioUser`]'s guest memory (its memfd) in process `pid`.
+fn frontend_memory_mappings(pid: u32) -> usize {
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap();
+    maps.lines().filter(|l| l.contains("memfd:superpacket-virtio-user")).count()
+}
+
+/// Waits until process `pid` maps exactly `want` frontend memories' worth
+/// of mappings (the port unmaps in its control thread).
+fn wait_mappings(pid: u32, ok: impl Fn(usize) -> bool, what: &str) -> usize {
+    let t0 = Instant::now();
+    loop {
+        let n = frontend_memory_mappings(pid);
+        if ok(n) {
+            return n;
+        }
+        assert!(t0.elapsed() < T, "{what}: the engine maps {n} frontend memory regions");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// `examples/live-vhost-user-bridge.toml` as shipped (its sockets moved into
+/// the test's directory) with two frontends: frames of every kind cross
+/// the engine both ways with each transmit strategy, one at a time and in
+/// batches, superpackets whole and every frame intact; a frontend that
+/// leaves is detached and its memory unmapped (a killed process closes the
+/// same socket and descriptors), and the next one on its socket gets
+/// traffic again.
+#[test]
+fn two_frontends_exchange_every_kind_of_frame_through_the_vhost_user_bridge_example() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/live-vhost-user-bridge.toml"),
+    )
+    .unwrap();
+    let topology = example.replace("/run/superpacket/", &format!("{}/", dir.path().display()));
+    assert_ne!(topology, example, "the example's socket paths moved");
+    let engine = Running::start(&topology);
+    let pid = engine.pid().unwrap();
+    assert_eq!(frontend_memory_mappings(pid), 0, "no frontend, no guest memory");
+    let connect = |sock: &str| VirtioUser::connect(&VirtioUserConfig::new(dir.path().join(sock))).unwrap();
+    let attached = |port: &str, attaches: u64| {
+        let s = wait_stats(&engine, |s| {
+            counter(s, port, "driver.connected") == 1 && counter(s, port, "driver.attaches") == attaches
+        });
+        assert_eq!(counter(&s, port, "driver.connected"), 1, "{port}: {s:#}");
+    };
+    let mut a = connect("vu-a.sock");
+    let mut b = connect("vu-b.sock");
+    attached("vua", 1);
+    attached("vub", 1);
+    let both = wait_mappings(pid, |n| n > 0, "two frontends attached");
+    for s in TxStrategy::ALL {
+        exchange(&engine, &mut a, &mut b, s, &traffic(MAC_A, MAC_B, 60), 1);
+        exchange(&engine, &mut b, &mut a, s, &traffic(MAC_B, MAC_A, 60), 5);
+    }
+    // Both forms went out, and superpackets crossed whole both ways.
+    for (name, fe) in [("a", &a), ("b", &b)] {
+        let st = fe.stats();
+        assert!(st.tx_direct > 0 && st.tx_indirect > 0 && st.rx_superpackets >= 18, "{name}: {st:?}");
+    }
+
+    drop(a);
+    let s = wait_stats(&engine, |s| counter(s, "vua", "driver.detaches") == 1);
+    assert_eq!(counter(&s, "vua", "driver.connected"), 0, "{s:#}");
+    assert_eq!(counter(&s, "vua", "driver.protocol_errors"), 0, "{s:#}");
+    wait_mappings(pid, |n| n < both, "the frontend of vua left");
+    let mut a = connect("vu-a.sock");
+    attached("vua", 2);
+    exchange(&engine, &mut a, &mut b, TxStrategy::default(), &traffic(MAC_A, MAC_B, 30), 3);
+    drop((a, b));
+    wait_stats(&engine, |s| counter(s, "vua", "driver.connected") == 0 && counter(s, "vub", "driver.connected") == 0);
+    wait_mappings(pid, |n| n == 0, "both frontends left");
+    let (code, err) = engine.stop();
+    assert_eq!(code, Some(0), "{err}");
 }

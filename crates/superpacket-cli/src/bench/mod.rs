@@ -15,15 +15,16 @@ pub mod gro;
 pub mod gso;
 pub mod lro_forward;
 pub mod ministat;
+pub mod peer_process;
 pub mod peers;
 pub mod plot;
-pub mod pv_tx;
 pub mod scenarios;
 pub mod seed_qinq_tso;
 pub mod seed_vlan_nat;
 pub mod stats;
 pub mod suite;
 pub mod suite_report;
+pub mod tx_strategies;
 pub mod vhost_tx;
 pub mod vhost_user;
 

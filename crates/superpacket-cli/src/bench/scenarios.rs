@@ -379,7 +379,7 @@ pub static SCENARIOS: &[Scenario] = &[
             ],
         }],
         available: always,
-        run: |o, p| Ok(super::vhost_tx::run_with_progress(&super::pv_tx::PvTxBenchOptions { quick: o.quick }, p)),
+        run: |o, p| Ok(super::vhost_tx::run_with_progress(&super::tx_strategies::TxBenchOptions { quick: o.quick }, p)),
     },
     Scenario {
         name: "qinq-tso",

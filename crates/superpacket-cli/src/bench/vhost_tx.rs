@@ -23,20 +23,19 @@
 //!
 //! The measurement, the estimator (fastest of many short interleaved
 //! samples, the two processes pinned to different CPUs) and the figures
-//! are those of `bench pv-tx` ([`super::pv_tx`]), so suite scenario 4 reads
-//! the same names. What differs is the ring: the device is the engine's
-//! vhost-user port (`virtio-queue`'s descriptor walk, `vm-memory` copies),
-//! and on virtio the header is always there, so "offload" needs no extra
-//! header information, only the indirect table.
+//! are [`super::tx_strategies`]'s, which suite scenario 4 reads. The device
+//! is the engine's vhost-user port (`virtio-queue`'s descriptor walk,
+//! `vm-memory` copies); on virtio the header is always there, so "offload"
+//! needs no extra header information, only the indirect table.
 //!
 //! The frontend copies each request into a scratch buffer before sending
 //! (the software checksum is completed in that copy, so the request keeps
 //! its pseudo-header sum); every strategy pays that copy.
 
 use super::BenchReport;
-use super::pv_tx::{
-    ECHO_PORT, ECHO_PORT_BASE, LinkKind, PeerProcess, PeerReport, PvTxBenchOptions, StrategyLink, peer_args, reflect,
-    render_with, run_over, superpacket_binary,
+use super::peer_process::{PeerProcess, PeerReport, peer_args, superpacket_binary};
+use super::tx_strategies::{
+    ECHO_PORT, ECHO_PORT_BASE, LinkKind, StrategyLink, TxBenchOptions, reflect, render_with, run_over,
 };
 use std::collections::BTreeMap;
 use std::os::fd::BorrowedFd;
@@ -128,7 +127,7 @@ impl StrategyLink for VirtioLink {
 pub const VHOST_LINK: LinkKind<VirtioLink> = LinkKind {
     bench: "vhost-tx",
     spawn_peer: |sock, busy_poll, cpu| {
-        let args = peer_args(None, busy_poll, false, cpu);
+        let args = peer_args(busy_poll, false, cpu);
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         PeerProcess::spawn_command(&superpacket_binary()?, &["vhost-peer"], sock, &args)
     },
@@ -137,7 +136,7 @@ pub const VHOST_LINK: LinkKind<VirtioLink> = LinkKind {
 
 /// Runs the benchmark, calling `on_step(description, step, total_steps)`
 /// before each step and once more with `step == total_steps` when done.
-pub fn run_with_progress(opts: &PvTxBenchOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> BenchReport {
+pub fn run_with_progress(opts: &TxBenchOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> BenchReport {
     run_over(&VHOST_LINK, opts, on_step)
 }
 

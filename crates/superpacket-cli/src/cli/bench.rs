@@ -16,17 +16,12 @@ pub enum BenchScenario {
     /// reassembly throughput against memcpy.
     #[command(name = "defrag-coalesce")]
     DefragCoalesce(CommonBenchArgs),
-    /// Paravirtual port between two processes: request/response rate (64 B
-    /// to 1500 B) and streaming rate for the three transmit strategies
-    /// (software checksum + direct for lone packets, offload + header info
-    /// via indirect descriptors, direct offload without header info).
-    #[command(name = "pv-tx")]
-    PvTx(CommonBenchArgs),
     /// Seed result 4 on vhost-user: superpacket's virtio-user frontend and
-    /// the engine's vhost-user port in two processes, the same figures as
-    /// pv-tx for the three transmit strategies (software checksum + one
-    /// direct descriptor for lone packets, offload with the header in an
-    /// indirect table, offload in one direct descriptor).
+    /// the engine's vhost-user port in two processes: request/response rate
+    /// (64 B to 1500 B) and streaming rate for the three transmit strategies
+    /// (software checksum + one direct descriptor for lone packets, offload
+    /// with the header in an indirect table, offload in one direct
+    /// descriptor).
     #[command(name = "vhost-tx")]
     VhostTx(CommonBenchArgs),
     /// Software GSO (TSO/USO with checksum completion) payload throughput,
@@ -108,16 +103,12 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
             |quick, p| defrag::run_with_progress(&defrag::DefragBenchOptions { quick }, p),
             defrag::render_human,
         ),
-        BenchScenario::PvTx(a) => report(
-            a,
-            "pv-tx",
-            |quick, p| crate::bench::pv_tx::run_with_progress(&crate::bench::pv_tx::PvTxBenchOptions { quick }, p),
-            crate::bench::pv_tx::render_human,
-        ),
         BenchScenario::VhostTx(a) => report(
             a,
             "vhost-tx",
-            |quick, p| crate::bench::vhost_tx::run_with_progress(&crate::bench::pv_tx::PvTxBenchOptions { quick }, p),
+            |quick, p| {
+                crate::bench::vhost_tx::run_with_progress(&crate::bench::tx_strategies::TxBenchOptions { quick }, p)
+            },
             crate::bench::vhost_tx::render_human,
         ),
         BenchScenario::Gso(a) => {

@@ -254,7 +254,7 @@ pub fn select(names: &[String]) -> Result<Vec<Scenario>, CliError> {
                 let known: Vec<String> =
                     all.iter().map(|s| s.result.map_or(s.name.to_string(), |r| format!("{} ({r})", s.name))).collect();
                 return Err(CliError(format!(
-                    "unknown scenario '{n}'; suite scenarios: {}; micro-benchmarks: csum, gro, gso, defrag-coalesce, seed-vlan-nat, seed-qinq-tso, pv-tx, vhost-tx, peers",
+                    "unknown scenario '{n}'; suite scenarios: {}; micro-benchmarks: csum, gro, gso, defrag-coalesce, seed-vlan-nat, seed-qinq-tso, vhost-tx, peers",
                     known.join(", ")
                 )));
             }

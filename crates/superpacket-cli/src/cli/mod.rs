@@ -16,7 +16,6 @@ mod pcap_gso;
 mod pcap_media;
 mod pcap_output;
 mod progress;
-mod pv_peer;
 mod run;
 mod run_lab;
 mod stats;
@@ -91,15 +90,9 @@ enum Command {
     /// ASCII distribution plot, Student's t test against the first file.
     /// Exit 0 ok, 2 usage or I/O error.
     Ministat(ministat::MinistatArgs),
-    /// The other end of a paravirtual link, for `bench pv-tx` and the tests.
-    #[command(name = "pv-peer", hide = true)]
-    PvPeer {
-        #[command(subcommand)]
-        command: pv_peer::PvPeerCommand,
-    },
     /// The engine's vhost-user port with an echo responder, for `bench vhost-tx`.
     #[command(name = "vhost-peer", hide = true)]
-    VhostPeer(pv_peer::PeerArgs),
+    VhostPeer(vhost_peer::PeerArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -145,7 +138,6 @@ pub fn main() -> ExitCode {
         Command::Bench { scenario: Some(scenario), .. } => bench::run(&scenario),
         Command::Bench { scenario: None, suite } => bench_suite::run(&suite),
         Command::Ministat(args) => ministat::run(&args),
-        Command::PvPeer { command } => pv_peer::run(&command),
         Command::VhostPeer(args) => vhost_peer::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Stats(args) => stats::run(&args),

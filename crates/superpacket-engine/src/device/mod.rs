@@ -7,10 +7,11 @@
 //! - [`graph`]: the device graph, transmit and receive paths, counters.
 //! - [`port`]: port drivers (in-memory, pcap); [`port_io`]: TAP and AF_PACKET ports;
 //!   [`tun_port`]: TUN ports (raw IP, framed as a point-to-point Ethernet link);
-//!   [`pv_port`]: paravirtual shared-memory ports ([`crate::io::pv`]).
+//!   [`vhost_user`]: vhost-user-net ports (virtio-net devices for a VMM or
+//!   a virtio-user frontend).
 //!
 //! Each real port driver is built with its cargo feature of this crate
-//! (`tap`, `tun`, `af-packet`, `pv`; all on by default); a topology naming a
+//! (`tap`, `tun`, `af-packet`, `vhost-user`; all on by default); a topology naming a
 //! driver that is not built is refused, naming the feature.
 //! - [`vlan`], [`bond`], [`team`], [`bridge`]: device kinds.
 //! - [`udp_tunnel`]: VXLAN and Geneve devices (superpackets encapsulated whole).
@@ -27,8 +28,6 @@ pub mod netdev;
 pub mod port;
 #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
 pub mod port_io;
-#[cfg(feature = "pv")]
-pub mod pv_port;
 pub mod router;
 pub mod seed;
 pub mod superpackets;
@@ -67,8 +66,6 @@ pub use port_io::TapDriver;
 pub use port_io::TapPortOptions;
 #[cfg(feature = "af-packet")]
 pub use port_io::{PacketPortOptions, PacketSocketDriver};
-#[cfg(feature = "pv")]
-pub use pv_port::{PvPortDriver, PvPortOptions};
 pub use tables::TableUsage;
 pub use topology::{BuildOptions, Topology, TopologyError};
 #[cfg(feature = "tun")]

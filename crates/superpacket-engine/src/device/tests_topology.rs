@@ -323,7 +323,7 @@ fn bad_files_name_the_line_and_the_problem() {
         };
         let text = err.to_string();
         if text.contains("is not built in")
-            && !cfg!(all(feature = "tap", feature = "tun", feature = "af-packet", feature = "pv"))
+            && !cfg!(all(feature = "tap", feature = "tun", feature = "af-packet", feature = "vhost-user"))
         {
             // A build without this driver: its feature check speaks first.
             continue;
@@ -358,6 +358,38 @@ fn a_driver_whose_feature_is_not_built_is_refused_naming_the_feature() {
             )
         );
     }
+}
+
+/// The retired `pv` port: every way of naming it, old keys included, is
+/// refused at its `kind` naming the vhost-user replacement; a crate that
+/// registers a kind of that name gets its own driver.
+#[test]
+fn a_retired_pv_driver_is_refused_naming_vhost_user() {
+    for driver in [
+        r#"{ kind = "pv", socket = "pv0.sock" }"#,
+        r#"{ kind = "pv", socket = "pv0.sock", strategy = "swcsum-direct", header_info = false, ring = 256 }"#,
+        r#""pv""#,
+    ] {
+        let src = format!("[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = {driver}\n");
+        let err = Topology::parse(&src).and_then(|t| t.build()).map(|_| ()).unwrap_err();
+        let text = err.to_string();
+        assert_eq!(err.line, 4, "{text}");
+        assert!(
+            text.starts_with("line 4: driver kind \"pv\" (the home-made shared-memory port) is retired: "),
+            "{text}"
+        );
+        for w in ["kind = \"vhost-user\"", "virtio_user::VirtioUser", "docs/topology.md"] {
+            assert!(text.contains(w), "{text:?} lacks {w:?}");
+        }
+    }
+    let mut opts = BuildOptions::default();
+    opts.drivers.register("pv", counting);
+    let mut g = Topology::parse("[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = \"pv\"\n")
+        .unwrap()
+        .build_with(&opts)
+        .unwrap();
+    let p = g.id("p").unwrap();
+    assert!(g.driver_mut::<Counting>(p).is_some());
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! CPU placement for the two ends of a measurement: busy-polling ends of a
-//! link (pv, vhost-user, testpmd frontends) must run on different CPUs (two
+//! link (vhost-user ports, virtio-user and testpmd frontends) must run on different CPUs (two
 //! spinning processes sharing one CPU take turns per scheduler slice, and
 //! the figures then measure the scheduler). The benchmarks pin their own
 //! thread to one CPU and the peer processes to another, as netperf's `-T`

@@ -1,5 +1,5 @@
 //! Real I/O: network namespaces, rtnetlink and ethtool-ioctl host configuration,
-//! TAP and TUN devices, AF_PACKET sockets and the pv shared-memory ring (offload-rules section 4). The kernel oracles
+//! TAP and TUN devices, AF_PACKET sockets and a virtio-net frontend over vhost-user (offload-rules section 4). The kernel oracles
 //! built on them are in the `superpacket-lab` crate.
 //!
 //! This is the only module of the crate that uses libc `unsafe`; every block
@@ -76,7 +76,7 @@
 //!
 //! Each port driver's I/O is built with its cargo feature of this crate:
 //! `tap` (tap.rs), `tun` (tun.rs), `af-packet` (packet_socket.rs,
-//! packet_ring.rs), `pv` (pv/) and `vhost-user` (virtio_user/: a virtio-net
+//! packet_ring.rs) and `vhost-user` (virtio_user/: a virtio-net
 //! frontend over vhost-user); tuntap.rs comes with `tap` or `tun`.
 //!
 //! All errors are [`IoError`], naming the failing syscall, netlink request or
@@ -96,8 +96,6 @@ pub mod netns;
 pub mod packet_ring;
 #[cfg(feature = "af-packet")]
 pub mod packet_socket;
-#[cfg(feature = "pv")]
-pub mod pv;
 pub mod sys;
 #[cfg(feature = "tap")]
 pub mod tap;

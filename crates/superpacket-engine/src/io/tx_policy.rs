@@ -1,10 +1,9 @@
 //! The transmit policy of a paravirtual NIC driver (seed result 4): when
 //! a packet with a partial checksum goes out checksum-offloaded through an
 //! indirect descriptor table, and when its checksum is completed in
-//! software so that it fits one direct descriptor. Shared by the pv link
-//! ([`crate::io::pv`]) and the virtio-user frontend
-//! ([`crate::io::virtio_user`]), which each say what the forms are on their
-//! rings.
+//! software so that it fits one direct descriptor. The virtio-user
+//! frontend ([`crate::io::virtio_user`]) applies it and says what the forms
+//! are on its rings.
 
 /// How the transmitter chooses between the forms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

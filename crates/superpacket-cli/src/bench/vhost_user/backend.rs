@@ -203,7 +203,7 @@ ports = ["vsend", "vrecv"]
 }
 
 fn start_engine(dir: &Path, sockets: [&Path; 2], cpu: usize) -> Result<Backend, String> {
-    let bin = crate::bench::pv_tx::superpacket_binary()?;
+    let bin = crate::bench::peer_process::superpacket_binary()?;
     let topo = dir.join("vhost-user-bench.toml");
     std::fs::write(&topo, topology(sockets)).map_err(|e| format!("{}: {e}", topo.display()))?;
     let log = dir.join("engine.log");

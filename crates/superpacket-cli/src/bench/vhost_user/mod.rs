@@ -406,7 +406,7 @@ pub fn available() -> Result<(), String> {
         return Err(format!("{} is not installed (apt-get install dpdk)", testpmd::TESTPMD));
     }
     Placement::choose()?;
-    crate::bench::pv_tx::superpacket_binary().map(drop)
+    crate::bench::peer_process::superpacket_binary().map(drop)
 }
 
 /// One run: both backends, in an order that alternates with the run.

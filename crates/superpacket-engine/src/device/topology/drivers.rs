@@ -21,18 +21,10 @@ use crate::device::port_io::TapDriver;
 use crate::device::port_io::TapPortOptions;
 #[cfg(feature = "af-packet")]
 use crate::device::port_io::{MAX_BATCH, MAX_RX_RING_FRAMES, PacketPortOptions, PacketSocketDriver};
-#[cfg(feature = "pv")]
-use crate::device::pv_port::{MAX_PV_BATCH, PvPortDriver, PvPortOptions};
 #[cfg(feature = "tun")]
 use crate::device::tun_port::TunDriver;
 #[cfg(feature = "vhost-user")]
 use crate::device::vhost_user::{self, VhostUserDriver, VhostUserOptions};
-#[cfg(feature = "pv")]
-use crate::io::pv::TxStrategy;
-#[cfg(feature = "pv")]
-use crate::io::pv::proto as pv_proto;
-#[cfg(feature = "pv")]
-use crate::io::pv::ring::MAX_RING as PV_MAX_RING;
 #[cfg(any(feature = "tap", feature = "tun"))]
 use crate::io::tuntap::{
     TUN_F_CSUM, TUN_F_TSO_ECN, TUN_F_TSO4, TUN_F_TSO6, TUN_F_UDP_TUNNEL, TUN_F_UDP_TUNNEL_GSO, TUN_F_USO4, TUN_F_USO6,
@@ -45,13 +37,24 @@ use toml::Spanned;
 
 /// The real port drivers: (driver kind, the cargo feature of this crate
 /// that builds it, whether it is built).
-pub(crate) const DRIVER_FEATURES: [(&str, &str, bool); 5] = [
+pub(crate) const DRIVER_FEATURES: [(&str, &str, bool); 4] = [
     ("tap", "tap", cfg!(feature = "tap")),
     ("tun", "tun", cfg!(feature = "tun")),
     ("af_packet", "af-packet", cfg!(feature = "af-packet")),
-    ("pv", "pv", cfg!(feature = "pv")),
     ("vhost-user", "vhost-user", cfg!(feature = "vhost-user")),
 ];
+
+/// Driver kinds superpacket had and retired: (kind, what it was, what
+/// replaces it). A topology naming one (unless a crate registered a kind
+/// of that name) is refused naming the replacement, not as an unknown
+/// driver.
+pub(crate) const RETIRED_DRIVERS: [(&str, &str, &str); 1] = [(
+    "pv",
+    "the home-made shared-memory port",
+    "use a vhost-user port, driver = { kind = \"vhost-user\", socket = \"app0.sock\" } \
+     (docs/topology.md, \"vhost-user ports\"), and attach superpacket_engine::io::virtio_user::VirtioUser, \
+     DPDK virtio-user or a VMM to it",
+)];
 
 /// Opens the driver of one port from what the topology says about it and
 /// the build options; a refusal becomes a [`TopologyError`] at the place
@@ -76,7 +79,8 @@ impl DriverRegistry {
     }
 
     /// Every built-in driver compiled into this crate: `memory`, `pcap`,
-    /// and `tap`, `tun`, `af_packet`, `pv` as their cargo features allow.
+    /// and `tap`, `tun`, `af_packet`, `vhost-user` as their cargo features
+    /// allow.
     pub fn builtin() -> DriverRegistry {
         let mut r = DriverRegistry::empty();
         r.register("memory", |cx, opts| cx.memory(opts));
@@ -87,8 +91,6 @@ impl DriverRegistry {
         r.register("tun", |cx, opts| cx.kernel_port(opts));
         #[cfg(feature = "af-packet")]
         r.register("af_packet", |cx, opts| cx.kernel_port(opts));
-        #[cfg(feature = "pv")]
-        r.register("pv", |cx, opts| cx.pv(opts));
         #[cfg(feature = "vhost-user")]
         r.register("vhost-user", |cx, opts| cx.vhost_user(opts));
         r
@@ -98,7 +100,7 @@ impl DriverRegistry {
     /// kind of that name had (the place in [`DriverRegistry::kinds`] stays).
     ///
     /// A kind named like a built-in one (`memory`, `pcap`, `tap`, `tun`,
-    /// `af_packet`, `pv`: [`super::schema::BUILTIN_DRIVER_KINDS`]) keeps the
+    /// `af_packet`, `vhost-user`: [`super::schema::BUILTIN_DRIVER_KINDS`]) keeps the
     /// built-in table schema: its factory reads [`DriverContext::table`].
     /// Any other kind accepts every key, and its factory reads
     /// [`DriverContext::keys`].
@@ -317,6 +319,9 @@ impl Topology {
                     ),
                 ));
             }
+            if let Some((_, what, instead)) = RETIRED_DRIVERS.iter().find(|(k, ..)| *k == kind) {
+                return Err(self.err(&span, format!("driver kind \"{kind}\" ({what}) is retired: {instead}")));
+            }
             return Err(self.err(&span, format!("unknown driver `{kind}` ({})", opts.drivers.known())));
         };
         let cx = DriverContext {
@@ -347,14 +352,12 @@ impl DriverContext<'_> {
             ("interface", &t.interface),
             ("netns", &t.netns),
             ("socket", &t.socket),
-            ("strategy", &t.strategy),
             ("mode", &t.mode),
         ];
         let spans = [
             ("offloads", t.offloads.as_ref().map(Spanned::span)),
             ("qdisc_bypass", t.qdisc_bypass.as_ref().map(Spanned::span)),
             ("batch", t.batch.as_ref().map(Spanned::span)),
-            ("header_info", t.header_info.as_ref().map(Spanned::span)),
             ("ring", t.ring.as_ref().map(Spanned::span)),
         ];
         let keys = keys.iter().map(|(k, v)| (*k, v.as_ref().map(Spanned::span))).chain(spans);
@@ -398,29 +401,6 @@ impl DriverContext<'_> {
             return Err(self.err(&span, "a pcap driver parses any VLAN depth: features_check must be `any`"));
         }
         Ok(Box::new(drv))
-    }
-
-    /// `pv`: a paravirtual shared-memory port serving one client.
-    #[cfg(feature = "pv")]
-    fn pv(&self, opts: &BuildOptions) -> Result<Box<dyn PortDriver>, FactoryError> {
-        self.only_keys(&["socket", "offloads", "strategy", "header_info", "ring", "batch"])?;
-        let (span, table) = (self.span.clone(), self.table);
-        let t = table
-            .ok_or_else(|| self.err(&span, "a pv driver is a table { kind = \"pv\", socket = \"/path.sock\" }"))?;
-        let pv = self.pv_options(t, opts, &span)?;
-        if opts.workers > 1 {
-            return Err(self.err(
-                &span,
-                format!(
-                    "a pv port serves its client from one worker; run with one worker (asked for {})",
-                    opts.workers
-                ),
-            ));
-        }
-        let at = t.socket.as_ref().map_or(span.clone(), Spanned::span);
-        PvPortDriver::open(&pv)
-            .map(|d| Box::new(d) as Box<dyn PortDriver>)
-            .map_err(|e| self.err(&at, format!("pv driver: {e}")))
     }
 
     /// `vhost-user`: a virtio-net device for a VMM or DPDK virtio-user, one
@@ -549,66 +529,8 @@ impl DriverContext<'_> {
         Ok(o)
     }
 
-    #[cfg(feature = "pv")]
-    fn pv_options(
-        &self,
-        t: &DriverTable,
-        opts: &BuildOptions,
-        span: &Range<usize>,
-    ) -> Result<PvPortOptions, FactoryError> {
-        let socket = t.socket.as_ref().ok_or_else(|| self.err(span, "a pv driver needs `socket`"))?;
-        let path = Path::new(socket.get_ref());
-        let path = match &opts.base_dir {
-            Some(b) if path.is_relative() => b.join(path),
-            _ => path.to_path_buf(),
-        };
-        let mut o = PvPortOptions::new(path);
-        if let Some(s) = &t.strategy {
-            o.strategy = TxStrategy::parse(s.get_ref()).ok_or_else(|| {
-                self.err(
-                    &s.span(),
-                    format!("unknown pv strategy `{}` (swcsum-direct, offload-indirect, direct-nocsum)", s.get_ref()),
-                )
-            })?;
-        }
-        if let Some(list) = &t.offloads {
-            let mut f = o.features & !(pv_proto::ALL_FEATURES & !pv_proto::REQUIRED);
-            f |= pv_proto::F_RING_EVENT_IDX | pv_proto::F_GUEST_HDRLEN;
-            for name in list.get_ref() {
-                f |= match name.get_ref().as_str() {
-                    "csum" => pv_proto::F_CSUM | pv_proto::F_GUEST_CSUM,
-                    "tso4" => pv_proto::F_HOST_TSO4 | pv_proto::F_GUEST_TSO4,
-                    "tso6" => pv_proto::F_HOST_TSO6 | pv_proto::F_GUEST_TSO6,
-                    "tso-ecn" => pv_proto::F_HOST_ECN | pv_proto::F_GUEST_ECN,
-                    "uso" => pv_proto::F_HOST_USO | pv_proto::F_GUEST_USO4 | pv_proto::F_GUEST_USO6,
-                    other => {
-                        return Err(self.err(
-                            &name.span(),
-                            format!("unknown pv offload `{other}` (csum, tso4, tso6, tso-ecn, uso)"),
-                        ));
-                    }
-                };
-            }
-            o.features = f;
-        }
-        if t.header_info.as_ref().is_some_and(|h| !*h.get_ref()) {
-            o.features &= !pv_proto::F_GUEST_HDRLEN;
-        }
-        if let Some(r) = &t.ring {
-            let n = *r.get_ref();
-            if !(2..=u32::from(PV_MAX_RING)).contains(&n) || !n.is_power_of_two() {
-                return Err(self.err(&r.span(), format!("ring {n} is not a power of two in 2..={PV_MAX_RING}")));
-            }
-            o.ring = n as u16;
-        }
-        if let Some(b) = &t.batch {
-            o.batch = self.batch(b, MAX_PV_BATCH)?;
-        }
-        Ok(o)
-    }
-
     /// A `batch` key: 1..=`max`.
-    #[cfg(any(feature = "pv", feature = "af-packet"))]
+    #[cfg(feature = "af-packet")]
     fn batch(&self, b: &Spanned<u32>, max: usize) -> Result<usize, FactoryError> {
         let n = *b.get_ref() as usize;
         if !(1..=max).contains(&n) {

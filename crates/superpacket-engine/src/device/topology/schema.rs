@@ -143,7 +143,7 @@ pub struct DeviceSpec {
     pub kind: Spanned<String>,
     /// Port: `memory` (default), `{ kind = "pcap", path, input }`,
     /// `{ kind = "tap", name, netns }`, `{ kind = "tun", name, netns }`,
-    /// `{ kind = "af_packet", interface, netns }`, `{ kind = "pv", socket }`,
+    /// `{ kind = "af_packet", interface, netns }`, `{ kind = "vhost-user", socket }`,
     /// or a registered third-party kind with its own keys.
     pub driver: Option<Spanned<DriverSpec>>,
     /// Port: `any` (parses every VLAN depth) or `vlan` (Linux's default hook).
@@ -226,7 +226,7 @@ pub enum DriverSpec {
     /// `driver = "memory"`.
     Name(String),
     /// `driver = { kind = "pcap", path = "...", input = "..." }` (or `tap`,
-    /// `tun`, `af_packet`, `pv` with their keys).
+    /// `tun`, `af_packet`, `vhost-user` with their keys).
     Table(Box<DriverTable>),
     /// `driver = { kind = "counting", step = 3 }`: a kind no built-in driver
     /// has, with keys only its factory knows.
@@ -236,13 +236,13 @@ pub enum DriverSpec {
 /// The driver kinds whose table is a [`DriverTable`]: the built-in drivers,
 /// compiled in or not (a kind whose cargo feature is off still gets its own
 /// error, not an unknown key's).
-pub const BUILTIN_DRIVER_KINDS: [&str; 7] = ["memory", "pcap", "tap", "tun", "af_packet", "pv", "vhost-user"];
+pub const BUILTIN_DRIVER_KINDS: [&str; 6] = ["memory", "pcap", "tap", "tun", "af_packet", "vhost-user"];
 
 /// The table form of a built-in driver ([`BUILTIN_DRIVER_KINDS`]).
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DriverTable {
-    /// `memory`, `pcap`, `tap`, `tun`, `af_packet`, `pv` or `vhost-user`.
+    /// `memory`, `pcap`, `tap`, `tun`, `af_packet` or `vhost-user`.
     pub kind: Spanned<String>,
     /// pcap: output file (relative to the topology file).
     pub path: Option<Spanned<String>>,
@@ -261,21 +261,14 @@ pub struct DriverTable {
     pub offloads: Option<Spanned<Vec<Spanned<String>>>>,
     /// af_packet: `PACKET_QDISC_BYPASS`.
     pub qdisc_bypass: Option<Spanned<bool>>,
-    /// af_packet: frames per batched receive or send call; pv: packets per
-    /// transmit batch.
+    /// af_packet: frames per batched receive or send call.
     pub batch: Option<Spanned<u32>>,
-    /// pv: the Unix socket clients attach to (relative to the topology file);
-    /// vhost-user: the socket the engine listens on (or connects to).
+    /// vhost-user: the socket the engine listens on (or connects to;
+    /// relative to the topology file).
     pub socket: Option<Spanned<String>>,
     /// vhost-user: `server` (default: the engine listens) or `client` (the
     /// engine connects to a listening VMM, and again after it goes away).
     pub mode: Option<Spanned<String>>,
-    /// pv: transmit policy (`swcsum-direct`, `offload-indirect`, `direct-nocsum`).
-    pub strategy: Option<Spanned<String>>,
-    /// pv: require header information with checksum-offloaded frames
-    /// (`GUEST_HDRLEN`; default true).
-    pub header_info: Option<Spanned<bool>>,
-    /// pv: default ring size (a power of two, 2..=1024; default 256).
     /// vhost-user: most descriptors per virtqueue (a power of two,
     /// 64..=1024; default 1024).
     /// af_packet: frames of the TPACKET_V2 receive ring (0: no ring,

@@ -1,25 +1,19 @@
-//! `superpacket bench pv-tx`: the paravirtual port's transmit policy,
-//! measured between two real processes (issue 8, seed result 4: software
-//! checksum for a lone non-GSO packet to use the single-descriptor path).
+//! Seed result 4 (the transmit policy of a paravirtual NIC driver: a lone
+//! non-GSO packet gets its checksum completed in software so that it fits
+//! one direct descriptor), measured between two real processes over a
+//! link of [`LinkKind`]: the measurement, the estimator and the figures
+//! shared by `bench vhost-tx` ([`super::vhost_tx`]) and suite scenario 4.
 //!
 //! # Set-up
 //!
-//! This process spawns a peer process, `superpacket pv-peer device --socket
-//! S --once` (the binary is found with [`superpacket_binary`]:
-//! `SUPERPACKET_BIN`, else [`std::env::current_exe`] or, from a cargo test
-//! binary, the `superpacket` next to its `deps` directory), and attaches a
-//! [`PvClient`] to it. The peer is the engine's end of a pv link
-//! ([`superpacket_engine::io::pv::PvLink`], the code a `pv` port runs) and a responder:
-//! UDP to port 7001, 7002 or 7003 is echoed (addresses and ports swapped,
-//! the checksum handed back partial, as a stack's reply) with the strategy
-//! `swcsum_direct`, `offload_indirect` or `direct_nocsum`
-//! ([`echo_port`]); anything to port 9 is counted and dropped. The client
-//! switches to the same strategy before each request, so request and reply
-//! both go through it, and the three strategies share one link, one region
-//! and the same two processes (candidates that each had their own peer
-//! differed by up to 25% with the *same* strategy). Both sides negotiate
-//! every feature, `GUEST_HDRLEN` included: the receiver needs header
-//! information with a checksum-offloaded frame.
+//! The benchmark spawns a peer process ([`PeerProcess`]) that answers on
+//! the far end of the link: UDP to port 7001, 7002 or 7003 is echoed
+//! (addresses and ports swapped, the checksum handed back partial, as a
+//! stack's reply: [`reflect`]), anything to port 9 is counted and dropped.
+//! The client sends each request with the strategy of its echo port
+//! ([`echo_port`]), so the three strategies share one link, one memory
+//! region and the same two processes (candidates that each had their own
+//! peer differed by up to 25% with the *same* strategy).
 //!
 //! Requests are UDP/IPv4 with a partial checksum (`CHECKSUM_PARTIAL`, as a
 //! socket hands them to a driver), one at a time: no `xmit_more`. This
@@ -64,29 +58,24 @@
 //! `rr_swcsum_vs_nocsum >= 0.95`.
 //!
 //! No delay is added anywhere: the strategies differ only by the work
-//! their forms need (see [`superpacket_engine::io::pv::tx`] and [`superpacket_engine::io::pv::rx`]).
+//! their forms need ([`superpacket_engine::io::virtio_user::VirtioUser::send_with`]).
 
+use super::peer_process::PeerProcess;
 use super::{BenchReport, MeasureConfig, Measurement, batch, format_value, measure_interleaved};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use superpacket::packet::{ChecksumState, GsoType, OffloadMeta, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
-use superpacket::validate::{Medium, l4_pseudo_header_sum, validate_frame};
-use superpacket::wire::{FrameHeaders, L3Kind, L4Kind, TcpFlags};
+use superpacket::validate::l4_pseudo_header_sum;
+use superpacket::wire::{FrameHeaders, L3Kind, TcpFlags};
 use superpacket_engine::io::affinity;
-use superpacket_engine::io::pv::{
-    PendingAttach, PvClient, PvClientConfig, PvError, PvLink, PvServerConfig, SeqListener, TxError, TxForm, TxStrategy,
-    accept_one, proto, ring,
-};
+use superpacket_engine::io::tx_policy::{TxForm, TxStrategy};
 
-/// UDP port the peer echoes with its own strategy (RFC 862).
+/// UDP port the peer echoes (RFC 862).
 pub const ECHO_PORT: u16 = 7;
-/// UDP ports 7001, 7002, 7003: the peer echoes with the strategy of that
-/// index in [`TxStrategy::ALL`] (so one link compares all three).
+/// UDP ports 7001, 7002, 7003: echoed; the client sends to each with the
+/// strategy of that index in [`TxStrategy::ALL`] (so one link compares all
+/// three, and the port says which strategy a frame was sent with).
 pub const ECHO_PORT_BASE: u16 = 7001;
 /// Port the peer counts and drops (RFC 863).
 pub const DISCARD_PORT: u16 = 9;
@@ -102,102 +91,11 @@ pub const STREAM_BATCH: usize = 32;
 pub const TARGETS: [(&str, &str, f64); 2] =
     [("swcsum_vs_indirect", "rr_swcsum_vs_indirect", 1.2), ("swcsum_vs_nocsum", "rr_swcsum_vs_nocsum", 0.95)];
 
-/// Options of [`run_with_progress`].
+/// Options of [`run_over`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PvTxBenchOptions {
+pub struct TxBenchOptions {
     /// Much shorter measurement (for tests and smoke runs).
     pub quick: bool,
-}
-
-// ------------------------------------------------------------------ peer
-
-/// How `superpacket pv-peer device` serves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PeerOptions {
-    /// Socket to listen on.
-    pub socket: PathBuf,
-    /// Transmit policy of the replies.
-    pub strategy: TxStrategy,
-    /// Ring polling before sleeping.
-    pub busy_poll: Duration,
-    /// Validate every received frame ([`validate_frame`]: checksums, lengths).
-    pub verify: bool,
-    /// Serve one client, then return.
-    pub once: bool,
-    /// Features offered.
-    pub features: u64,
-    /// Default ring size.
-    pub ring: u16,
-    /// Pin the peer to this CPU.
-    pub cpu: Option<usize>,
-}
-
-impl PeerOptions {
-    /// Defaults for a peer on `socket`.
-    pub fn new(socket: impl Into<PathBuf>) -> PeerOptions {
-        PeerOptions {
-            socket: socket.into(),
-            strategy: TxStrategy::default(),
-            busy_poll: Duration::ZERO,
-            verify: false,
-            once: false,
-            features: proto::ALL_FEATURES,
-            ring: ring::DEFAULT_RING,
-            cpu: None,
-        }
-    }
-}
-
-/// What a peer saw of one client (printed as one JSON line).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PeerReport {
-    /// Features negotiated.
-    pub features: String,
-    /// Frames received.
-    pub frames: u64,
-    /// Replies sent.
-    pub echoed: u64,
-    /// Frames counted and dropped (discard port and anything else).
-    pub discarded: u64,
-    /// Superpackets received.
-    pub superpackets: u64,
-    /// Frames that failed validation (with `verify`).
-    pub bad_frames: u64,
-    /// The first validation problem.
-    pub first_problem: Option<String>,
-    /// Received direct.
-    pub rx_direct: u64,
-    /// Received indirect without header information.
-    pub rx_indirect: u64,
-    /// Received indirect with header information.
-    pub rx_indirect_hdr_info: u64,
-    /// Received with a partial checksum.
-    pub rx_csum_partial: u64,
-    /// Checksum-offloaded without the header information negotiated.
-    pub rx_csum_without_hdr_info: u64,
-    /// Receive drops by reason.
-    pub rx_drops: BTreeMap<String, u64>,
-    /// Replies sent direct after a software checksum.
-    pub tx_direct_swcsum: u64,
-    /// Replies sent direct with the checksum offloaded.
-    pub tx_direct_offload: u64,
-    /// Replies sent indirect with header information.
-    pub tx_indirect_hdr_info: u64,
-    /// Kicks sent.
-    pub kicks_sent: u64,
-    /// Kicks received.
-    pub kicks_taken: u64,
-    /// Calls sent.
-    pub calls_sent: u64,
-    /// Why the session ended.
-    pub end: String,
-}
-
-/// Destination port of a TCP/UDP frame.
-fn dst_port(frame: &[u8]) -> Option<u16> {
-    let h = FrameHeaders::parse(frame).ok()?;
-    matches!(h.l4, L4Kind::Tcp | L4Kind::Udp)
-        .then(|| u16::from_be_bytes([frame[h.l4_offset + 2], frame[h.l4_offset + 3]]))
 }
 
 /// Turns a received TCP/UDP frame into its reply in place, as a responder's
@@ -231,287 +129,14 @@ pub fn reflect(frame: &mut [u8], received: &OffloadMeta) -> Option<OffloadMeta> 
     Some(meta)
 }
 
-/// Serves one attached client until it leaves (see [`PeerOptions`]).
-pub fn serve(link: &mut PvLink, opts: &PeerOptions) -> PeerReport {
-    let mut r = PeerReport { features: proto::feature_names(link.features()), ..PeerReport::default() };
-    let mut buf = Vec::with_capacity(70_000);
-    let mut problems = Vec::new();
-    let end = 'outer: loop {
-        match link.wait_rx(Duration::from_secs(1), opts.busy_poll) {
-            Ok(true) => {}
-            Ok(false) => match link.check_ctrl() {
-                Ok(()) => continue,
-                Err(e) => break e,
-            },
-            Err(e) => break e,
-        }
-        loop {
-            buf.clear();
-            let f = match link.recv(&mut buf) {
-                Ok(Some(f)) => f,
-                Ok(None) => break,
-                Err(e) => break 'outer e,
-            };
-            r.frames += 1;
-            r.superpackets += u64::from(f.meta.is_gso());
-            let frame = &mut buf[..f.len];
-            if opts.verify {
-                problems.clear();
-                validate_frame(frame, Medium::Ethernet, &f.meta, false, &mut problems);
-                if !problems.is_empty() {
-                    r.bad_frames += 1;
-                    r.first_problem.get_or_insert_with(|| format!("frame {}: {}", r.frames, problems[0]));
-                }
-            }
-            let port = dst_port(frame);
-            let strategy = match port {
-                Some(ECHO_PORT) => Some(opts.strategy),
-                Some(p) if (ECHO_PORT_BASE..ECHO_PORT_BASE + 3).contains(&p) => {
-                    Some(TxStrategy::ALL[(p - ECHO_PORT_BASE) as usize])
-                }
-                _ => None,
-            };
-            let reply = strategy.and_then(|s| {
-                link.set_strategy(s);
-                reflect(frame, &f.meta)
-            });
-            let Some(meta) = reply else {
-                r.discarded += 1;
-                continue;
-            };
-            let more = link.rx_pending().unwrap_or(0) > 0;
-            loop {
-                match link.send(&[&buf[..f.len]], &meta, more) {
-                    Ok(_) => break,
-                    Err(PvError::Tx(TxError::RingFull)) => match link.wait_tx(Duration::from_secs(1), opts.busy_poll) {
-                        Ok(_) => {}
-                        Err(e) => break 'outer e,
-                    },
-                    Err(e) if e.is_fatal() => break 'outer e,
-                    Err(_) => break,
-                }
-            }
-            r.echoed += 1;
-        }
-        if let Err(e) = link.flush() {
-            break e;
-        }
-    };
-    r.end = end.to_string();
-    let s = link.stats();
-    r.rx_direct = s.rx.direct;
-    r.rx_indirect = s.rx.indirect;
-    r.rx_indirect_hdr_info = s.rx.indirect_hdr_info;
-    r.rx_csum_partial = s.rx.csum_partial;
-    r.rx_csum_without_hdr_info = s.rx.csum_without_hdr_info;
-    r.rx_drops = s.rx.drops.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    r.tx_direct_swcsum = s.tx.direct_swcsum;
-    r.tx_direct_offload = s.tx.direct_offload;
-    r.tx_indirect_hdr_info = s.tx.indirect_hdr_info;
-    r.kicks_sent = s.tx.kicks;
-    r.kicks_taken = s.notify.kicks_taken;
-    r.calls_sent = s.notify.calls_sent;
-    r
-}
-
-/// The peer: listens on `opts.socket`, calls `ready` once listening, serves
-/// clients one at a time (reporting each through `report`), until the first
-/// one leaves with `once`.
-///
-/// # Errors
-/// The socket cannot be bound, or accepting fails.
-pub fn run_peer(
-    opts: &PeerOptions,
-    ready: &mut dyn FnMut(&Path),
-    report: &mut dyn FnMut(&PeerReport),
-) -> Result<(), PvError> {
-    if let Some(cpu) = opts.cpu {
-        affinity::pin(cpu)?;
-    }
-    let listener = SeqListener::bind(&opts.socket)?;
-    ready(&opts.socket);
-    let server = PvServerConfig {
-        features: proto::with_dependencies(opts.features) | proto::REQUIRED,
-        default_ring: opts.ring,
-        strategy: opts.strategy,
-        ..PvServerConfig::default()
-    };
-    loop {
-        let sock = match accept_one(&listener, Duration::from_secs(3600)) {
-            Ok(s) => s,
-            Err(PvError::Timeout) => continue,
-            Err(e) => return Err(e),
-        };
-        let mut link =
-            match PendingAttach::start(sock, &server).and_then(|p| p.complete(&server, Duration::from_secs(5))) {
-                Ok(l) => l,
-                Err(e) => {
-                    report(&PeerReport { end: format!("attach failed: {e}"), ..PeerReport::default() });
-                    if opts.once {
-                        return Ok(());
-                    }
-                    continue;
-                }
-            };
-        report(&serve(&mut link, opts));
-        if opts.once {
-            return Ok(());
-        }
-    }
-}
-
-/// The `superpacket` binary to run peers with: `SUPERPACKET_BIN`, else this
-/// executable if it is `superpacket`, else (a cargo test binary in
-/// `target/<profile>/deps`) the `superpacket` next to `deps`.
-///
-/// # Errors
-/// None of them exists.
-pub fn superpacket_binary() -> Result<PathBuf, String> {
-    if let Some(p) = std::env::var_os("SUPERPACKET_BIN") {
-        return Ok(p.into());
-    }
-    let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
-    if exe.file_name().is_some_and(|n| n == "superpacket") {
-        return Ok(exe);
-    }
-    if let Some(deps) = exe.parent()
-        && deps.ends_with("deps")
-        && let Some(dir) = deps.parent()
-        && dir.join("superpacket").is_file()
-    {
-        return Ok(dir.join("superpacket"));
-    }
-    Err(format!(
-        "cannot find the superpacket binary for the peer process ({} is not it); set SUPERPACKET_BIN",
-        exe.display()
-    ))
-}
-
-/// The arguments of a peer: `--strategy` (pv only), `--busy-poll-us`,
-/// `--verify`, `--cpu`.
-pub fn peer_args(strategy: Option<TxStrategy>, busy_poll: Duration, verify: bool, cpu: Option<usize>) -> Vec<String> {
-    let mut args = Vec::new();
-    if let Some(s) = strategy {
-        args.extend(["--strategy".to_string(), s.name().into()]);
-    }
-    args.extend(["--busy-poll-us".to_string(), busy_poll.as_micros().to_string()]);
-    if verify {
-        args.push("--verify".into());
-    }
-    if let Some(c) = cpu {
-        args.extend(["--cpu".to_string(), c.to_string()]);
-    }
-    args
-}
-
-/// A spawned `superpacket pv-peer device --once` process (killed on drop
-/// if it is still running).
-pub struct PeerProcess {
-    child: Child,
-    out: BufReader<ChildStdout>,
-    /// Its socket.
-    pub socket: PathBuf,
-}
-
-impl PeerProcess {
-    /// Spawns a peer serving one client on `socket` with `strategy`, and
-    /// waits until it listens.
-    ///
-    /// # Errors
-    /// The binary cannot be found or started, or the peer exits early.
-    pub fn spawn(
-        socket: &Path,
-        strategy: TxStrategy,
-        busy_poll: Duration,
-        verify: bool,
-        cpu: Option<usize>,
-    ) -> Result<PeerProcess, String> {
-        let args = peer_args(Some(strategy), busy_poll, verify, cpu);
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        PeerProcess::spawn_with(&superpacket_binary()?, socket, &args)
-    }
-
-    /// Runs `bin pv-peer device --once --socket socket args...` and waits
-    /// until it listens.
-    ///
-    /// # Errors
-    /// The binary cannot be started, or the peer exits early.
-    pub fn spawn_with(bin: &Path, socket: &Path, args: &[&str]) -> Result<PeerProcess, String> {
-        PeerProcess::spawn_command(bin, &["pv-peer", "device"], socket, args)
-    }
-
-    /// Runs `bin command... --once --socket socket args...` (a peer that
-    /// prints `ready` and then one [`PeerReport`]) and waits until it listens.
-    ///
-    /// # Errors
-    /// The binary cannot be started, or the peer exits early.
-    pub fn spawn_command(bin: &Path, command: &[&str], socket: &Path, args: &[&str]) -> Result<PeerProcess, String> {
-        let mut child = Command::new(bin)
-            .args(command)
-            .args(["--once", "--socket"])
-            .arg(socket)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .spawn()
-            .map_err(|e| format!("{}: {e}", bin.display()))?;
-        let mut out = BufReader::new(child.stdout.take().expect("stdout is piped"));
-        let mut line = String::new();
-        match out.read_line(&mut line) {
-            Ok(n) if n > 0 && line.starts_with("ready") => Ok(PeerProcess { child, out, socket: socket.into() }),
-            _ => {
-                let _ = child.kill();
-                let _ = child.wait();
-                Err(format!("{} did not start ({}): {:?}", command.join(" "), bin.display(), line.trim()))
-            }
-        }
-    }
-
-    /// The peer's process id.
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// After the client detached: the peer's report, and its exit.
-    ///
-    /// # Errors
-    /// No report (the peer died) or an unreadable one.
-    pub fn finish(mut self) -> Result<PeerReport, String> {
-        let mut line = String::new();
-        let r = match self.out.read_line(&mut line) {
-            Ok(n) if n > 0 => serde_json::from_str(line.trim()).map_err(|e| format!("peer report {line:?}: {e}")),
-            _ => Err("the peer exited without a report".to_string()),
-        };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(5) {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return r;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        r
-    }
-}
-
-impl Drop for PeerProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-        }
-        let _ = self.child.wait();
-    }
-}
-
-// ------------------------------------------------------------------ client side
-
-/// The echo port that makes the peer reply with `s` whatever its own
-/// strategy ([`ECHO_PORT_BASE`] + the index in [`TxStrategy::ALL`]).
+/// The echo port of requests sent with `s` ([`ECHO_PORT_BASE`] + the index
+/// in [`TxStrategy::ALL`]).
 pub fn echo_port(s: TxStrategy) -> u16 {
     ECHO_PORT_BASE + TxStrategy::ALL.iter().position(|x| *x == s).unwrap_or(0) as u16
 }
 
-/// The client's end of the benchmark's link: the pv client
-/// ([`PvClient`]) or the virtio-user frontend ([`super::vhost_tx`]).
+/// The client's end of the benchmark's link (the virtio-user frontend:
+/// [`super::vhost_tx::VirtioLink`]).
 pub trait StrategyLink {
     /// Sends one frame with transmit policy `s`; the form it took.
     ///
@@ -531,23 +156,9 @@ pub trait StrategyLink {
     fn recv_wait(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<Option<usize>, String>;
 }
 
-impl StrategyLink for PvClient {
-    fn send_frame(&mut self, s: TxStrategy, frame: &[u8], meta: &OffloadMeta, more: bool) -> Result<TxForm, String> {
-        self.set_strategy(s);
-        PvClient::send_frame(self, frame, meta, more).map_err(|e| e.to_string())
-    }
-    fn send_packet(&mut self, strategy: TxStrategy, packet: &Packet, more: bool) -> Result<(), String> {
-        self.set_strategy(strategy);
-        PvClient::send_packet(self, packet, more).map_err(|e| e.to_string())
-    }
-    fn recv_wait(&mut self, buf: &mut Vec<u8>, timeout: Duration) -> Result<Option<usize>, String> {
-        PvClient::recv_wait(self, buf, timeout).map(|f| f.map(|f| f.len)).map_err(|e| e.to_string())
-    }
-}
-
 /// The link a transmit-policy benchmark runs over.
 pub struct LinkKind<L> {
-    /// The report's name (`pv-tx`, `vhost-tx`).
+    /// The report's name (`vhost-tx`).
     pub bench: &'static str,
     /// Spawns the peer process listening on the socket (busy polling, CPU).
     pub spawn_peer: fn(&Path, Duration, Option<usize>) -> Result<PeerProcess, String>,
@@ -555,26 +166,10 @@ pub struct LinkKind<L> {
     pub connect: fn(&Path, Duration) -> Result<L, String>,
 }
 
-/// The pv link: `pv-peer device` and a [`PvClient`] that negotiated
-/// `GUEST_HDRLEN` (the receiver needs header information).
-pub const PV_LINK: LinkKind<PvClient> = LinkKind {
-    bench: "pv-tx",
-    spawn_peer: |sock, busy_poll, cpu| PeerProcess::spawn(sock, TxStrategy::default(), busy_poll, false, cpu),
-    connect: |sock, busy_poll| {
-        let mut client =
-            PvClient::connect(sock, &PvClientConfig::default()).map_err(|e| format!("attaching to the peer: {e}"))?;
-        client.busy_poll = busy_poll;
-        if client.features() & proto::F_GUEST_HDRLEN == 0 {
-            return Err("the peer did not negotiate GUEST_HDRLEN".into());
-        }
-        Ok(client)
-    },
-};
-
 /// The benchmark's one link and what it checks.
 struct Conn<L> {
     client: L,
-    /// A request per strategy (the echo port selects the peer's reply form).
+    /// A request per strategy (its echo port names the strategy).
     reqs: [Vec<u8>; 3],
     meta: OffloadMeta,
     payload_at: usize,
@@ -774,7 +369,7 @@ impl TempDir {
     fn new() -> Result<TempDir, String> {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let p = std::env::temp_dir().join(format!("sp-pv-bench-{}-{n}", std::process::id()));
+        let p = std::env::temp_dir().join(format!("sp-tx-bench-{}-{n}", std::process::id()));
         std::fs::create_dir_all(&p).map_err(|e| format!("{}: {e}", p.display()))?;
         Ok(TempDir(p))
     }
@@ -789,21 +384,12 @@ impl Drop for TempDir {
     }
 }
 
-/// Runs the benchmark.
-pub fn run(opts: &PvTxBenchOptions) -> BenchReport {
-    run_with_progress(opts, &mut |_, _, _| {})
-}
-
-/// Runs the benchmark, calling `on_step(description, step, total_steps)`
-/// before each step and once more with `step == total_steps` when done.
-pub fn run_with_progress(opts: &PvTxBenchOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> BenchReport {
-    run_over(&PV_LINK, opts, on_step)
-}
-
-/// Runs the benchmark over the link `kind` (see [`run_with_progress`]).
+/// Runs the benchmark over the link `kind`, calling `on_step(description,
+/// step, total_steps)` before each step and once more with `step ==
+/// total_steps` when done.
 pub fn run_over<L: StrategyLink>(
     kind: &LinkKind<L>,
-    opts: &PvTxBenchOptions,
+    opts: &TxBenchOptions,
     on_step: &mut dyn FnMut(&str, usize, usize),
 ) -> BenchReport {
     let mut report = BenchReport::new(kind.bench);
@@ -816,7 +402,7 @@ pub fn run_over<L: StrategyLink>(
 
 fn run_inner<L: StrategyLink>(
     kind: &LinkKind<L>,
-    opts: &PvTxBenchOptions,
+    opts: &TxBenchOptions,
     on_step: &mut dyn FnMut(&str, usize, usize),
     report: &mut BenchReport,
 ) -> Result<(), String> {
@@ -933,17 +519,6 @@ fn run_inner<L: StrategyLink>(
     Ok(())
 }
 
-/// Human-readable rendering of a [`run`] report.
-pub fn render_human(report: &BenchReport) -> String {
-    render_with(
-        report,
-        "pv-tx benchmark: two processes over a pv link whose receiver needs header info (GUEST_HDRLEN)\n\
-         swcsum_direct: the policy (a lone packet gets a software checksum and goes direct)\n\
-         offload_indirect: always offload with header info, indirect\n\
-         direct_nocsum: offload without header info, direct (unsafe)\n",
-    )
-}
-
 /// The table of a transmit-policy report under `header`.
 pub fn render_with(report: &BenchReport, header: &str) -> String {
     let g = |n: &str| report.get(n);
@@ -1002,119 +577,4 @@ pub fn render_with(report: &BenchReport, header: &str) -> String {
         );
     }
     out
-}
-
-// ------------------------------------------------------------------ flood client
-
-/// How `superpacket pv-peer flood` sends.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FloodOptions {
-    /// Socket of the pv port (or peer) to attach to.
-    pub socket: PathBuf,
-    /// Transmit policy.
-    pub strategy: TxStrategy,
-    /// Stop after this long (`None`: until killed or detached).
-    pub duration: Option<Duration>,
-    /// Source MAC of the frames.
-    pub src_mac: [u8; 6],
-    /// Destination MAC of the frames.
-    pub dst_mac: [u8; 6],
-}
-
-/// What a flood client sent.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct FloodReport {
-    /// Frames sent (superpackets count once).
-    pub sent: u64,
-    /// Superpackets among them.
-    pub superpackets: u64,
-    /// Frames received meanwhile (and dropped).
-    pub received: u64,
-    /// Sent direct.
-    pub direct: u64,
-    /// Sent indirect.
-    pub indirect: u64,
-    /// Why it stopped.
-    pub end: String,
-}
-
-/// A client sending a mix of traffic (lone UDP packets of many sizes,
-/// batches, TCP superpackets, IPv4 and IPv6, all with partial checksums) as
-/// fast as the port takes it, draining what it receives. `attached` is
-/// called once the link is up.
-///
-/// # Errors
-/// The attach failing.
-pub fn run_flood(opts: &FloodOptions, attached: &mut dyn FnMut()) -> Result<FloodReport, PvError> {
-    let cfg = PvClientConfig { strategy: opts.strategy, ..PvClientConfig::default() };
-    let mut c = PvClient::connect(&opts.socket, &cfg)?;
-    c.send_timeout = Duration::from_millis(200);
-    attached();
-    let mut flows: Vec<Flow> =
-        [(Transport::Udp, false), (Transport::Udp, true), (Transport::Tcp, false), (Transport::Tcp, true)]
-            .into_iter()
-            .enumerate()
-            .map(|(i, (t, v6))| {
-                let mut spec = FlowSpec::new(t, v6, 100 + i as u32);
-                spec.src_mac = superpacket::wire::MacAddr(opts.src_mac);
-                spec.dst_mac = superpacket::wire::MacAddr(opts.dst_mac);
-                spec.dst_port = DISCARD_PORT;
-                Flow::new(spec)
-            })
-            .collect();
-    let start = Instant::now();
-    let mut r = FloodReport::default();
-    let mut buf = Vec::with_capacity(70_000);
-    let mut i = 0u64;
-    let end = loop {
-        if opts.duration.is_some_and(|d| start.elapsed() >= d) {
-            break "time is up".to_string();
-        }
-        i += 1;
-        let kind = i % 8;
-        let (n, payload, gso, flow) = match kind {
-            0..=4 => (1, 16 + (i as usize * 37) % 1400, 9000u16, (i % 2) as usize),
-            5 => (8, 100, 9000, 0),
-            _ => (1, 30_000, 1400, 2 + (i % 2) as usize),
-        };
-        let mut failed = None;
-        for k in 0..n {
-            let p = match flows[flow].superpacket(payload, gso, TcpFlags::empty()) {
-                Ok(p) => p,
-                Err(_) => continue,
-            };
-            match c.send_packet(&p, k + 1 < n) {
-                Ok(()) => {
-                    r.sent += 1;
-                    r.superpackets += u64::from(p.meta.is_gso());
-                }
-                Err(PvError::Timeout) | Err(PvError::Tx(_)) => {}
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        if let Some(e) = failed {
-            break e.to_string();
-        }
-        loop {
-            match c.recv(&mut buf) {
-                Ok(Some(_)) => r.received += 1,
-                Ok(None) => break,
-                Err(e) => {
-                    failed = Some(e);
-                    break;
-                }
-            }
-        }
-        if let Some(e) = failed {
-            break e.to_string();
-        }
-    };
-    let s = c.stats().tx;
-    r.direct = s.direct + s.direct_offload + s.direct_swcsum;
-    r.indirect = s.indirect + s.indirect_swcsum + s.indirect_hdr_info;
-    r.end = end;
-    Ok(r)
 }
