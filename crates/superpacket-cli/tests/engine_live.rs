@@ -55,13 +55,13 @@ fn every_live_example_carries_tcp_v4_v6_and_udp_gso_intact() {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        // pv examples need a pv client on the other side of the link: tests/pv_engine.rs drives them;
+        // vhost-user examples need a frontend on the other side of the link: tests/vhost_user_frontend.rs drives them;
         // tun examples need their kernel side configured once the engine runs: tests/tun_router.rs;
         // the VXLAN overlay needs its own lab (a kernel VXLAN end): tests/overlay_live.rs.
         .filter(|n| {
             n.starts_with("live-")
                 && n.ends_with(".toml")
-                && !n.starts_with("live-pv-")
+                && !n.starts_with("live-vhost-user-")
                 && !n.starts_with("live-tun-")
                 && !n.starts_with("live-vxlan-")
         })

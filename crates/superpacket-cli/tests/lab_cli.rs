@@ -115,8 +115,8 @@ fn lab_up_run_traffic_lab_down_for_the_shipped_examples() {
     assert_fixed_names_free();
     let dir = tempfile::tempdir().unwrap();
     let v4 = |s: &str| s.parse::<IpAddr>().unwrap();
-    // Every live example with a lab (live-pv-bridge.toml has none: its
-    // ports are sockets, tests/pv_engine.rs runs it).
+    // Every live example with a lab (live-vhost-user-bridge.toml has none:
+    // its ports are sockets, tests/vhost_user_frontend.rs runs it).
     let cases: [(&str, &[&str], [IpAddr; 2], bool); 5] = [
         ("live-router.toml", &["sp-lab-a", "sp-lab-b"], [v4("10.72.0.2"), v4("fd72::2")], true),
         ("live-qinq-nat.toml", &["sp-lab-a", "sp-lab-b", "sp-lab-t"], [v4("10.72.0.2"), v4("fd72::2")], false),

@@ -8,7 +8,7 @@
 //!
 //! # Measured
 //!
-//! `cargo test --release --test pv_af_packet -- --ignored --nocapture`
+//! `cargo test --release --test af_packet_tx_csum -- --ignored --nocapture`
 //! (2 vCPU, kernel 6.18, other jobs running; 64-byte UDP payloads; medians
 //! of 9 interleaved rounds of 20000 frames; four runs):
 //!
@@ -22,9 +22,9 @@
 //! (about 10 ns): the system call dominates, and the kernel does not compute
 //! a partial checksum it hands to a veth, while a complete one costs the
 //! receiving side its verification (the veth delivers in the sender's
-//! softirq). Unlike the pv port, where the indirect form is what the
-//! offload costs, the AF_PACKET port has nothing to save by completing the
-//! checksum itself, so it keeps the offload for every packet.
+//! softirq). Unlike a virtio ring (vhost-user), where the indirect form
+//! is what the offload costs, the AF_PACKET port has nothing to save by
+//! completing the checksum itself, so it keeps the offload for every packet.
 
 mod common;
 
@@ -56,7 +56,7 @@ impl<'a> FrameSource<'a> for Batch<'a> {
 }
 
 #[test]
-#[ignore = "measurement: cargo test --release --test pv_af_packet -- --ignored --nocapture"]
+#[ignore = "measurement: cargo test --release --test af_packet_tx_csum -- --ignored --nocapture"]
 fn af_packet_offload_vs_software_checksum_measurement() {
     if !privileged("af_packet_offload_vs_software_checksum_measurement") {
         return;
