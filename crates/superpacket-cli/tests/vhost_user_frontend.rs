@@ -18,7 +18,10 @@
 //! - two frontends on `examples/live-vhost-user-bridge.toml` (no root
 //!   needed) exchange frames of every kind, superpackets whole, with each
 //!   transmit strategy; one that leaves has its memory unmapped by the
-//!   engine, and the next one on its socket gets traffic again.
+//!   engine, and the next one on its socket gets traffic again;
+//! - across processes (a `vhost-peer` with `--verify`, no root needed):
+//!   frames of every kind echoed through a queue of 8 descriptors with
+//!   each strategy, past the 16-bit ring index wrap.
 
 mod common;
 
@@ -35,6 +38,8 @@ use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
 use superpacket::traffic::{Addrs, Flow, FlowSpec, Transport, fill_payload};
 use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::{MacAddr, TcpFlags, TcpPacket};
+use superpacket_cli::bench::peer_process::{PeerProcess, peer_args, superpacket_binary};
+use superpacket_cli::bench::tx_strategies::{DISCARD_PORT, ECHO_PORT, reflect};
 use superpacket_engine::device::vhost_user::features as vf;
 use superpacket_engine::io::NetNs;
 use superpacket_engine::io::tx_policy::TxStrategy;
@@ -413,12 +418,12 @@ fn traffic(src: [u8; 6], dst: [u8; 6], n: usize) -> Vec<Packet> {
         .collect()
 }
 
-/// `sent` as its receiver must see it: the checksum completed unless it
-/// arrived partial (`got`).
-fn as_received(sent: &Packet, got: &OffloadMeta) -> Vec<u8> {
+/// Frame `sent` (its offloads `meta`) as its receiver must see it: the
+/// checksum completed unless it arrived partial (`got`).
+fn as_received(sent: &[u8], meta: &OffloadMeta, got: &OffloadMeta) -> Vec<u8> {
     let mut b = sent.to_vec();
     if let (ChecksumState::Partial { start, offset }, false) =
-        (sent.meta.csum, matches!(got.csum, ChecksumState::Partial { .. }))
+        (meta.csum, matches!(got.csum, ChecksumState::Partial { .. }))
     {
         superpacket::csum::complete_partial(&mut b, start as usize, offset as usize, offset == 6).unwrap();
     }
@@ -445,7 +450,11 @@ fn exchange(
         for p in chunk {
             let (f, got) = recv_where(to, engine, |_, _| true);
             let meta = f.meta(&got).unwrap();
-            assert!(got == as_received(p, &meta), "{strategy:?}: {:?} arrived as {meta:?}, changed", p.meta);
+            assert!(
+                got == as_received(&p.to_vec(), &p.meta, &meta),
+                "{strategy:?}: {:?} arrived as {meta:?}, changed",
+                p.meta
+            );
             assert_eq!(meta.is_gso(), p.meta.is_gso(), "{strategy:?}: {:?} arrived as {meta:?}", p.meta);
             problems.clear();
             validate_frame(&got, Medium::Ethernet, &meta, false, &mut problems);
@@ -528,4 +537,114 @@ fn two_frontends_exchange_every_kind_of_frame_through_the_vhost_user_bridge_exam
     wait_mappings(pid, |n| n == 0, "both frontends left");
     let (code, err) = engine.stop();
     assert_eq!(code, Some(0), "{err}");
+}
+
+/// Echo requests of every kind: UDP and TCP, IPv4 and IPv6, 0-2 VLAN tags,
+/// 1 to 1472 bytes of payload; every 97th is a TSO or USO superpacket to
+/// the discard port (the peer echoes frames it holds whole in one buffer).
+/// All with partial checksums.
+fn requests(n: usize) -> Vec<Packet> {
+    let mut flows: Vec<(Flow, Transport)> = Vec::new();
+    for t in [Transport::Udp, Transport::Tcp] {
+        for v6 in [false, true] {
+            for tags in [&[][..], &[(0x8100, 5)][..], &[(0x88a8, 20), (0x8100, 5)][..]] {
+                let mut spec = FlowSpec::new(t, v6, flows.len() as u32 + 1).with_vlans(tags).unwrap();
+                spec.dst_port = ECHO_PORT;
+                flows.push((Flow::new(spec), t));
+            }
+        }
+    }
+    let sizes = [1usize, 18, 64, 200, 777, 1400, 1472];
+    (0..n)
+        .map(|k| {
+            let (f, t) = &mut flows[k % 12];
+            if k % 97 == 13 {
+                let mut spec = FlowSpec::new(*t, k % 2 == 1, 100 + k as u32);
+                spec.dst_port = DISCARD_PORT;
+                let gso = if *t == Transport::Tcp { 1448 } else { 1400 };
+                Flow::new(spec).superpacket(20_000 + k % 5000, gso, TcpFlags::empty()).unwrap()
+            } else {
+                f.superpacket(sizes[k % sizes.len()], 9000, TcpFlags::empty()).unwrap()
+            }
+        })
+        .collect()
+}
+
+/// Sends `reqs` with `strategy` in pipelined batches of 1..=`max_batch`
+/// (`more` on all but the last of a batch) and checks every reply: the
+/// request reflected (the peer hands the checksum back partial), intact
+/// and checksum-valid. Returns the requests echoed.
+fn echo_all(fe: &mut VirtioUser, strategy: TxStrategy, reqs: &[Packet], max_batch: usize) -> usize {
+    let mut buf = vec![0u8; 70_000];
+    let mut problems = Vec::new();
+    let (mut at, mut batches, mut echoed) = (0, 0, 0);
+    while at < reqs.len() {
+        let k = (1 + (at * 7 + batches) % max_batch).min(reqs.len() - at);
+        for (j, r) in reqs[at..at + k].iter().enumerate() {
+            let mut frame = r.to_vec();
+            fe.send_with(strategy, &mut frame, &r.meta, j + 1 < k).unwrap();
+        }
+        batches += 1;
+        for r in reqs[at..at + k].iter().filter(|r| !r.meta.is_gso()) {
+            let t0 = Instant::now();
+            let f = loop {
+                if let Some(f) = fe.recv(&mut buf).unwrap() {
+                    break f;
+                }
+                assert!(t0.elapsed() < T, "no reply to request {at} ({:?})", r.meta);
+                fe.wait_rx(Duration::from_millis(20)).unwrap();
+            };
+            let got = &buf[..f.len];
+            let meta = f.meta(got).unwrap();
+            let mut want = r.to_vec();
+            let reply = reflect(&mut want, &r.meta).expect("a TCP/UDP request");
+            assert!(matches!(reply.csum, ChecksumState::Partial { .. }));
+            assert!(got == &as_received(&want, &reply, &meta)[..], "reply to request {at}");
+            problems.clear();
+            validate_frame(got, Medium::Ethernet, &meta, false, &mut problems);
+            assert!(problems.is_empty(), "{meta:?}: {problems:?}");
+            echoed += 1;
+        }
+        at += k;
+    }
+    echoed
+}
+
+/// A frontend on a queue of 8 descriptors and a `vhost-peer --verify`
+/// process (the engine's vhost-user port): requests of every kind with
+/// each transmit strategy, then 70000 small ones (past the 16-bit index
+/// wrap of both queues); every reply intact, every frame the peer got
+/// valid and counted.
+#[test]
+fn frames_of_every_kind_echo_across_processes_past_the_ring_index_wrap() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("echo.sock");
+    let args = peer_args(Duration::from_micros(100), true, None);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let peer = PeerProcess::spawn_command(&superpacket_binary().unwrap(), &["vhost-peer"], &sock, &args).unwrap();
+    let mut fe = VirtioUser::connect(&VirtioUserConfig { queue_size: 8, ..VirtioUserConfig::new(&sock) }).unwrap();
+    let want = vf::CSUM | vf::GUEST_CSUM | vf::INDIRECT_DESC | vf::EVENT_IDX;
+    assert_eq!(fe.acked_features() & want, want, "{:#x}", fe.acked_features());
+    let reqs = requests(600);
+    let (mut sent, mut echoed, mut superpackets) = (0, 0, 0);
+    for s in TxStrategy::ALL {
+        echoed += echo_all(&mut fe, s, &reqs, 8);
+        sent += reqs.len();
+        superpackets += reqs.iter().filter(|r| r.meta.is_gso()).count();
+    }
+    let small: Vec<Packet> = requests(12 * 7).into_iter().filter(|r| r.len() < 200 && !r.meta.is_gso()).collect();
+    let mut many = Vec::new();
+    while many.len() < 70_000 {
+        many.extend(small.iter().cloned());
+    }
+    echoed += echo_all(&mut fe, TxStrategy::SwCsumDirect, &many, 8);
+    sent += many.len();
+    let st = fe.stats();
+    assert!(st.tx_frames as usize == sent && st.tx_frames > 65_536, "{st:?}");
+    assert!(st.rx_frames as usize == echoed && st.tx_direct > 0 && st.tx_indirect > 0, "{st:?}");
+    drop(fe);
+    let r = peer.finish().unwrap();
+    assert_eq!((r.frames as usize, r.echoed as usize, r.superpackets as usize), (sent, echoed, superpackets), "{r:?}");
+    assert_eq!((r.discarded as usize, r.bad_frames), (superpackets, 0), "{r:?}");
+    assert!(r.rx_drops.is_empty() && r.rx_csum_partial > 0, "{r:?}");
 }
