@@ -182,7 +182,7 @@ struct Conn<L> {
     /// Transactions whose reply did not match, send failures, timeouts.
     errors: u64,
     /// Frames sent per strategy and form ([`TxForm`] as index).
-    forms: [[u64; 6]; 3],
+    forms: [[u64; TxForm::ALL.len()]; 3],
     stream: Vec<u8>,
     stream_meta: OffloadMeta,
     tso: Packet,
@@ -212,7 +212,7 @@ impl<L: StrategyLink> Conn<L> {
             seq: 0,
             discards: 0,
             errors: 0,
-            forms: [[0; 6]; 3],
+            forms: [[0; TxForm::ALL.len()]; 3],
             stream,
             stream_meta,
             tso,
@@ -496,15 +496,16 @@ fn run_inner<L: StrategyLink>(
         report.push(format!("stream_tso_gbps_{name}"), rate(&stream_tso[k], bits) / 1e9, "Gbps");
     }
     // What each strategy did: the forms the client sent, per phase.
-    let share = |f: &[u64; 6], forms: &[TxForm]| {
+    const N: usize = TxForm::ALL.len();
+    let share = |f: &[u64; N], forms: &[TxForm]| {
         let all: u64 = f.iter().sum();
         forms.iter().map(|x| f[*x as usize]).sum::<u64>() as f64 / all.max(1) as f64
     };
     let diff =
-        |a: &[[u64; 6]; 3], b: &[[u64; 6]; 3], k: usize| -> [u64; 6] { std::array::from_fn(|i| a[k][i] - b[k][i]) };
+        |a: &[[u64; N]; 3], b: &[[u64; N]; 3], k: usize| -> [u64; N] { std::array::from_fn(|i| a[k][i] - b[k][i]) };
     let (rr, lone, batched) = (&phases[0], &phases[1], &phases[2]);
     let direct = [TxForm::Direct, TxForm::DirectOffload, TxForm::DirectSwCsum];
-    let indirect = [TxForm::Indirect, TxForm::IndirectSwCsum, TxForm::IndirectHdrInfo];
+    let indirect = [TxForm::IndirectOffload];
     report.push("swcsum_direct_rr_direct_share", share(&rr[0], &direct), "fraction");
     report.push("offload_indirect_rr_indirect_share", share(&rr[1], &indirect), "fraction");
     report.push("direct_nocsum_rr_direct_share", share(&rr[2], &direct), "fraction");

@@ -8,15 +8,16 @@
 /// How the transmitter chooses between the forms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum TxStrategy {
-    /// The policy: GSO or batched packets keep the offload (indirect, with
-    /// the header information the receiver needs); a lone non-GSO packet
-    /// gets its checksum completed in software and goes direct.
+    /// The policy: GSO or batched packets keep the offload (indirect: the
+    /// `virtio_net_hdr` in a descriptor of its own behind an indirect
+    /// table); a lone non-GSO packet gets its checksum completed in
+    /// software and goes in one direct descriptor.
     #[default]
     SwCsumDirect,
-    /// Always offload with header information, indirect.
+    /// Always offload, indirect.
     OffloadIndirect,
-    /// Offload without header information, direct when the frame fits (the
-    /// receiver's requirement is ignored: unsafe, for comparison).
+    /// Always offload, in one direct descriptor (header and frame in one
+    /// buffer; no software checksum).
     DirectNoCsum,
 }
 
@@ -45,16 +46,34 @@ impl TxStrategy {
 pub enum TxForm {
     /// Direct, nothing to offload (checksum complete or none).
     Direct,
-    /// Direct with the checksum offloaded (`NEEDS_CSUM`), no header information.
+    /// Direct with the checksum offloaded (`NEEDS_CSUM`).
     DirectOffload,
     /// Direct, checksum completed in software by the transmitter.
     DirectSwCsum,
-    /// Indirect without header information (virtio-user: the
-    /// `virtio_net_hdr` in a descriptor of its own, no checksum offload).
-    Indirect,
-    /// Indirect (too large for a slot), checksum completed in software.
-    IndirectSwCsum,
-    /// Indirect with header information (virtio-user: the checksum
-    /// offloaded, the `virtio_net_hdr` in a descriptor of its own).
-    IndirectHdrInfo,
+    /// Indirect with the checksum offloaded (`NEEDS_CSUM`): the
+    /// `virtio_net_hdr` in a descriptor of its own behind the table.
+    IndirectOffload,
+}
+
+impl TxForm {
+    /// Every form, in the order of their discriminants (`form as usize`
+    /// indexes per-form counters).
+    pub const ALL: [TxForm; 4] = [TxForm::Direct, TxForm::DirectOffload, TxForm::DirectSwCsum, TxForm::IndirectOffload];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_index_their_counters_and_strategies_parse_their_names() {
+        for (i, f) in TxForm::ALL.into_iter().enumerate() {
+            assert_eq!(f as usize, i, "{f:?}");
+        }
+        for s in TxStrategy::ALL {
+            assert_eq!(TxStrategy::parse(s.name()), Some(s));
+            assert_eq!(TxStrategy::parse(&s.name().replace('_', "-")), Some(s));
+        }
+        assert_eq!(TxStrategy::parse("pv"), None);
+    }
 }

@@ -540,7 +540,7 @@ impl VirtioUser {
         };
         let indirect = self.acked & vf::INDIRECT_DESC != 0;
         let offload = if indirect {
-            (DescLayout::Indirect, TxForm::IndirectHdrInfo)
+            (DescLayout::Indirect, TxForm::IndirectOffload)
         } else {
             (DescLayout::Direct, TxForm::DirectOffload)
         };

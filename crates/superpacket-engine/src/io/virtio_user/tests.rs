@@ -232,9 +232,9 @@ fn the_transmit_policy_picks_the_form_and_the_port_gets_the_same_bytes() {
     let gso = flow.superpacket(5000, 1000, TcpFlags::PSH).unwrap();
     let cases = [
         (TxStrategy::SwCsumDirect, &lone, false, TxForm::DirectSwCsum, 1),
-        (TxStrategy::SwCsumDirect, &lone, true, TxForm::IndirectHdrInfo, 2),
-        (TxStrategy::SwCsumDirect, &gso, false, TxForm::IndirectHdrInfo, 2),
-        (TxStrategy::OffloadIndirect, &lone, false, TxForm::IndirectHdrInfo, 2),
+        (TxStrategy::SwCsumDirect, &lone, true, TxForm::IndirectOffload, 2),
+        (TxStrategy::SwCsumDirect, &gso, false, TxForm::IndirectOffload, 2),
+        (TxStrategy::OffloadIndirect, &lone, false, TxForm::IndirectOffload, 2),
         (TxStrategy::DirectNoCsum, &lone, false, TxForm::DirectOffload, 1),
     ];
     for (strategy, sent, more, form, descs) in cases {
