@@ -8,7 +8,8 @@ use crate::device::port::PortDriver;
 use crate::device::vhost_user::{VhostUserDriver, VhostUserOptions};
 use std::time::Instant;
 use superpacket::csum::complete_partial;
-use superpacket::packet::{ChecksumState, GsoType, Packet};
+use superpacket::packet::pool::COPYBREAK;
+use superpacket::packet::{ChecksumState, DEFAULT_HEADROOM, GsoType, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::wire::TcpFlags;
 
@@ -255,5 +256,57 @@ fn the_transmit_policy_picks_the_form_and_the_port_gets_the_same_bytes() {
         }
         assert_eq!(received, expected, "{strategy:?}");
         assert_eq!(matches!(got.meta.csum, ChecksumState::Partial { .. }), form != TxForm::DirectSwCsum);
+    }
+}
+
+/// Warm steady state in both directions, a lone packet and a superpacket
+/// with each strategy, batched and not: the frontend never allocates, and
+/// the port only as every port receives (`superpacket::packet::pool`): a
+/// frame of at most `COPYBREAK` bytes gets a packet of its own size (an
+/// MTU frame must not pin a pool buffer), a superpacket a recycled pool
+/// buffer.
+#[test]
+fn steady_state_allocates_only_the_ports_copybreak_packets() {
+    let mut p = pair(VirtioUserConfig::ALL_FEATURES);
+    let mut f = Flow::new(FlowSpec::new(Transport::Tcp, false, 4));
+    let frames: Vec<(Vec<u8>, OffloadMeta)> =
+        [f.superpacket(100, 9000, TcpFlags::PSH), f.superpacket(40_000, 1448, TcpFlags::PSH)]
+            .into_iter()
+            .map(|sp| {
+                let sp = sp.unwrap();
+                (sp.to_vec(), sp.meta)
+            })
+            .collect();
+    let mut scratch = Vec::with_capacity(70_000);
+    let mut buf = vec![0u8; 70_000];
+    let mut run = |p: &mut Pair, s: TxStrategy| {
+        for more in [false, true] {
+            for (bytes, meta) in &frames {
+                scratch.clear();
+                scratch.extend_from_slice(bytes);
+                p.fe.send_with(s, &mut scratch, meta, more).unwrap();
+            }
+        }
+        p.fe.flush_tx().unwrap();
+        for _ in 0..4 {
+            let pkt = port_recv(&mut p.port);
+            p.port.xmit(pkt).unwrap();
+        }
+        for _ in 0..4 {
+            fe_recv(p, &mut buf);
+        }
+    };
+    let small = frames.iter().filter(|(b, _)| b.len() <= COPYBREAK).count() as u64;
+    assert_eq!(small, 1);
+    for s in TxStrategy::ALL {
+        run(&mut p, s);
+        let info = allocation_counter::measure(|| {
+            for _ in 0..20 {
+                run(&mut p, s);
+            }
+        });
+        // Each run sends every frame twice (lone and batched).
+        assert_eq!(info.count_total, 20 * 2 * small, "{s:?}: {info:?}");
+        assert!(info.bytes_max as usize <= DEFAULT_HEADROOM + COPYBREAK, "{s:?}: {info:?}");
     }
 }
