@@ -36,9 +36,14 @@ use std::fmt;
 
 /// Maximum number of shared payload segments per packet (Linux `MAX_SKB_FRAGS`).
 pub const MAX_SEGMENTS: usize = 17;
-/// Headroom reserved by [`Packet::from_frame`]: room for two VLAN tags and a
-/// virtio_net_hdr without reallocating (Linux reserves `NET_SKB_PAD` = 64).
-pub const DEFAULT_HEADROOM: usize = 64;
+/// Headroom reserved by [`Packet::from_frame`]: room to push the largest
+/// encapsulation the graph adds without reallocating: VXLAN/Geneve over
+/// IPv6 (14 + 40 + 8 + 8 = 70 bytes) plus two VLAN tags (8) and a
+/// `virtio_net_hdr_v1` (12) is 90. Linux reserves `NET_SKB_PAD` (64) and
+/// lets tunnel devices raise `needed_headroom`; one larger constant costs
+/// 64 bytes per buffer and saves a reallocation and a copy of the whole
+/// linear area per encapsulated packet.
+pub const DEFAULT_HEADROOM: usize = 128;
 
 /// Errors of packet-buffer operations. None of them leaves the packet modified.
 #[derive(Debug, Clone, PartialEq, Eq)]
