@@ -295,6 +295,10 @@ pub fn run(args: &SuiteArgs) -> Result<u8, CliError> {
         return Ok(EXIT_OK);
     }
     let scenarios = select(&args.scenarios)?;
+    if scenarios.iter().any(|s| s.name == LIVE_PEERS.name) {
+        // Before the progress bar's thread: Ctrl-C must reach live-peers' cleanup, not kill the process.
+        live_peers::catch_signals().map_err(CliError)?;
+    }
     let opts = SuiteOptions {
         runs: args.runs as usize,
         quick: args.quick,

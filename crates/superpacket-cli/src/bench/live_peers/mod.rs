@@ -44,8 +44,12 @@
 pub mod ovs;
 pub mod workload;
 
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+
 use superpacket_engine::device::Topology;
 use superpacket_engine::engine::{Engine, EngineConfig, EngineOptions};
+use superpacket_engine::io::event::{SignalFd, signal_name};
 use superpacket_lab::peers_lab::{Addressing, MID_R, MID_S, PeersLab, ROUTER_R, ROUTER_S};
 
 use super::BenchReport;
@@ -199,6 +203,36 @@ impl Middle {
     }
 }
 
+/// SIGINT and SIGTERM, caught for the whole process by [`catch_signals`].
+static SIGNALS: OnceLock<SignalFd> = OnceLock::new();
+/// A signal arrived: every later run stops at once too.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Makes SIGINT and SIGTERM wait in a descriptor that the runs look at
+/// between workloads, so that Ctrl-C ends a run through its normal cleanup
+/// (namespaces deleted, Open vSwitch stopped) instead of killing the
+/// process. Call it before any other thread starts (they inherit the
+/// blocked signals).
+///
+/// # Errors
+/// The signal descriptor cannot be made.
+pub fn catch_signals() -> Result<(), String> {
+    if SIGNALS.get().is_none() {
+        let fd = SignalFd::install().map_err(|e| format!("signals: {e}"))?;
+        let _ = SIGNALS.set(fd);
+    }
+    Ok(())
+}
+
+/// `Err` once SIGINT or SIGTERM has arrived (see [`catch_signals`]).
+fn check_interrupted() -> Result<(), String> {
+    if let Some(sig) = SIGNALS.get().and_then(SignalFd::take) {
+        INTERRUPTED.store(true, Ordering::Relaxed);
+        eprintln!("superpacket bench live-peers: {}: stopping; the lab and Open vSwitch are removed", signal_name(sig));
+    }
+    if INTERRUPTED.load(Ordering::Relaxed) { Err("interrupted".to_string()) } else { Ok(()) }
+}
+
 /// Every workload through `dp`, in a fresh lab.
 fn measure_datapath(
     dp: Datapath,
@@ -214,6 +248,10 @@ fn measure_datapath(
     let mut out = Vec::new();
     for (i, w) in Workload::ALL.into_iter().enumerate() {
         on_step(&format!("{}: {}", dp.heading(), w.describe()), step + i, steps);
+        if let Err(e) = check_interrupted() {
+            out.push((w, Err(e)));
+            break;
+        }
         let r = workload::measure(&lab, w, seconds, &|| middle.cpu_seconds())
             .map_err(|e| format!("{} through {}: {e}{}", w.describe(), dp.heading(), middle.diagnostics()));
         // superpacket must carry every workload; a peer that cannot is a finding, not the end of the run.
@@ -225,8 +263,8 @@ fn measure_datapath(
     }
     // Stopped also after a failure: an engine's workers do not end on their own.
     let stopped = middle.stop();
-    if dp.is_superpacket()
-        && let Some((_, Err(e))) = out.last()
+    if let Some((_, Err(e))) = out.last()
+        && (dp.is_superpacket() || INTERRUPTED.load(Ordering::Relaxed))
     {
         return Err(e.clone());
     }
@@ -275,6 +313,7 @@ pub fn available() -> Result<(), String> {
 /// # Errors
 /// A datapath failing to start or to forward.
 pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> Result<BenchReport, String> {
+    check_interrupted()?;
     let seconds = if o.quick { 0.5 } else { o.live_seconds };
     let ovs_missing = ovs::available().err();
     if let Some(why) = &ovs_missing {

@@ -6,10 +6,12 @@
 //! measurement fails). A system-wide Open vSwitch, if one runs, is never
 //! used or touched: every tool is pointed at this directory's socket.
 //!
-//! `ovs-vswitchd` is started from a thread inside the middle namespace, so
-//! the daemon lives there and sees the veth ends (a child inherits the
-//! network namespace of the thread that forks it).
+//! `ovs-vswitchd` enters the middle namespace between fork and exec, so
+//! the daemon lives there and sees the veth ends. Both daemons get SIGTERM
+//! if the benchmark dies without stopping them (`PR_SET_PDEATHSIG`).
 
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -72,7 +74,7 @@ impl Ovs {
         ovs.run_tool("ovsdb-tool", &["create".as_ref(), db.as_os_str(), SCHEMA.as_ref()])?;
         let sock = ovs.db_socket();
         let server = ovs
-            .command("ovsdb-server", "ovsdb-server")?
+            .command("ovsdb-server", "ovsdb-server", None)?
             .arg(&db)
             .arg(format!("--remote=punix:{}", sock.display()))
             .spawn()
@@ -82,12 +84,11 @@ impl Ovs {
         ovs.vsctl(&["--no-wait", "init"])?;
         // Read once when ovs-vswitchd starts: set before it does.
         ovs.vsctl(&["--no-wait", "set", "Open_vSwitch", ".", "other_config:userspace-tso-enable=true"])?;
-        let mut cmd = ovs.command("ovs-vswitchd", "ovs-vswitchd")?;
-        cmd.arg(format!("unix:{}", sock.display()));
-        let switch = ns
-            .enter_scoped(move || cmd.spawn())
-            .map_err(|e| format!("entering {}: {e}", ns.name()))?
-            .map_err(|e| format!("starting ovs-vswitchd: {e}"))?;
+        let switch = ovs
+            .command("ovs-vswitchd", "ovs-vswitchd", Some(ns))?
+            .arg(format!("unix:{}", sock.display()))
+            .spawn()
+            .map_err(|e| format!("starting ovs-vswitchd in {}: {e}", ns.name()))?;
         ovs.daemons.push(switch);
         ovs.wait_for(&dir.join("ovs-vswitchd.ctl"), "ovs-vswitchd")?;
         let timeout = format!("--timeout={}", START_TIMEOUT.as_secs());
@@ -104,8 +105,9 @@ impl Ovs {
     }
 
     /// A daemon's command: its pid, control socket and log in the
-    /// directory, the OVS_* directories pointed there too, output to the log.
-    fn command(&self, name: &str, daemon: &str) -> Result<Command, String> {
+    /// directory, the OVS_* directories pointed there too, output to the
+    /// log; run in `netns` (else here), ended with this process.
+    fn command(&self, name: &str, daemon: &str, netns: Option<&NetNs>) -> Result<Command, String> {
         let mut cmd = Command::new(tool(name).ok_or_else(|| format!("{INSTALL_HINT}: {name} missing"))?);
         cmd.arg(format!("--pidfile={}", self.dir.join(format!("{daemon}.pid")).display()))
             .arg(format!("--unixctl={}", self.dir.join(format!("{daemon}.ctl")).display()))
@@ -114,6 +116,23 @@ impl Ovs {
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         self.private_dirs(&mut cmd);
+        let ns_fd = netns.map(|n| n.fd().as_raw_fd());
+        // SAFETY: between fork and exec the closure only makes the
+        // async-signal-safe system calls prctl and setns; `ns_fd` stays open
+        // (borrowed from `netns`, which outlives the spawn).
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                if let Some(fd) = ns_fd
+                    && libc::setns(fd, libc::CLONE_NEWNET) != 0
+                {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         Ok(cmd)
     }
 
