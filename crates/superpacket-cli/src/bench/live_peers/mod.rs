@@ -426,6 +426,20 @@ macro_rules! live_peers_groups {
     };
 }
 
+/// A chart of one figure: every datapath (a series) for every workload (a group).
+macro_rules! live_peers_plot {
+    ($file:literal, $what:literal, $unit:literal, $fig:literal) => {
+        PlotSpec {
+            file: $file,
+            title: concat!("Live peers: ", $what, " (real kernel traffic)"),
+            y_label: $unit,
+            log: false,
+            series: &["sp bridge", "OVS netdev", "kernel bridge", "sp router", "kernel router", "sp NAT"],
+            groups: live_peers_groups!($fig; "tcp1", "tcp4", "tcp1_mtu", "udp_gso", "udp_mtu"),
+        }
+    };
+}
+
 /// The scenario for the suite (named only: `superpacket bench live-peers`).
 pub static LIVE_PEERS: Scenario = Scenario {
     name: "live-peers",
@@ -448,22 +462,8 @@ pub static LIVE_PEERS: Scenario = Scenario {
     pairs: live_peers_pairs!("tcp1", "tcp4", "tcp1_mtu", "udp_gso", "udp_mtu"),
     key: live_peers_targets!("tcp1", "tcp4", "udp_gso"),
     plots: &[
-        PlotSpec {
-            file: "live-peers-gbps.svg",
-            title: "Live peers: receiver goodput (real kernel traffic)",
-            y_label: "Gbit/s",
-            log: false,
-            series: &["sp bridge", "OVS netdev", "kernel bridge", "sp router", "kernel router", "sp NAT"],
-            groups: live_peers_groups!("gbps"; "tcp1", "tcp4", "tcp1_mtu", "udp_gso", "udp_mtu"),
-        },
-        PlotSpec {
-            file: "live-peers-cpu.svg",
-            title: "Live peers: machine CPU per GB (real kernel traffic)",
-            y_label: "CPU s/GB",
-            log: false,
-            series: &["sp bridge", "OVS netdev", "kernel bridge", "sp router", "kernel router", "sp NAT"],
-            groups: live_peers_groups!("machine_cpu_s_per_gb"; "tcp1", "tcp4", "tcp1_mtu", "udp_gso", "udp_mtu"),
-        },
+        live_peers_plot!("live-peers-gbps.svg", "receiver goodput", "Gbit/s", "gbps"),
+        live_peers_plot!("live-peers-cpu.svg", "machine CPU per GB", "CPU s/GB", "machine_cpu_s_per_gb"),
     ],
     available,
     run: run_once,
