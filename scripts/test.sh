@@ -25,6 +25,11 @@ command -v dpdk-testpmd >/dev/null 2>&1 || need_pkgs+=(dpdk)
 for pmd in vhost virtio pcap; do
     compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_${pmd}.so*" >/dev/null || need_pkgs+=("librte-net-${pmd}23")
 done
+# openvswitch-switch (ovsdb-server, ovs-vswitchd, ovs-vsctl, the schema) and iperf3: `bench live-peers` and its
+# test (tests/bench_live_peers_cli.rs) run a private Open vSwitch userspace datapath; iperf3 only cross-checks the
+# project's traffic generator in that test (the product never runs it).
+{ [ -x /usr/sbin/ovs-vswitchd ] || command -v ovs-vswitchd >/dev/null 2>&1; } || need_pkgs+=(openvswitch-switch)
+command -v iperf3 >/dev/null 2>&1 || need_pkgs+=(iperf3)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
     as_root apt-get update -qq
@@ -33,6 +38,8 @@ fi
 command -v tshark >/dev/null || { echo "tshark is still missing after install" >&2; exit 2; }
 pkg-config --exists libdpdk || { echo "libdpdk (dpdk-dev) is still missing after install" >&2; exit 2; }
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd (dpdk) is still missing after install" >&2; exit 2; }
+{ [ -x /usr/sbin/ovs-vswitchd ] || command -v ovs-vswitchd >/dev/null; } || { echo "ovs-vswitchd (openvswitch-switch) is still missing after install" >&2; exit 2; }
+command -v iperf3 >/dev/null || { echo "iperf3 is still missing after install" >&2; exit 2; }
 # QEMU, busybox-static, gcc and a Debian kernel (extracted once into target/qemu-guest): the QEMU
 # guest on a vhost-user port (tests/vhost_user_qemu.rs).
 log "QEMU guest (scripts/qemu-guest.sh)"

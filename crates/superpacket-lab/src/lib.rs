@@ -1,7 +1,8 @@
 //! Test support for superpacket, used by tests and benchmarks: the
 //! Linux kernel as a GRO/GSO oracle ([`oracle`]), real TCP/UDP streams
 //! through namespaces ([`streams`]), floods ([`flood`]), a relay between
-//! ports ([`relay`]) and the two-namespace lab they share ([`lab`]). Also
+//! ports ([`relay`]) and the two-namespace lab they share ([`lab`]); the
+//! sender/middle/receiver lab of `bench live-peers` ([`peers_lab`]). Also
 //! the lab plumbing a topology file declares in its `[lab]` table, which
 //! `superpacket lab up|down|status` and `superpacket run --lab` make and
 //! remove ([`plumbing`]).
@@ -54,6 +55,7 @@
 pub mod flood;
 pub mod lab;
 pub mod oracle;
+pub mod peers_lab;
 pub mod plumbing;
 pub mod relay;
 pub mod streams;

@@ -115,7 +115,17 @@ pub struct KeyFigure {
     /// The original figures, e.g. `"20 Mbps -> 1 Gbps"`.
     pub original: &'static str,
     /// The original's ratio in the same orientation, if it gave one.
+    /// When `original` names a target (`"... target: at least ..."`), this
+    /// is the target's minimum and [`KeyResult::target_met`] judges it.
     pub original_ratio: Option<f64>,
+}
+
+impl KeyFigure {
+    /// The minimum ratio when this key figure is a target (its `original`
+    /// says `target: at least`), else `None`.
+    pub fn target(&self) -> Option<f64> {
+        self.original_ratio.filter(|_| self.original.contains("target: at least"))
+    }
 }
 
 /// A grouped bar chart of figures (mean, min..max, every run).
@@ -253,6 +263,24 @@ pub struct KeyResult {
     pub key: KeyFigure,
     /// Ratio of the means (NaN if a figure is missing).
     pub ratio: f64,
+}
+
+impl KeyResult {
+    /// For a target ([`KeyFigure::target`]): whether the measured ratio
+    /// reaches it (`None`: not a target, or the ratio is not finite).
+    pub fn target_met(&self) -> Option<bool> {
+        self.key.target().filter(|_| self.ratio.is_finite()).map(|min| self.ratio >= min)
+    }
+
+    /// `" (target met)"`, `" (target NOT met)"`, or empty when not a target.
+    pub fn target_text(&self) -> &'static str {
+        match (self.key.target(), self.target_met()) {
+            (_, Some(true)) => " (target met)",
+            (_, Some(false)) => " (target NOT met)",
+            (Some(_), None) => " (target not measured)",
+            (None, None) => "",
+        }
+    }
 }
 
 /// Everything measured for one scenario.
@@ -512,6 +540,7 @@ fn scenario_json(s: &ScenarioResult) -> Value {
                 "ratio": num(k.ratio),
                 "original": k.key.original,
                 "original_ratio": k.key.original_ratio,
+                "target_met": k.target_met(),
             })
         })
         .collect();
@@ -621,11 +650,12 @@ fn scenario_text(s: &ScenarioResult) -> String {
     }
     for k in &s.key {
         out += &format!(
-            "  key figure: {} = {} (original: {}{})\n",
+            "  key figure: {} = {} (original: {}{}){}\n",
             k.key.label,
             format_ratio(k.ratio),
             k.key.original,
-            k.key.original_ratio.map(|r| format!(", {}", format_ratio(r))).unwrap_or_default()
+            k.key.original_ratio.map(|r| format!(", {}", format_ratio(r))).unwrap_or_default(),
+            k.target_text()
         );
     }
     out

@@ -144,11 +144,12 @@ pub fn markdown(result: &SuiteResult, command: &str, plots: &[(&str, &str)], plo
         for (i, k) in s.key.iter().enumerate() {
             let _ = writeln!(
                 md,
-                "| {} | {} | {} | {} | {}{} | {} |",
+                "| {} | {} | {} | {}{} | {}{} | {} |",
                 if i == 0 { s.scenario.result.map_or("live".to_string(), |r| r.to_string()) } else { String::new() },
                 if i == 0 { s.scenario.name } else { "" },
                 k.key.label,
                 format_ratio(k.ratio),
+                k.target_text(),
                 k.key.original,
                 k.key.original_ratio.map(|r| format!(" ({})", format_ratio(r))).unwrap_or_default(),
                 if i == 0 {
@@ -217,9 +218,10 @@ fn scenario_markdown(s: &ScenarioResult, plots: &[(&str, &str)]) -> String {
     for k in &s.key {
         let _ = writeln!(
             md,
-            "| {} | {} | {} | {} |",
+            "| {} | {}{} | {} | {} |",
             k.key.label,
             format_ratio(k.ratio),
+            k.target_text(),
             k.key.original,
             k.key.original_ratio.map_or("—".to_string(), format_ratio)
         );

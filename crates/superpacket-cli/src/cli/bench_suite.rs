@@ -16,6 +16,7 @@ use clap::Args;
 
 use super::{CliError, EXIT_OK, EXIT_PROBLEMS, progress};
 use crate::bench::BenchReport;
+use crate::bench::live_peers::{self, LIVE_PEERS};
 use crate::bench::scenarios::SCENARIOS;
 use crate::bench::stats::{Confidence, CriticalValues, Method, TestOptions};
 use crate::bench::suite::{
@@ -28,9 +29,10 @@ use crate::bench::vhost_user::VHOST_USER;
 #[derive(Debug, Args)]
 pub struct SuiteArgs {
     /// Scenarios to run, by name or result number (default: every result;
-    /// `live`, real kernel traffic as root, and `vhost-user`, superpacket's
-    /// vhost-user port against DPDK's with testpmd frontends as root, only
-    /// when named); `--list` shows them.
+    /// `live`, real kernel traffic as root, `vhost-user`, superpacket's
+    /// vhost-user port against DPDK's with testpmd frontends as root, and
+    /// `live-peers`, kernel traffic through superpacket, Open vSwitch and
+    /// the kernel as root, only when named); `--list` shows them.
     #[arg(value_name = "SCENARIO")]
     pub scenarios: Vec<String>,
     /// List the suite's scenarios and exit.
@@ -57,8 +59,8 @@ pub struct SuiteArgs {
     /// Critical values from FreeBSD ministat's table verbatim (see `superpacket ministat --help`).
     #[arg(long)]
     pub ministat_table: bool,
-    /// Seconds per transfer of the live scenario, and per counted window of
-    /// each workload of `vhost-user` (--quick: 1 and 0.5).
+    /// Seconds per transfer of the live scenarios (`live`, `live-peers`), and
+    /// per counted window of each workload of `vhost-user` (--quick: 1, 0.5 and 0.5).
     #[arg(long, default_value_t = 3.0, value_name = "S")]
     pub live_seconds: f64,
 }
@@ -229,10 +231,10 @@ pub fn parse_report(json: &str) -> Result<BenchReport, String> {
     Ok(r)
 }
 
-/// Every scenario the suite knows: the registry, then the live demo and
-/// the vhost-user backends (both run only when named).
+/// Every scenario the suite knows: the registry, then the live demo, the
+/// vhost-user backends and the live peers (all three run only when named).
 pub fn all_scenarios() -> Vec<Scenario> {
-    SCENARIOS.iter().copied().chain([LIVE, VHOST_USER]).collect()
+    SCENARIOS.iter().copied().chain([LIVE, VHOST_USER, LIVE_PEERS]).collect()
 }
 
 /// The scenarios named (by name or result number), in registry order;
@@ -293,6 +295,10 @@ pub fn run(args: &SuiteArgs) -> Result<u8, CliError> {
         return Ok(EXIT_OK);
     }
     let scenarios = select(&args.scenarios)?;
+    if scenarios.iter().any(|s| s.name == LIVE_PEERS.name) {
+        // Before the progress bar's thread: Ctrl-C must reach live-peers' cleanup, not kill the process.
+        live_peers::catch_signals().map_err(CliError)?;
+    }
     let opts = SuiteOptions {
         runs: args.runs as usize,
         quick: args.quick,
@@ -352,6 +358,9 @@ pub fn run(args: &SuiteArgs) -> Result<u8, CliError> {
         }
     } else {
         print!("{}", result.to_text());
+        for s in result.scenarios.iter().filter(|s| s.scenario.name == LIVE_PEERS.name) {
+            print!("{}", live_peers::side_by_side(s));
+        }
         for n in &notes {
             println!("{n}");
         }
