@@ -25,12 +25,16 @@ command -v dpdk-testpmd >/dev/null 2>&1 || need_pkgs+=(dpdk)
 for pmd in vhost virtio pcap; do
     compgen -G "/usr/lib/*/dpdk/pmds-*/librte_net_${pmd}.so*" >/dev/null || need_pkgs+=("librte-net-${pmd}23")
 done
+# valgrind (callgrind): `bench instructions` counts with it where the CPU's counters are not exposed
+# (virtual machines); tests/instructions_cli.rs runs it.
+command -v valgrind >/dev/null 2>&1 || need_pkgs+=(valgrind)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 command -v tshark >/dev/null || { echo "tshark is still missing after install" >&2; exit 2; }
+command -v valgrind >/dev/null || { echo "valgrind is still missing after install" >&2; exit 2; }
 pkg-config --exists libdpdk || { echo "libdpdk (dpdk-dev) is still missing after install" >&2; exit 2; }
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd (dpdk) is still missing after install" >&2; exit 2; }
 # QEMU, busybox-static, gcc and a Debian kernel (extracted once into target/qemu-guest): the QEMU
