@@ -180,13 +180,7 @@ fn run_instructions(args: &InstructionsArgs) -> Result<u8, CliError> {
         return Ok(EXIT_OK);
     }
     let opts = InstructionsOptions { quick: args.common.quick, method: args.method, only: args.rows.clone() };
-    let bar = progress::steps_bar(!args.common.json, "bench instructions");
-    let report = instructions::run(&opts, &mut |step, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(step.to_string());
-    });
-    bar.finish_and_clear();
+    let report = with_steps(!args.common.json, "bench instructions", |p| instructions::run(&opts, p));
     let report = report.map_err(|e| CliError(format!("bench instructions: {e}")))?;
     if args.common.json {
         println!("{}", report.to_json());
@@ -210,13 +204,7 @@ fn run_peers(args: &PeersArgs) -> Result<u8, CliError> {
         quick: args.common.quick,
         kernel_seconds: args.kernel.then_some(args.seconds),
     };
-    let bar = progress::steps_bar(!args.common.json, "bench peers");
-    let report = peers::run_with_progress(&opts, &mut |step, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(step.to_string());
-    });
-    bar.finish_and_clear();
+    let report = with_steps(!args.common.json, "bench peers", |p| peers::run_with_progress(&opts, p));
     if args.common.json {
         println!("{}", report.to_json());
     } else {
@@ -252,17 +240,25 @@ fn report(
     run: impl FnOnce(bool, &mut dyn FnMut(&str, usize, usize)) -> BenchReport,
     render: fn(&BenchReport) -> String,
 ) -> Result<u8, CliError> {
-    let bar = progress::steps_bar(!args.json, &format!("bench {name}"));
-    let report = run(args.quick, &mut |step, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(step.to_string());
-    });
-    bar.finish_and_clear();
+    let report = with_steps(!args.json, &format!("bench {name}"), |p| run(args.quick, p));
     if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", render(&report));
     }
     Ok(EXIT_OK)
+}
+
+/// Runs `run` with a step progress bar called `name` (on a terminal, and
+/// only when `show`: never with `--json`), cleared when it returns; `run`
+/// reports `(step, done, total)`.
+fn with_steps<T>(show: bool, name: &str, run: impl FnOnce(&mut dyn FnMut(&str, usize, usize)) -> T) -> T {
+    let bar = progress::steps_bar(show, name);
+    let out = run(&mut |step, done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(step.to_string());
+    });
+    bar.finish_and_clear();
+    out
 }
