@@ -30,12 +30,16 @@ done
 # project's traffic generator in that test (the product never runs it).
 { [ -x /usr/sbin/ovs-vswitchd ] || command -v ovs-vswitchd >/dev/null 2>&1; } || need_pkgs+=(openvswitch-switch)
 command -v iperf3 >/dev/null 2>&1 || need_pkgs+=(iperf3)
+# valgrind (callgrind): `bench instructions` counts with it where the CPU's counters are not exposed
+# (virtual machines); tests/instructions_cli.rs runs it.
+command -v valgrind >/dev/null 2>&1 || need_pkgs+=(valgrind)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
     log "installing ${need_pkgs[*]} (apt-get)"
     as_root apt-get update -qq
     as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_pkgs[@]}" >/dev/null
 fi
 command -v tshark >/dev/null || { echo "tshark is still missing after install" >&2; exit 2; }
+command -v valgrind >/dev/null || { echo "valgrind is still missing after install" >&2; exit 2; }
 pkg-config --exists libdpdk || { echo "libdpdk (dpdk-dev) is still missing after install" >&2; exit 2; }
 command -v dpdk-testpmd >/dev/null || { echo "dpdk-testpmd (dpdk) is still missing after install" >&2; exit 2; }
 { [ -x /usr/sbin/ovs-vswitchd ] || command -v ovs-vswitchd >/dev/null; } || { echo "ovs-vswitchd (openvswitch-switch) is still missing after install" >&2; exit 2; }

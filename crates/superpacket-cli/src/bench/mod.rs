@@ -13,6 +13,7 @@ pub mod csum;
 pub mod defrag;
 pub mod gro;
 pub mod gso;
+pub mod instructions;
 pub mod live_peers;
 pub mod lro_forward;
 pub mod ministat;

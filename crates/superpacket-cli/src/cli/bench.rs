@@ -3,6 +3,7 @@
 use super::{CliError, EXIT_OK, progress};
 use crate::bench::BenchReport;
 use crate::bench::csum::{self, CsumBenchOptions};
+use crate::bench::instructions::{self, InstructionsOptions, MethodChoice};
 use clap::{Args, Subcommand};
 
 /// The benchmark scenarios.
@@ -49,6 +50,31 @@ pub enum BenchScenario {
     /// (issue 10: ratio target >= 0.5), with the bounded tables' peaks
     /// against their limits.
     Flood(super::bench_flood::FloodBenchArgs),
+    /// Instructions per packet, segment, fragment, superpacket and byte
+    /// (GRO, GSO, reassembly, the device graph's bridge and router, the
+    /// checksum) against the issue-27 budgets: hardware counters where the
+    /// machine exposes them, else callgrind (valgrind must be installed).
+    Instructions(InstructionsArgs),
+}
+
+/// Options of `superpacket bench instructions`.
+#[derive(Debug, Args)]
+pub struct InstructionsArgs {
+    #[command(flatten)]
+    pub common: CommonBenchArgs,
+    /// How to count: the hardware counter if it works, else callgrind
+    /// (`auto`); or only one of them.
+    #[arg(long, value_enum, default_value_t = MethodChoice::Auto)]
+    pub method: MethodChoice,
+    /// Only the rows whose name contains this (e.g. `gso`, `gro_tcp4`).
+    #[arg(long, value_name = "TEXT")]
+    pub rows: Option<String>,
+    /// Exit 1 when a budget is not met (by default budgets are only reported).
+    #[arg(long)]
+    pub check: bool,
+    /// Internal: run one row for the parent's callgrind (prints its work as JSON).
+    #[arg(long = "callgrind-child", value_name = "ROW", hide = true)]
+    pub callgrind_child: Option<String>,
 }
 
 /// Options of `superpacket bench peers`.
@@ -131,7 +157,30 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
         ),
         BenchScenario::Peers(a) => run_peers(a),
         BenchScenario::Flood(a) => super::bench_flood::run(a),
+        BenchScenario::Instructions(a) => run_instructions(a),
     }
+}
+
+/// `superpacket bench instructions`: the table or `--json`; exit 2 when no
+/// method can count here (or a row failed), 1 with `--check` when a budget
+/// is missed.
+fn run_instructions(args: &InstructionsArgs) -> Result<u8, CliError> {
+    if let Some(row) = &args.callgrind_child {
+        let line = instructions::child(row, args.common.quick).map_err(CliError)?;
+        println!("{line}");
+        return Ok(EXIT_OK);
+    }
+    let opts = InstructionsOptions { quick: args.common.quick, method: args.method, only: args.rows.clone() };
+    let report = with_steps(!args.common.json, "bench instructions", |p| instructions::run(&opts, p));
+    let report = report.map_err(|e| CliError(format!("bench instructions: {e}")))?;
+    if args.common.json {
+        println!("{}", report.to_json());
+    } else {
+        print!("{}", instructions::render_human(&report));
+    }
+    // Also on the terminal with `--json`: which method counted.
+    eprintln!("superpacket bench instructions: counted by {:?}", report.method);
+    Ok(if args.check && !report.budgets_met() { super::EXIT_PROBLEMS } else { EXIT_OK })
 }
 
 /// `superpacket bench peers`: the comparison, its table or `--json`; exit 1
@@ -146,13 +195,7 @@ fn run_peers(args: &PeersArgs) -> Result<u8, CliError> {
         quick: args.common.quick,
         kernel_seconds: args.kernel.then_some(args.seconds),
     };
-    let bar = progress::steps_bar(!args.common.json, "bench peers");
-    let report = peers::run_with_progress(&opts, &mut |step, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(step.to_string());
-    });
-    bar.finish_and_clear();
+    let report = with_steps(!args.common.json, "bench peers", |p| peers::run_with_progress(&opts, p));
     if args.common.json {
         println!("{}", report.to_json());
     } else {
@@ -188,17 +231,25 @@ fn report(
     run: impl FnOnce(bool, &mut dyn FnMut(&str, usize, usize)) -> BenchReport,
     render: fn(&BenchReport) -> String,
 ) -> Result<u8, CliError> {
-    let bar = progress::steps_bar(!args.json, &format!("bench {name}"));
-    let report = run(args.quick, &mut |step, done, total| {
-        bar.set_length(total as u64);
-        bar.set_position(done as u64);
-        bar.set_message(step.to_string());
-    });
-    bar.finish_and_clear();
+    let report = with_steps(!args.json, &format!("bench {name}"), |p| run(args.quick, p));
     if args.json {
         println!("{}", report.to_json());
     } else {
         print!("{}", render(&report));
     }
     Ok(EXIT_OK)
+}
+
+/// Runs `run` with a step progress bar called `name` (on a terminal, and
+/// only when `show`: never with `--json`), cleared when it returns; `run`
+/// reports `(step, done, total)`.
+fn with_steps<T>(show: bool, name: &str, run: impl FnOnce(&mut dyn FnMut(&str, usize, usize)) -> T) -> T {
+    let bar = progress::steps_bar(show, name);
+    let out = run(&mut |step, done, total| {
+        bar.set_length(total as u64);
+        bar.set_position(done as u64);
+        bar.set_message(step.to_string());
+    });
+    bar.finish_and_clear();
+    out
 }

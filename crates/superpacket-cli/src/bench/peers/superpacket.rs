@@ -55,8 +55,11 @@ pub enum GroChecksum {
 /// (`rx-udp-gro-forwarding`), as tun-rs's UDP GRO does.
 pub const PEERS_GRO: GroConfig = GroConfig { buckets: 64, ..GroConfig::LINUX };
 
-/// Times superpacket's GRO ([`PEERS_GRO`]) over the workload, `samples` times.
-pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
+/// superpacket's GRO engine for the workload ([`PEERS_GRO`], UDP segment
+/// GRO for UDP rows, the VXLAN port for VXLAN rows) and the checksum state
+/// its received packets carry: what [`gro`] times and `bench instructions`
+/// counts.
+pub fn gro_engine(work: &GroWorkload, csum: GroChecksum) -> (Gro, ChecksumState) {
     let state = match csum {
         GroChecksum::Verify => ChecksumState::None,
         // Over VXLAN (outer UDP checksum 0) the NIC's validation covers the
@@ -68,7 +71,12 @@ pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
     if work.vxlan {
         config = config.with_tunnel(VXLAN_PORT, TunnelKind::Vxlan);
     }
-    let mut engine = Gro::new(config);
+    (Gro::new(config), state)
+}
+
+/// Times superpacket's GRO ([`PEERS_GRO`]) over the workload, `samples` times.
+pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
+    let (mut engine, state) = gro_engine(work, csum);
     let mut delivered: Vec<Packet> = Vec::with_capacity(work.frames.len());
     let mut run = EngineRun::new(work.frames.len() as u64);
     let mut spare: Vec<Vec<u8>> = Vec::with_capacity(work.frames.len());
@@ -101,11 +109,35 @@ pub enum GsoOutput {
 
 /// A sink that gives every segment of a superpacket its own output buffer
 /// (like the peers' output arrays) and counts what it gets.
-struct CountingSink {
+pub struct CountingSink {
     bufs: Vec<Vec<u8>>,
     next: usize,
-    frames: u64,
-    ip_bytes: u64,
+    /// Segments (and packets passed through) received.
+    pub frames: u64,
+    /// Their IP bytes (without the Ethernet header).
+    pub ip_bytes: u64,
+}
+
+impl CountingSink {
+    /// A sink with one 1514-byte buffer per segment of a superpacket.
+    pub fn new() -> Self {
+        CountingSink { bufs: vec![vec![0; 1514]; GSO_SEGMENTS], next: 0, frames: 0, ip_bytes: 0 }
+    }
+}
+
+impl Default for CountingSink {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The target superpacket's GSO segments for: the workload's MTU, no
+/// offload (so every checksum is completed), scatter-gather or not.
+pub fn gso_caps(work: &GsoWorkload, output: GsoOutput) -> TargetCaps {
+    match output {
+        GsoOutput::Linear => TargetCaps::new(work.mtu),
+        GsoOutput::ScatterGather => TargetCaps::new(work.mtu).with_sg(),
+    }
 }
 
 impl SegmentSink for CountingSink {
@@ -140,12 +172,9 @@ impl SegmentSink for CountingSink {
 /// # Errors
 /// The segmenter's error, as text (never expected on these superpackets).
 pub fn gso(work: &GsoWorkload, output: GsoOutput, samples: usize) -> Result<EngineRun, String> {
-    let caps = match output {
-        GsoOutput::Linear => TargetCaps::new(work.mtu),
-        GsoOutput::ScatterGather => TargetCaps::new(work.mtu).with_sg(),
-    };
+    let caps = gso_caps(work, output);
     let mut segmenter = Segmenter::new();
-    let mut sink = CountingSink { bufs: vec![vec![0; 1514]; GSO_SEGMENTS], next: 0, frames: 0, ip_bytes: 0 };
+    let mut sink = CountingSink::new();
     let mut run = EngineRun::new(work.superpackets.len() as u64);
     for pass in EngineRun::passes(samples) {
         sink.frames = 0;

@@ -162,13 +162,11 @@ fn emit_one<S: SegmentSink + ?Sized>(
     };
     if caps.sg {
         let mut slices: [&[u8]; MAX_SG_SLICES] = [&[]; MAX_SG_SLICES];
-        let saved = cursor.clone();
         if let Some((n, psum)) = cursor.gather(payload_len, &mut slices, summing) {
             finish(&mut seg.hdr[..hl], psum);
             sink.sg_frame(&SgFrame { header: &seg.hdr[..hl], payload: &slices[..n], meta: *meta });
             return;
         }
-        cursor = saved;
     }
     let buf = sink.linear_buffer(total);
     buf[..hl].copy_from_slice(&seg.hdr[..hl]);

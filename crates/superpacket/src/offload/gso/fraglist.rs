@@ -332,12 +332,10 @@ fn emit<S: SegmentSink + ?Sized>(
 ) {
     if caps.sg {
         let mut slices: [&[u8]; MAX_SG_SLICES] = [&[]; MAX_SG_SLICES];
-        let saved = cursor.clone();
         if let Some((n, _)) = cursor.gather(len, &mut slices, false) {
             sink.sg_frame(&SgFrame { header, payload: &slices[..n], meta: *meta });
             return;
         }
-        cursor = saved;
     }
     let hl = header.len();
     let buf = sink.linear_buffer(hl + len);

@@ -12,7 +12,7 @@
 //! A payload cursor walks a packet's payload (linear area, segments, then
 //! the frag list) and hands out slices or copies segment by segment.
 
-use crate::csum::{copy_and_sum, ones_add, ones_sum_at};
+use crate::csum::{copy_and_sum, ones_add, ones_sum, ones_sum_at};
 use crate::packet::{OffloadMeta, Packet};
 use crate::wire::Medium;
 
@@ -218,20 +218,50 @@ impl<'a> PayloadCursor<'a> {
         }
     }
 
+    /// The next `len` bytes as one slice when the current chunk holds them
+    /// all (the common case: a superpacket's payload in one buffer, so
+    /// every segment's payload is a sub-slice of it); the cursor moves past
+    /// them. `None` leaves the cursor unchanged: the bytes span chunks (or
+    /// the current chunk is used up), and the general walk must gather them.
+    #[inline]
+    fn take_contiguous(&mut self, len: usize) -> Option<&'a [u8]> {
+        let c = chunk_of(self.current_part()?, self.chunk)?;
+        let s = c.get(self.pos..self.pos.checked_add(len)?)?;
+        self.pos += len;
+        Some(s)
+    }
+
     /// Collects the next `len` bytes as slices into `out`; returns the slice
     /// count and, with `sum`, their ones' complement sum (even parity at the
-    /// first byte). `None` if more than `out.len()` slices are needed (the
-    /// cursor is then left in between: restore a saved copy).
-    #[inline]
+    /// first byte). `None` if more than `out.len()` slices are needed or the
+    /// payload ends first; the cursor is then where it was (the caller can
+    /// copy the same bytes instead).
+    #[inline(always)]
     pub(crate) fn gather(&mut self, len: usize, out: &mut [&'a [u8]], sum: bool) -> Option<(usize, u16)> {
+        // One slice, summed whole: no walk, no parity bookkeeping, no copy
+        // of the cursor to restore; inlined into the per-segment loop.
+        if !out.is_empty()
+            && let Some(s) = self.take_contiguous(len)
+        {
+            out[0] = s;
+            return Some((1, if sum { ones_sum(s) } else { 0 }));
+        }
+        self.gather_walk(len, out, sum)
+    }
+
+    /// [`PayloadCursor::gather`] across chunks and parts: the general walk.
+    #[inline(never)]
+    fn gather_walk(&mut self, len: usize, out: &mut [&'a [u8]], sum: bool) -> Option<(usize, u16)> {
+        let saved = self.clone();
         let mut n = 0;
         let mut got = 0;
         let mut psum = 0u16;
         while got < len {
-            let s = self.next_slice(len - got)?;
-            if n == out.len() {
+            let next = self.next_slice(len - got);
+            let (Some(s), true) = (next, n < out.len()) else {
+                *self = saved;
                 return None;
-            }
+            };
             if sum {
                 psum = ones_add(psum, ones_sum_at(s, got));
             }
@@ -246,6 +276,14 @@ impl<'a> PayloadCursor<'a> {
     /// (with `sum`; fused with the copy) at even parity.
     #[inline]
     pub(crate) fn copy_into(&mut self, dst: &mut [u8], sum: bool) -> u16 {
+        // One source slice: one fused copy and sum, no walk.
+        if let Some(s) = self.take_contiguous(dst.len()) {
+            if sum {
+                return copy_and_sum(dst, s);
+            }
+            dst.copy_from_slice(s);
+            return 0;
+        }
         let mut got = 0;
         let mut psum = 0u16;
         while got < dst.len() {
