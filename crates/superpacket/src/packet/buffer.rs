@@ -449,6 +449,7 @@ impl Packet {
     }
 
     /// The linear area.
+    #[inline]
     pub fn linear(&self) -> &[u8] {
         &self.storage[self.head..self.tail]
     }
