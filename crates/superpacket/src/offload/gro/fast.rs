@@ -8,6 +8,7 @@
 //! [`Template`]: super::template::Template
 
 use super::flow::{FlowKey, Held};
+use super::hint::Hint;
 use super::parse::GroHeaders;
 use super::{ChecksumState, Gro, Incoming, Plain, hint, ip, tcp};
 use crate::packet::Packet;
@@ -15,29 +16,29 @@ use crate::wire::Medium;
 use crate::wire::field::{be16, ne32};
 
 impl Gro {
-    /// The hint key of a plain packet ([`hint::plain_key`]), `None` when the
-    /// fast path is off or the frame too short to have one.
+    /// The hint of a plain packet ([`hint::plain_hint`]), `None` when the
+    /// fast path is off or the packet has none.
     #[inline(always)]
-    pub(super) fn plain_hint_key(&self, pkt: &Packet) -> Option<u32> {
+    pub(super) fn plain_hint(&self, pkt: &Packet) -> Option<Hint> {
         if !self.plain_fast {
             return None;
         }
-        hint::plain_key(pkt.linear(), self.cfg.medium == Medium::Ip)
+        hint::plain_hint(pkt.linear(), self.cfg.medium == Medium::Ip)
     }
 
-    /// The full path dealt with a TCP packet whose hint key is `key`: the
+    /// The full path dealt with a TCP packet whose hint is `hint`: the
     /// newest aggregate of its bucket `b` is the one it started or joined,
     /// unless it was delivered (then the hint is wrong, and checked).
     #[inline(always)]
-    pub(super) fn note_plain_hint(&mut self, key: Option<u32>, b: usize) {
-        if let (Some(key), Some(slot)) = (key, self.table.newest(b)) {
-            self.plain_hints.note(key, slot);
+    pub(super) fn note_plain_hint(&mut self, hint: Option<Hint>, b: usize) {
+        if let (Some(hint), Some(slot)) = (hint, self.table.newest(b)) {
+            self.plain_hints.note(hint, slot);
         }
     }
 
-    /// The fast path of a plain TCP segment (hint key `key`, receive hash
+    /// The fast path of a plain TCP segment (hint `hint`, receive hash
     /// `hash` as [`Gro::gro_one`] takes it) that merges into its flow's
-    /// aggregate. It finds the aggregate its hint key last went to
+    /// aggregate. It finds the aggregate its hint last went to
     /// ([`hint::SlotHints`]); if the packet's masked headers equal that
     /// aggregate's first packet's (its [`Shape`] template: the same flow key
     /// (1.1), the same offsets, and the same values in the fields rule 1.3
@@ -57,11 +58,11 @@ impl Gro {
     /// [`Shape`]: super::template::Shape
     /// [`FlowTable::find`]: super::flow::FlowTable::find
     #[inline(always)]
-    pub(super) fn plain_fast(&mut self, pkt: &mut Packet, key: u32, hash: Option<u32>) -> bool {
+    pub(super) fn plain_fast(&mut self, pkt: &mut Packet, hint: Hint, hash: Option<u32>) -> bool {
         if pkt.meta.is_gso() {
             return false;
         }
-        let slot = self.plain_hints.slot(key);
+        let slot = self.plain_hints.slot(hint);
         let Some(p) = self.table.slot(slot) else { return false };
         if p.tunnel.is_some() || p.fraglist {
             return false;

@@ -619,9 +619,9 @@ impl Gro {
     /// the caller drops what is left.
     #[inline]
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
-        let hint = self.plain_hint_key(pkt);
-        if let Some(key) = hint
-            && self.plain_fast(pkt, key, hash)
+        let hint = self.plain_hint(pkt);
+        if let Some(h) = hint
+            && self.plain_fast(pkt, h, hash)
         {
             return;
         }
@@ -688,7 +688,7 @@ impl Gro {
         // The packet started or joined the newest aggregate of its bucket,
         // unless it was delivered (then the hint is wrong, and checked).
         if let Some(slot) = self.table.newest(b) {
-            self.tunnel_cache.note(u32::from(port), slot);
+            self.tunnel_cache.note(hint::Hint::of(u32::from(port)), slot);
             if let Some(t) = self.table.slot(slot).and_then(|p| p.tunnel.as_ref()) {
                 self.templates.ensure(t.shape);
             }
@@ -718,7 +718,7 @@ impl Gro {
             return false;
         }
         let frame = pkt.linear();
-        let slot = self.tunnel_cache.slot(u32::from(be16(frame, h.l4)));
+        let slot = self.tunnel_cache.slot(hint::Hint::of(u32::from(be16(frame, h.l4))));
         let Some(p) = self.table.slot(slot) else { return false };
         let Some(t) = p.tunnel.as_ref() else { return false };
         // The outer ports first (they tell flows apart: a slot the flow lost
@@ -1259,8 +1259,11 @@ impl Gro {
         e.held(slot, frame);
         // A plain TCP aggregate's template, for the plain fast path (a
         // tunnel aggregate has its own, `TunnelHeld::shape`).
-        slot.shape = if slot.tunnel.is_none() { template::Shape::plain(slot) } else { template::Shape::NONE };
-        self.templates.ensure(slot.shape);
+        slot.shape = template::Shape::NONE;
+        if n.tcp && slot.tunnel.is_none() {
+            slot.shape = template::Shape::plain(slot);
+            self.templates.ensure(slot.shape);
+        }
         // The slot's packet is an empty one left by `finish` (a default
         // packet): swapped out for the caller to drop, as `take` would leave
         // it, without the three `memcpy` calls of `take` and `replace`

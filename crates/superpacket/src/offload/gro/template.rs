@@ -160,11 +160,20 @@ impl Templates {
     }
 
     /// Builds the template of `shape` unless it is kept (replacing the
-    /// oldest entry).
+    /// oldest entry). The newest entry is looked at first, inline: one
+    /// compare per new aggregate while one layout is in use.
+    #[inline(always)]
     pub(crate) fn ensure(&mut self, shape: Shape) {
-        // The newest entry first: one compare while one layout is in use.
         let newest = (self.next + TEMPLATES - 1) % TEMPLATES;
-        if shape == Shape::NONE || self.entries[newest].0 == shape || self.get(shape).is_some() {
+        if shape != self.entries[newest].0 {
+            self.ensure_slow(shape);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ensure_slow(&mut self, shape: Shape) {
+        if shape == Shape::NONE || self.get(shape).is_some() {
             return;
         }
         self.entries[self.next] = (shape, Template::of(shape));
