@@ -16,6 +16,10 @@ pub const TEMPLATE_BYTES: usize = 160;
 /// Words of a template.
 const TEMPLATE_WORDS: usize = TEMPLATE_BYTES / 8;
 
+/// Words of the short fixed-size compare: a plain frame's headers up to
+/// IPv6 with TCP timestamps and one tag (14 + 4 + 40 + 32 = 90 bytes) fit.
+const PLAIN_WORDS: usize = 12;
+
 /// The header layout of a TCP aggregate, as far as its template depends on
 /// it: the offsets of the IP and TCP headers and of the payload, the IP
 /// version, and for a tunnel aggregate the offsets of the outer IP and UDP
@@ -120,6 +124,19 @@ impl Template {
     #[inline(always)]
     pub(crate) fn matches(&self, held: &[u8], frame: &[u8]) -> bool {
         let n = self.words as usize;
+        // Fixed-size compares first: the mask is zero past the template's
+        // words, so comparing more bytes (both packets have them) decides
+        // the same, and a loop of known length is unrolled and vectorised
+        // (a plain IPv4 TCP template with timestamps: 62 instructions per
+        // packet in the loop of variable length).
+        if n <= PLAIN_WORDS
+            && let (Some(a), Some(b)) = (held.first_chunk(), frame.first_chunk())
+        {
+            return self.masked_diff::<{ PLAIN_WORDS * 8 }>(a, b) == 0;
+        }
+        if let (Some(a), Some(b)) = (held.first_chunk(), frame.first_chunk()) {
+            return self.masked_diff::<TEMPLATE_BYTES>(a, b) == 0;
+        }
         let (Some(a), Some(b)) = (held.get(..n * 8), frame.get(..n * 8)) else {
             return false;
         };
@@ -128,6 +145,16 @@ impl Template {
             diff |= (u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y)) & m;
         }
         diff == 0
+    }
+
+    /// The OR of the masked differences of the first `B` bytes of `a` and `b`.
+    #[inline(always)]
+    fn masked_diff<const B: usize>(&self, a: &[u8; B], b: &[u8; B]) -> u64 {
+        let mut diff = 0u64;
+        for ((x, y), m) in a.as_chunks::<8>().0.iter().zip(b.as_chunks::<8>().0).zip(&self.mask) {
+            diff |= (u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y)) & m;
+        }
+        diff
     }
 }
 
