@@ -290,7 +290,10 @@ proptest! {
             let h = FrameHeaders::parse(&frame).unwrap();
             match e.edit {
                 2 => continue,
-                3 => frame[h.l4_offset + 16] ^= 0x01,
+                3 => {
+                    let at = h.l4_offset + h.l4.csum_offset().expect("TCP or UDP") as usize;
+                    frame[at] ^= 0x01;
+                }
                 4 => {
                     let at = e.at % h.payload_offset;
                     frame[at] ^= 1 << (e.at % 8);
