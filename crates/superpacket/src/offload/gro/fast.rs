@@ -7,7 +7,7 @@
 //!
 //! [`Template`]: super::template::Template
 
-use super::flow::{FlowKey, Held};
+use super::flow::Held;
 use super::hint::Hint;
 use super::parse::GroHeaders;
 use super::{ChecksumState, Gro, Incoming, Plain, hint, ip, tcp};
@@ -125,21 +125,6 @@ fn entry(p: &Held, frame: &[u8]) -> Option<Incoming> {
     if !v6 && !ip::ipv4_header_ok(ip) {
         return None;
     }
-    Some(Incoming {
-        // Not read by the merge (only a new aggregate takes the key).
-        key: FlowKey::default(),
-        key_hash: 0,
-        hash: 0,
-        tcp: true,
-        v6,
-        l3,
-        l4,
-        payload,
-        l3_len,
-        payload_len: frame.len() - payload,
-        flush_mark: false,
-        padded_strict: false,
-        segs: 1,
-        gso_size: 0,
-    })
+    // The bucket check is done: the hash is not read again.
+    Some(Incoming::matched_tcp(l3, l4, payload, l3_len, v6, 0))
 }

@@ -313,6 +313,33 @@ pub(crate) struct Incoming {
     pub gso_size: u16,
 }
 
+impl Incoming {
+    /// A TCP segment a fast path matched against its aggregate's template
+    /// (so laid out as the aggregate, one wire segment, no flush mark, no
+    /// padding), as the merge rules see it; `hash` picks its bucket. The
+    /// key is left empty: only a new aggregate takes it, and a fast path
+    /// only merges.
+    #[inline(always)]
+    pub(crate) fn matched_tcp(l3: usize, l4: usize, payload: usize, l3_len: usize, v6: bool, hash: u32) -> Incoming {
+        Incoming {
+            key: FlowKey::default(),
+            key_hash: 0,
+            hash,
+            tcp: true,
+            v6,
+            l3,
+            l4,
+            payload,
+            l3_len,
+            payload_len: l3 + l3_len - payload,
+            flush_mark: false,
+            padded_strict: false,
+            segs: 1,
+            gso_size: 0,
+        }
+    }
+}
+
 /// Why [`Gro::prepare`] gives no plain packet: deliver it unmerged, or it
 /// is for the tunnel path.
 pub(crate) enum NotPlain {
@@ -760,23 +787,7 @@ impl Gro {
                 return true;
             }
         }
-        let n = Incoming {
-            // Not read by the merge (only a new aggregate takes the key).
-            key: FlowKey::default(),
-            key_hash: 0,
-            hash: want,
-            tcp: true,
-            v6,
-            l3,
-            l4,
-            payload,
-            l3_len,
-            payload_len: end - payload,
-            flush_mark: false,
-            padded_strict: false,
-            segs: 1,
-            gso_size: 0,
-        };
+        let n = Incoming::matched_tcp(l3, l4, payload, l3_len, v6, want);
         let frame = pkt.linear();
         let p = self.table.get(found);
         let Some(t) = p.tunnel.as_ref() else { return false };
