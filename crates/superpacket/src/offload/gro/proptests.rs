@@ -236,6 +236,7 @@ fn fast_configs() -> impl Strategy<Value = GroConfig> {
         Just(GroConfig { cwr: CwrRule::Legacy, fixed_id: FixedIdRule::Legacy, ..GroConfig::default() }),
         Just(GroConfig { tcp_fraglist: true, ..GroConfig::default() }),
         Just(GroConfig { max_size: 9000, ..GroConfig::forwarder() }),
+        Just(GroConfig { lro: true, lro_queue_max: 16, ..GroConfig::forwarder() }),
     ]
 }
 
@@ -265,8 +266,8 @@ proptest! {
     /// UDP among them), random sizes and flags, with TTL changes, gaps,
     /// broken checksums, flipped header bits, padding and fixed IDs, in
     /// every checksum state and with or without receive hashes, under
-    /// several configurations: the same packets and counters with the fast
-    /// path as without it.
+    /// several configurations (LRO's sorted batches among them): the same
+    /// packets and counters with the fast path as without it.
     #[test]
     fn plain_fast_path_decides_as_the_full_path(
         events in prop::collection::vec(fast_ev(), 1..160),
