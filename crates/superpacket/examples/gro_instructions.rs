@@ -9,18 +9,21 @@
 //! frames: what configuring a tunnel costs plain traffic. `vxlan-peers` is
 //! the VXLAN row of `superpacket bench peers`: outer UDP checksum 0,
 //! 1448-byte inner segments, a 64 x 8 flow table, and "trusted" meaning the
-//! inner checksum too (`CHECKSUM_UNNECESSARY` level 1).
+//! inner checksum too (`CHECKSUM_UNNECESSARY` level 1). `peers` gives the
+//! plain frames the flow table of `bench peers`' plain rows (64 x 8); `udp`
+//! sends UDP/IPv4 datagrams of 1400 payload bytes instead of TCP segments,
+//! to a GRO with UDP segment GRO on (`bench peers`' UDP rows, with `peers`).
 //!
 //! ```sh
 //! cargo build --release -p superpacket --example gro_instructions
 //! valgrind --tool=callgrind --toggle-collect='*gro_burst*' \
-//!     target/release/examples/gro_instructions [FLOWS [verify] [vxlan|vxlan-peers|vxlan-port]]
+//!     target/release/examples/gro_instructions [FLOWS [verify] [peers] [udp|vxlan|vxlan-peers|vxlan-port]]
 //! ```
 //!
 //! Instructions per packet = "Collected" / 20480 (docs/benchmarks.md,
 //! "Instructions per packet").
 
-use superpacket::offload::gro::{Gro, GroConfig};
+use superpacket::offload::gro::{Gro, GroConfig, UdpGroMode};
 use superpacket::packet::{ChecksumState, Packet, TunnelKind};
 use superpacket::traffic::{Flow, FlowSpec, Transport, TunnelFlow};
 use superpacket::wire::TcpFlags;
@@ -47,17 +50,20 @@ fn main() {
         Some(Ok(n)) if n > 0 => n,
         Some(_) => usage(),
     };
-    let (mut verify, mut vxlan, mut port, mut peers) = (false, false, false, false);
+    let (mut verify, mut vxlan, mut port, mut peers, mut udp) = (false, false, false, false, false);
     for a in args {
         match a.as_str() {
             "verify" => verify = true,
+            "peers" => peers = true,
+            "udp" => udp = true,
             "vxlan" => (vxlan, port) = (true, true),
             "vxlan-peers" => (vxlan, port, peers) = (true, true, true),
             "vxlan-port" => port = true,
             _ => usage(),
         }
     }
-    let spec = |i| FlowSpec::new(Transport::Tcp, false, i);
+    let transport = if udp { Transport::Udp } else { Transport::Tcp };
+    let spec = |i| FlowSpec::new(transport, false, i);
     let frames: Vec<Vec<u8>> = if vxlan {
         let mut tunnels: Vec<TunnelFlow> = (0..flows)
             .map(|i| {
@@ -70,12 +76,16 @@ fn main() {
         (0..FRAMES).map(|i| tunnels[i % flows as usize].frame(payload, TcpFlags::empty()).expect("fits")).collect()
     } else {
         let mut spec_flows: Vec<Flow> = (0..flows).map(|i| Flow::new(spec(i))).collect();
-        (0..FRAMES).map(|i| spec_flows[i % flows as usize].frame(1448, TcpFlags::empty()).expect("fits")).collect()
+        let payload = if udp { 1400 } else { 1448 };
+        (0..FRAMES).map(|i| spec_flows[i % flows as usize].frame(payload, TcpFlags::empty()).expect("fits")).collect()
     };
     // `bench peers` sizes its table for every flow of a burst (PEERS_GRO).
-    let base = if peers { GroConfig { buckets: 64, ..GroConfig::LINUX } } else { GroConfig::LINUX };
+    let mut base = if peers { GroConfig { buckets: 64, ..GroConfig::LINUX } } else { GroConfig::LINUX };
+    if udp {
+        base.udp = UdpGroMode::Forward;
+    }
     let cfg = if port { base.with_tunnel(4789, TunnelKind::Vxlan) } else { base };
-    let trusted = ChecksumState::Unnecessary { level: u8::from(peers) };
+    let trusted = ChecksumState::Unnecessary { level: u8::from(peers && vxlan) };
     let mut gro = Gro::new(cfg);
     let mut out = Vec::new();
     for _ in 0..PASSES {
@@ -96,10 +106,13 @@ fn main() {
     }
     let c = gro.counters();
     println!(
-        "{} packets, {flows} flow(s){}, checksums {}: {} merged, {} superpackets",
+        "{} {} packets, {flows} flow(s){}, checksums {}: {} merged, {} superpackets",
         FRAMES * PASSES,
-        if peers {
+        if udp { "UDP" } else { "TCP" },
+        if peers && vxlan {
             " in VXLAN (bench peers shape)"
+        } else if peers {
+            " (bench peers' table)"
         } else if vxlan {
             " in VXLAN"
         } else if port {
@@ -114,6 +127,6 @@ fn main() {
 }
 
 fn usage() -> ! {
-    eprintln!("usage: gro_instructions [FLOWS (> 0) [verify] [vxlan|vxlan-peers|vxlan-port]]");
+    eprintln!("usage: gro_instructions [FLOWS (> 0) [verify] [peers] [udp|vxlan|vxlan-peers|vxlan-port]]");
     std::process::exit(2);
 }

@@ -454,6 +454,7 @@ impl Packet {
     }
 
     /// The linear area.
+    #[inline]
     pub fn linear(&self) -> &[u8] {
         &self.storage[self.head..self.tail]
     }

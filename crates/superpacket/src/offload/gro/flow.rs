@@ -14,6 +14,7 @@
 //! exactly as in Linux.
 
 use super::parse::GroHeaders;
+use super::template::Shape;
 use crate::packet::Packet;
 use crate::wire::field::{be32, ne32, ne64};
 
@@ -158,6 +159,13 @@ impl FirstHeaders {
 pub struct Held {
     /// Flow identity.
     pub key: FlowKey,
+    /// Its hash ([`FlowKey::cheap_hash`]): the bucket of a packet of this
+    /// flow without a receive hash (the plain fast path checks the
+    /// aggregate is held there).
+    pub key_hash: u32,
+    /// Its header layout, which names its header template for the plain
+    /// fast path ([`super::template::Templates`]; [`Shape::NONE`] for UDP).
+    pub shape: Shape,
     /// The aggregate.
     pub pkt: Packet,
     /// Its first packet's headers, for the merge rules.
@@ -337,7 +345,7 @@ impl FlowTable {
     }
 
     /// Where the aggregate in slot `slot` is, if it is held in bucket `b`.
-    #[inline]
+    #[inline(always)]
     pub fn position_in(&self, b: usize, slot: u32) -> Option<Position> {
         let index = self.row(b).iter().position(|&s| s == slot)?;
         Some(Position { bucket: b, index, slot })

@@ -23,7 +23,7 @@ const fn skippable_ext(nh: u8) -> bool {
 }
 
 /// The IPv4 header checksum over 20 bytes verifies (`ip_fast_csum`).
-#[inline]
+#[inline(always)]
 pub fn ipv4_header_ok(hdr: &[u8]) -> bool {
     // Five native-order 32-bit words: a ones' complement sum is byte-order
     // independent as long as the fold is (RFC 1071 2(B)); all-ones either way.

@@ -29,6 +29,8 @@
 //! | file | rules |
 //! |---|---|
 //! | `mod.rs` | entry (parse once, trim padding, checksum), flow lookup, outcome matrix, flushes, delivery order (offload-rules 1.1, 1.3 outcome matrix, 9.1.1, 9.1.4) |
+//! | `fast.rs` | the plain fast path: a TCP segment that matches the template of the aggregate its flow went to last (1.1, 1.2, 1.3; the full path is the reference) |
+//! | `template.rs`, `hint.rs` | header templates (masked compare against an aggregate's first packet) and the slot hints of both fast paths |
 //! | `flow.rs` | flow key, held aggregate, bounded table 8 x 8 (1.1) |
 //! | `ip.rs` | IPv4/IPv6 early rejection, TTL/TOS/DF/ID latch and TC/hop limit rules, length rewrite (1.2, 1.3 (b), 1.4) |
 //! | `tcp.rs` | TCP merge decision and completion, TCP fraglist (1.3, 1.4, 1.6) |
@@ -61,11 +63,14 @@
 //!   and `Complete` ones are verified from their sum without touching payload.
 
 mod counters;
+mod fast;
 mod flow;
+mod hint;
 mod ip;
 pub mod lro;
 mod parse;
 mod tcp;
+mod template;
 pub mod toeplitz;
 mod tunnel;
 mod udp;
@@ -287,6 +292,10 @@ impl GroConfig {
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Incoming {
     pub key: FlowKey,
+    /// The key's own hash ([`FlowKey::cheap_hash`]): the bucket a packet of
+    /// this flow without a receive hash goes to (a tunnel packet's: 0, its
+    /// aggregate keeps its identity hash).
+    pub key_hash: u32,
     pub hash: u32,
     pub tcp: bool,
     pub v6: bool,
@@ -304,6 +313,33 @@ pub(crate) struct Incoming {
     pub segs: u32,
     /// Its `gso_size` if it is a GSO packet, else 0.
     pub gso_size: u16,
+}
+
+impl Incoming {
+    /// A TCP segment a fast path matched against its aggregate's template
+    /// (so laid out as the aggregate, one wire segment, no flush mark, no
+    /// padding), as the merge rules see it; `hash` picks its bucket. The
+    /// key is left empty: only a new aggregate takes it, and a fast path
+    /// only merges.
+    #[inline(always)]
+    pub(crate) fn matched_tcp(l3: usize, l4: usize, payload: usize, l3_len: usize, v6: bool, hash: u32) -> Incoming {
+        Incoming {
+            key: FlowKey::default(),
+            key_hash: 0,
+            hash,
+            tcp: true,
+            v6,
+            l3,
+            l4,
+            payload,
+            l3_len,
+            payload_len: l3 + l3_len - payload,
+            flush_mark: false,
+            padded_strict: false,
+            segs: 1,
+            gso_size: 0,
+        }
+    }
 }
 
 /// Why [`Gro::prepare`] gives no plain packet: deliver it unmerged, or it
@@ -373,12 +409,20 @@ pub struct Gro {
     /// Most aggregates held at once so far.
     peak_held: usize,
     /// Where tunnel packets went last, by outer source port (the fast path's hint).
-    tunnel_cache: tunnel::TunnelCache,
+    tunnel_cache: hint::SlotHints,
     /// The header templates of the tunnel fast path, by header layout.
-    templates: tunnel::Templates,
+    templates: template::Templates,
     /// Take the tunnel fast path ([`Gro::tunnel_fast`]); off only in tests
     /// that compare it with the full path.
     tunnel_fast: bool,
+    /// Where plain TCP packets went last, by their hint key (the plain fast path's hint).
+    plain_hints: hint::SlotHints,
+    /// Take the plain fast path ([`Gro::plain_fast`]); off only in tests
+    /// that compare it with the full path.
+    plain_fast: bool,
+    /// Packets the plain fast path merged (tests check that it is taken).
+    #[cfg(test)]
+    plain_fast_merges: u64,
     /// Packets the tunnel fast path merged (tests check that it is taken).
     #[cfg(test)]
     fast_merges: u64,
@@ -400,11 +444,15 @@ impl Gro {
             lro: LroQueue::with_capacity(if cfg.lro { cfg.lro_queue_max.min(4096) } else { 0 }),
             min_age: u64::MAX,
             peak_held: 0,
-            tunnel_cache: tunnel::TunnelCache::default(),
-            templates: tunnel::Templates::default(),
+            tunnel_cache: hint::SlotHints::default(),
+            templates: template::Templates::default(),
             tunnel_fast: true,
+            plain_hints: hint::SlotHints::default(),
+            plain_fast: true,
             #[cfg(test)]
             fast_merges: 0,
+            #[cfg(test)]
+            plain_fast_merges: 0,
             cfg,
         }
     }
@@ -600,6 +648,12 @@ impl Gro {
     /// the caller drops what is left.
     #[inline]
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
+        let hint = self.plain_hint(pkt);
+        if let Some(h) = hint
+            && self.plain_fast(pkt, h, hash)
+        {
+            return;
+        }
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
@@ -612,6 +666,7 @@ impl Gro {
         };
         if n.tcp {
             self.tcp_receive(pkt, &n, b, found, &Plain);
+            self.note_plain_hint(hint, b);
         } else {
             self.udp_receive(pkt, &n, b, found, &Plain);
         }
@@ -662,7 +717,7 @@ impl Gro {
         // The packet started or joined the newest aggregate of its bucket,
         // unless it was delivered (then the hint is wrong, and checked).
         if let Some(slot) = self.table.newest(b) {
-            self.tunnel_cache.note(port, slot);
+            self.tunnel_cache.note(hint::Hint::of(u32::from(port)), slot);
             if let Some(t) = self.table.slot(slot).and_then(|p| p.tunnel.as_ref()) {
                 self.templates.ensure(t.shape);
             }
@@ -671,8 +726,8 @@ impl Gro {
 
     /// The fast path of a TCP tunnel packet (outer headers `h`, at `at`)
     /// that merges into its flow's aggregate. It finds the aggregate the
-    /// packet's outer source port last went to ([`tunnel::TunnelCache`]);
-    /// if the packet matches its header template ([`tunnel::Template`]: the
+    /// packet's outer source port last went to ([`hint::SlotHints`]);
+    /// if the packet matches its header template ([`template::Template`]: the
     /// same flow identity at every level and the same offsets) and it is
     /// held in the bucket [`Gro::prepare_tunnel`]'s hash picks, that is the
     /// aggregate [`FlowTable::find_tunnel`] finds (a flow has at most one
@@ -692,7 +747,7 @@ impl Gro {
             return false;
         }
         let frame = pkt.linear();
-        let slot = self.tunnel_cache.slot(be16(frame, h.l4));
+        let slot = self.tunnel_cache.slot(hint::Hint::of(u32::from(be16(frame, h.l4))));
         let Some(p) = self.table.slot(slot) else { return false };
         let Some(t) = p.tunnel.as_ref() else { return false };
         // The outer ports first (they tell flows apart: a slot the flow lost
@@ -728,41 +783,13 @@ impl Gro {
             _ => false,
         };
         if !checked {
-            let ih = GroHeaders {
-                tags: 0,
-                v6,
-                tcp: true,
-                l3,
-                l3_header_len: l4 - l3,
-                l3_len,
-                l4,
-                payload,
-                payload_len: end - payload,
-                is_fragment: false,
-                has_fragment_header: false,
-                l2_padding: 0,
-            };
+            let ih = GroHeaders::tcp(l3, l4, payload, l3_len, v6);
             if let Err(reason) = self.verify_tunnel(pkt, h, &ih, false, false) {
                 self.bypass(pkt, reason);
                 return true;
             }
         }
-        let n = Incoming {
-            // Not read by the merge (only a new aggregate takes the key).
-            key: FlowKey::default(),
-            hash: want,
-            tcp: true,
-            v6,
-            l3,
-            l4,
-            payload,
-            l3_len,
-            payload_len: end - payload,
-            flush_mark: false,
-            padded_strict: false,
-            segs: 1,
-            gso_size: 0,
-        };
+        let n = Incoming::matched_tcp(l3, l4, payload, l3_len, v6, want);
         let frame = pkt.linear();
         let p = self.table.get(found);
         let Some(t) = p.tunnel.as_ref() else { return false };
@@ -846,9 +873,11 @@ impl Gro {
         if !flush_mark {
             self.verify_l4(pkt, &h)?;
         }
-        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash());
+        let key_hash = key.cheap_hash();
+        let hash = hash.or(pkt.meta.rss_hash).unwrap_or(key_hash);
         Ok(Incoming {
             key,
+            key_hash,
             hash,
             tcp,
             v6,
@@ -930,6 +959,7 @@ impl Gro {
         let outer = tunnel::Outer { t: tin, id, agg_len: ih.l3 - h.l3 + ih.l3_len };
         let n = Incoming {
             key,
+            key_hash: 0,
             hash,
             tcp: ih.tcp,
             v6: ih.v6,
@@ -1104,7 +1134,7 @@ impl Gro {
         self.hold(pkt, n, b, e);
     }
 
-    #[inline]
+    #[inline(always)]
     fn tcp_merge(
         &mut self,
         pkt: &mut Packet,
@@ -1199,6 +1229,9 @@ impl Gro {
         // pattern names them all, so a new field cannot be forgotten here.
         let Held {
             key,
+            key_hash,
+            // Written below, from the offsets.
+            shape: _,
             pkt: _,
             first,
             tcp,
@@ -1220,6 +1253,7 @@ impl Gro {
             tunnel: _,
         } = &mut *slot;
         *key = n.key;
+        *key_hash = n.key_hash;
         first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
         *tcp = n.tcp;
         *v6 = n.v6;
@@ -1236,6 +1270,13 @@ impl Gro {
         *age_ns = arrival_ns;
         *merged = false;
         e.held(slot, frame);
+        // A plain TCP aggregate's template, for the plain fast path (a
+        // tunnel aggregate has its own, `TunnelHeld::shape`).
+        slot.shape = template::Shape::NONE;
+        if n.tcp && slot.tunnel.is_none() {
+            slot.shape = template::Shape::plain(slot);
+            self.templates.ensure(slot.shape);
+        }
         // The slot's packet is an empty one left by `finish` (a default
         // packet): swapped out for the caller to drop, as `take` would leave
         // it, without the three `memcpy` calls of `take` and `replace`

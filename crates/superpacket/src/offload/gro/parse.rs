@@ -224,6 +224,27 @@ impl GroHeaders {
         })
     }
 
+    /// The headers of a TCP segment known to be laid out as an aggregate's
+    /// (a fast path's template matched): no tags counted (they are not
+    /// read past the parse), no fragment, no padding.
+    #[inline(always)]
+    pub fn tcp(l3: usize, l4: usize, payload: usize, l3_len: usize, v6: bool) -> GroHeaders {
+        GroHeaders {
+            tags: 0,
+            v6,
+            tcp: true,
+            l3,
+            l3_header_len: l4 - l3,
+            l3_len,
+            l4,
+            payload,
+            payload_len: l3 + l3_len - payload,
+            is_fragment: false,
+            has_fragment_header: false,
+            l2_padding: 0,
+        }
+    }
+
     /// End of the IP packet.
     #[inline]
     pub fn l3_end(&self) -> usize {

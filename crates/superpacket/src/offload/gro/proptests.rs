@@ -8,7 +8,7 @@ use super::*;
 use crate::packet::Packet;
 use crate::traffic::{Flow, Transport};
 use crate::validate::{self, Medium};
-use crate::wire::{FrameHeaders, TcpFlags};
+use crate::wire::{FrameHeaders, L3Kind, TcpFlags};
 use proptest::prelude::*;
 use std::collections::HashMap;
 
@@ -196,5 +196,175 @@ proptest! {
         let out: Vec<Packet> = g.drain_delivered().collect();
         prop_assert_eq!(out.len(), 2, "field {} merged", field);
         prop_assert!(out.iter().all(|p| !p.meta.is_gso()));
+    }
+}
+
+/// One arrival of [`plain_fast_path_decides_as_the_full_path`].
+#[derive(Debug, Clone)]
+struct FastEv {
+    flow: usize,
+    len: usize,
+    flags: u8,
+    /// 0: as built; 1: TTL changed from here on; 2: lost (a sequence gap);
+    /// 3: L4 checksum broken; 4: one header bit flipped (checksums redone);
+    /// 5: Ethernet padding; 6: IPv4 header checksum broken; 7: fixed IPv4 ID.
+    edit: u8,
+    at: usize,
+    csum: u8,
+    end: bool,
+}
+
+fn fast_ev() -> impl Strategy<Value = FastEv> {
+    (
+        0usize..4,
+        prop_oneof![8 => Just(1448usize), 2 => Just(700usize), 1 => 0usize..1500],
+        prop_oneof![14 => Just(0u8), 1 => any::<u8>()],
+        prop_oneof![12 => Just(0u8), 4 => 1u8..8],
+        0usize..96,
+        0u8..4,
+        prop::bool::weighted(0.04),
+    )
+        .prop_map(|(flow, len, flags, edit, at, csum, end)| FastEv { flow, len, flags, edit, at, csum, end })
+}
+
+fn fast_configs() -> impl Strategy<Value = GroConfig> {
+    prop_oneof![
+        Just(GroConfig::default()),
+        Just(GroConfig { buckets: 64, ..GroConfig::default() }),
+        Just(GroConfig::kernel_6_18()),
+        Just(GroConfig { buckets: 1, bucket_depth: 2, ..GroConfig::default() }),
+        Just(GroConfig { cwr: CwrRule::Legacy, fixed_id: FixedIdRule::Legacy, ..GroConfig::default() }),
+        Just(GroConfig { tcp_fraglist: true, ..GroConfig::default() }),
+        Just(GroConfig { max_size: 9000, ..GroConfig::forwarder() }),
+        Just(GroConfig { lro: true, lro_queue_max: 16, ..GroConfig::forwarder() }),
+    ]
+}
+
+/// The packets (as captured) and counters an engine delivers for `bursts`,
+/// each burst flushed at its end.
+fn delivered_by(mut g: Gro, bursts: &[Vec<Packet>]) -> (Vec<(Vec<u8>, OffloadMeta)>, GroCounters) {
+    let mut out = Vec::new();
+    let mut bytes = Vec::new();
+    for burst in bursts {
+        let mut pkts = burst.clone();
+        g.receive_burst(&mut pkts);
+        g.flush();
+        for p in g.drain_delivered() {
+            let meta = capture_bytes(&p, Medium::Ethernet, &mut bytes);
+            out.push((bytes.clone(), meta));
+        }
+    }
+    (out, *g.counters())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 160, ..ProptestConfig::default() })]
+
+    /// The plain fast path (`Gro::plain_fast`: a TCP segment matched
+    /// against its flow's header template) decides as the full path does:
+    /// random traffic of four flows (IPv4 and IPv6, untagged and tagged,
+    /// UDP among them), random sizes and flags, with TTL changes, gaps,
+    /// broken checksums, flipped header bits, padding and fixed IDs, in
+    /// every checksum state and with or without receive hashes, under
+    /// several configurations (LRO's sorted batches among them): the same
+    /// packets and counters with the fast path as without it.
+    #[test]
+    fn plain_fast_path_decides_as_the_full_path(
+        events in prop::collection::vec(fast_ev(), 1..160),
+        cfg in fast_configs(),
+        rss in prop::bool::ANY,
+    ) {
+        let v = |i: usize| -> &'static Variant { &VARIANTS[i] };
+        let mut flows = [
+            flow(v(0), Transport::Tcp, 0),
+            flow(v(3), Transport::Tcp, 1),
+            flow(v(1), Transport::Tcp, 2),
+            flow(v(0), Transport::Udp, 3),
+        ];
+        let mut bursts: Vec<Vec<Packet>> = vec![Vec::new()];
+        for e in &events {
+            let f = &mut flows[e.flow];
+            if e.edit == 1 {
+                f.spec.ttl ^= 1;
+            }
+            let mut frame = f.frame(e.len, tcp_flags(e.flags)).unwrap();
+            let h = FrameHeaders::parse(&frame).unwrap();
+            match e.edit {
+                2 => continue,
+                3 => {
+                    let at = h.l4_offset + h.l4.csum_offset().expect("TCP or UDP") as usize;
+                    frame[at] ^= 0x01;
+                }
+                4 => {
+                    let at = e.at % h.payload_offset;
+                    frame[at] ^= 1 << (e.at % 8);
+                    let _ = validate::refresh_checksums(&mut frame);
+                }
+                5 => frame.extend_from_slice(&[0; 6][..1 + e.at % 6]),
+                6 if h.l3 == L3Kind::Ipv4 => frame[h.l3_offset + 10] ^= 0x01,
+                7 if h.l3 == L3Kind::Ipv4 => {
+                    frame[h.l3_offset + 4..h.l3_offset + 6].copy_from_slice(&[0x12, 0x34]);
+                    refresh(&mut frame);
+                }
+                _ => {}
+            }
+            let mut p = Packet::from_frame(&frame);
+            p.meta.csum = match e.csum {
+                0 => ChecksumState::None,
+                1 => ChecksumState::Unnecessary { level: 0 },
+                2 => ChecksumState::Partial { start: 0, offset: 0 },
+                _ => ChecksumState::Unnecessary { level: 1 },
+            };
+            if rss {
+                p.meta.rss_hash = Some(0x9E37_79B9u32.wrapping_mul(e.flow as u32 + 1));
+            }
+            bursts.last_mut().unwrap().push(p);
+            if e.end {
+                bursts.push(Vec::new());
+            }
+        }
+        let fast = delivered_by(Gro::new(cfg), &bursts);
+        let mut full = Gro::new(cfg);
+        full.plain_fast = false;
+        let full = delivered_by(full, &bursts);
+        prop_assert_eq!(&fast.0, &full.0);
+        prop_assert_eq!(fast.1, full.1);
+    }
+}
+
+/// The plain fast path is taken: a TCP flow whose checksums are trusted
+/// merges its later segments there, and those of one to verify too (an
+/// engine without it gives the same packets).
+#[test]
+fn plain_fast_path_takes_a_flows_later_segments() {
+    for csum in [ChecksumState::Unnecessary { level: 0 }, ChecksumState::None] {
+        for v in [&VARIANTS[0], &VARIANTS[3], &VARIANTS[2]] {
+            let mut f = flow(v, Transport::Tcp, 5);
+            let burst: Vec<Packet> = (0..8)
+                .map(|_| {
+                    let mut p = Packet::from_frame(&f.frame(1000, TcpFlags::empty()).unwrap());
+                    p.meta.csum = csum;
+                    p
+                })
+                .collect();
+            let mut g = Gro::default();
+            let mut pkts = burst.clone();
+            g.receive_burst(&mut pkts);
+            assert_eq!(g.plain_fast_merges, 7, "{}: the first segment starts the aggregate", v.name);
+            g.flush();
+            let mut bytes = Vec::new();
+            let fast: Vec<_> = g
+                .drain_delivered()
+                .map(|p| {
+                    let meta = capture_bytes(&p, Medium::Ethernet, &mut bytes);
+                    (bytes.clone(), meta)
+                })
+                .collect();
+            assert_eq!(fast.len(), 1);
+            assert_eq!(fast[0].1.gso_segs, 8);
+            let full = Gro { plain_fast: false, ..Gro::default() };
+            let (out, _) = delivered_by(full, &[burst]);
+            assert_eq!(out, fast, "{}", v.name);
+        }
     }
 }

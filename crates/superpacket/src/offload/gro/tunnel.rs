@@ -30,7 +30,7 @@
 //! checksum state is the inner `CHECKSUM_PARTIAL` Linux leaves.
 //!
 //! The fast path of a TCP segment that joins its flow's aggregate (see
-//! `Gro::tunnel_fast`) finds the aggregate through [`TunnelCache`] and
+//! `Gro::tunnel_fast`) finds the aggregate through a [`SlotHints`] and
 //! settles the flow identity and the equal-field rules with one masked
 //! compare of the headers ([`Template`], one per header layout,
 //! [`Templates`]); the full path above decides everything else.
@@ -47,6 +47,12 @@ use super::counters::{BypassReason, FlushReason};
 use super::flow::{FlowKey, Held};
 use super::ip;
 use super::parse::{GroHeaders, NotCandidate};
+use super::template::Shape;
+#[cfg(doc)]
+use super::{
+    hint::SlotHints,
+    template::{Template, Templates},
+};
 use crate::packet::{Encapsulation, GsoType, TunnelKind};
 use crate::wire::Medium;
 use crate::wire::field::{be16, ne64};
@@ -251,7 +257,7 @@ impl Encap for Outer {
 impl super::EncapStart for Outer {
     fn held(&self, p: &mut Held, frame: &[u8]) {
         p.l3_len = self.agg_len;
-        let shape = Shape::of(&self.t, p);
+        let shape = Shape::tunnel(&self.t, p);
         let identity_hash = identity_hash(&p.key, &self.id);
         p.tunnel = Some(TunnelHeld::new(&self.t, self.id, frame, shape, identity_hash));
     }
@@ -395,187 +401,6 @@ pub(crate) fn tunnel_id(frame: &[u8], h: &GroHeaders) -> TunnelId {
 #[inline]
 pub(crate) fn identity_hash(key: &FlowKey, id: &TunnelId) -> u32 {
     key.cheap_hash() ^ id.outer.cheap_hash()
-}
-
-/// Header bytes a template covers at most: a VXLAN frame with IPv6 outer and
-/// inner headers and TCP timestamps (14 + 40 + 8 + 8 + 14 + 40 + 32 = 156)
-/// fits.
-pub const TEMPLATE_BYTES: usize = 160;
-
-/// Words of a template.
-const TEMPLATE_WORDS: usize = TEMPLATE_BYTES / 8;
-
-/// The header layout of a TCP tunnel aggregate, as far as its template
-/// depends on it: the offsets of the outer IP and UDP headers, the inner IP
-/// and TCP headers and the payload, and both IP versions, each offset below
-/// [`TEMPLATE_BYTES`] (packed in one word; [`Shape::NONE`] when not: no
-/// template, every packet takes the full path).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Shape(u64);
-
-impl Shape {
-    /// No template.
-    pub const NONE: Shape = Shape(0);
-
-    /// The layout of a new aggregate `p` (its inner offsets written) whose
-    /// outer headers are `t`.
-    #[inline]
-    fn of(t: &TunnelIn, p: &Held) -> Shape {
-        if !p.tcp || p.payload > TEMPLATE_BYTES {
-            return Shape::NONE;
-        }
-        let offsets = [t.outer_l3 as usize, t.outer_l4 as usize, p.l3, p.l4, p.payload];
-        let packed = offsets.iter().fold(0u64, |acc, &o| acc << 8 | o as u64);
-        Shape(1 << 63 | (t.outer_v6 as u64) << 41 | (p.v6 as u64) << 40 | packed)
-    }
-
-    /// The offsets and versions packed in `of`.
-    fn unpack(self) -> ([usize; 5], bool, bool) {
-        let w = self.0;
-        let at = |i: u32| ((w >> (32 - 8 * i)) & 0xFF) as usize;
-        ([at(0), at(1), at(2), at(3), at(4)], w >> 41 & 1 != 0, w >> 40 & 1 != 0)
-    }
-}
-
-/// A header template: a mask over a TCP tunnel aggregate's first packet's
-/// header bytes (outer Ethernet to the end of the inner TCP header, in
-/// 8-byte words) that leaves out only the fields that change from segment
-/// to segment of one flow: the IP lengths, IPv4 IDs and header checksums at
-/// both levels, the outer UDP length and checksum, the TCP sequence number
-/// and checksum. A later packet whose masked header bytes are equal to the
-/// aggregate's has the same flow identity at every level (offload-rules 2.6:
-/// every identity byte is covered), the same header offsets, and the same
-/// values in every field the merge rules want equal to the first packet's.
-/// Those it still must pass (IDs, sequence, lengths, checksums) are checked
-/// as for any packet. One per header layout ([`Shape`]), shared by the
-/// aggregates that have it ([`Templates`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Template {
-    mask: [u64; TEMPLATE_WORDS],
-    /// Words in use (at least one).
-    words: u8,
-}
-
-impl Template {
-    /// The template of layout `shape` (not [`Shape::NONE`]).
-    fn of(shape: Shape) -> Template {
-        let ([l3, l4, il3, il4, payload], outer_v6, inner_v6) = shape.unpack();
-        let mut bytes = [0u8; TEMPLATE_BYTES];
-        bytes[..payload].fill(0xFF);
-        let mut skip = |from: usize, len: usize| bytes[from..from + len].fill(0);
-        for (at, v6) in [(l3, outer_v6), (il3, inner_v6)] {
-            if v6 {
-                skip(at + 4, 2); // payload length
-            } else {
-                skip(at + 2, 4); // total length, ID
-                skip(at + 10, 2); // header checksum
-            }
-        }
-        skip(l4 + 4, 4); // UDP length, checksum
-        skip(il4 + 4, 4); // sequence number
-        skip(il4 + 16, 2); // TCP checksum
-        let mut mask = [0u64; TEMPLATE_WORDS];
-        for (m, b) in mask.iter_mut().zip(bytes.as_chunks::<8>().0) {
-            *m = u64::from_ne_bytes(*b);
-        }
-        Template { mask, words: payload.div_ceil(8).max(1) as u8 }
-    }
-
-    /// The masked header bytes of `frame` are those of `held` (the
-    /// aggregate's frame, whose headers are unchanged while it is held).
-    #[inline]
-    pub(crate) fn matches(&self, held: &[u8], frame: &[u8]) -> bool {
-        let n = self.words as usize;
-        let (Some(a), Some(b)) = (held.get(..n * 8), frame.get(..n * 8)) else {
-            return false;
-        };
-        let mut diff = 0u64;
-        for ((x, y), m) in a.as_chunks::<8>().0.iter().zip(b.as_chunks::<8>().0).zip(&self.mask[..n]) {
-            diff |= (u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y)) & m;
-        }
-        diff == 0
-    }
-}
-
-/// Templates kept at once (one per header layout in use; a receive queue
-/// rarely sees more than one or two).
-const TEMPLATES: usize = 4;
-
-/// The header templates of the layouts seen last, built once per layout.
-#[derive(Debug, Clone)]
-pub(crate) struct Templates {
-    entries: [(Shape, Template); TEMPLATES],
-    next: usize,
-}
-
-impl Default for Templates {
-    fn default() -> Self {
-        Templates { entries: [(Shape::NONE, Template { mask: [0; TEMPLATE_WORDS], words: 1 }); TEMPLATES], next: 0 }
-    }
-}
-
-impl Templates {
-    /// The template of `shape`, if it was built and is still kept
-    /// ([`Shape::NONE`] has none).
-    #[inline]
-    pub(crate) fn get(&self, shape: Shape) -> Option<&Template> {
-        if shape == Shape::NONE {
-            return None;
-        }
-        self.entries.iter().find(|(s, _)| *s == shape).map(|(_, t)| t)
-    }
-
-    /// Builds the template of `shape` unless it is kept (replacing the
-    /// oldest entry).
-    pub(crate) fn ensure(&mut self, shape: Shape) {
-        if shape == Shape::NONE || self.get(shape).is_some() {
-            return;
-        }
-        self.entries[self.next] = (shape, Template::of(shape));
-        self.next = (self.next + 1) % TEMPLATES;
-    }
-}
-
-/// Entries of [`TunnelCache`].
-const CACHE_ENTRIES: usize = 64;
-
-/// Which aggregate the last tunnel packets went to: for each outer UDP
-/// source port (a tunnel endpoint derives it from the inner flow's hash, so
-/// it tells inner flows apart), modulo 64, the flow table slot of the last
-/// one's aggregate. A hint only: [`Gro`]'s fast path checks the aggregate
-/// it finds there (held, in the packet's bucket, the packet's template).
-///
-/// [`Gro`]: super::Gro
-#[derive(Debug, Clone)]
-pub(crate) struct TunnelCache {
-    slots: [u32; CACHE_ENTRIES],
-}
-
-impl Default for TunnelCache {
-    fn default() -> Self {
-        TunnelCache { slots: [u32::MAX; CACHE_ENTRIES] }
-    }
-}
-
-impl TunnelCache {
-    #[inline]
-    fn entry(port: u16) -> usize {
-        let port = port as usize;
-        (port ^ port >> 6) % CACHE_ENTRIES
-    }
-
-    /// The slot of the aggregate the last packet with outer source port
-    /// `port` went to (`u32::MAX` if none yet: no slot has it).
-    #[inline]
-    pub(crate) fn slot(&self, port: u16) -> u32 {
-        self.slots[Self::entry(port)]
-    }
-
-    /// A packet with outer source port `port` went to the aggregate in `slot`.
-    #[inline]
-    pub(crate) fn note(&mut self, port: u16, slot: u32) {
-        self.slots[Self::entry(port)] = slot;
-    }
 }
 
 /// The outer network rules (offload-rules 1.3 (b) at the outer level, 2.6):

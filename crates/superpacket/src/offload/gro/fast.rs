@@ -1,0 +1,130 @@
+//! The plain fast path: a TCP segment that joins the aggregate its flow
+//! went to last, decided by one masked compare of its headers against that
+//! aggregate's first packet's ([`Template`]) instead of the parse, the flow
+//! key, its hash and the bucket walk of the full path (`Gro::gro_one`),
+//! which stays the reference for everything else (offload-rules 1.1, 1.2,
+//! 1.3).
+//!
+//! [`Template`]: super::template::Template
+
+use super::flow::Held;
+use super::hint::Hint;
+use super::parse::GroHeaders;
+use super::{ChecksumState, Gro, Incoming, Plain, hint, ip, tcp};
+use crate::packet::Packet;
+use crate::wire::Medium;
+use crate::wire::field::{be16, ne32};
+
+impl Gro {
+    /// The hint of a plain packet ([`hint::plain_hint`]), `None` when the
+    /// fast path is off or the packet has none.
+    #[inline(always)]
+    pub(super) fn plain_hint(&self, pkt: &Packet) -> Option<Hint> {
+        if !self.plain_fast {
+            return None;
+        }
+        hint::plain_hint(pkt.linear(), self.cfg.medium == Medium::Ip)
+    }
+
+    /// The full path dealt with a TCP packet whose hint is `hint`: the
+    /// newest aggregate of its bucket `b` is the one it started or joined,
+    /// unless it was delivered (then the hint is wrong, and checked).
+    #[inline(always)]
+    pub(super) fn note_plain_hint(&mut self, hint: Option<Hint>, b: usize) {
+        if let (Some(hint), Some(slot)) = (hint, self.table.newest(b)) {
+            self.plain_hints.note(hint, slot);
+        }
+    }
+
+    /// The fast path of a plain TCP segment (hint `hint`, receive hash
+    /// `hash` as [`Gro::gro_one`] takes it) that merges into its flow's
+    /// aggregate. It finds the aggregate its hint last went to
+    /// ([`hint::SlotHints`]); if the packet's masked headers equal that
+    /// aggregate's first packet's (its [`Shape`] template: the same flow key
+    /// (1.1), the same offsets, and the same values in the fields rule 1.3
+    /// wants equal) and the aggregate is held in the bucket the full path's
+    /// hash picks, that is the aggregate [`FlowTable::find`] finds (a flow
+    /// has at most one per bucket). What the template does not settle is
+    /// checked as the full path checks it: the entry (1.2: the IP length
+    /// ends the frame, so no padding; some payload; a good IPv4 header
+    /// checksum; not a GSO packet), the merge rules left
+    /// ([`tcp::can_merge_same_headers`]: size, ID, sequence, append) and
+    /// the L4 checksum ([`Gro::verify_l4`]).
+    ///
+    /// Returns whether it dealt with the packet (merged, or delivered for a
+    /// bad checksum, which the full path rejects before its lookup); if not,
+    /// nothing has changed and the full path decides.
+    ///
+    /// [`Shape`]: super::template::Shape
+    /// [`FlowTable::find`]: super::flow::FlowTable::find
+    #[inline(always)]
+    pub(super) fn plain_fast(&mut self, pkt: &mut Packet, hint: Hint, hash: Option<u32>) -> bool {
+        if pkt.meta.is_gso() {
+            return false;
+        }
+        let slot = self.plain_hints.slot(hint);
+        let Some(p) = self.table.slot(slot) else { return false };
+        if p.tunnel.is_some() || p.fraglist {
+            return false;
+        }
+        let (frame, held) = (pkt.linear(), p.pkt.linear());
+        // The ports first: they tell flows apart (the slot may hold another
+        // flow's aggregate by now, or none: then `held` is empty).
+        let ports = |f: &[u8]| f.get(p.l4..p.l4 + 4).map(|b| ne32(b, 0));
+        if ports(held) != ports(frame) {
+            return false;
+        }
+        match self.templates.get(p.shape) {
+            Some(template) if template.matches(held, frame) => {}
+            _ => return false,
+        }
+        let want = hash.or(pkt.meta.rss_hash).unwrap_or(p.key_hash);
+        let Some(at) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
+        let Some(n) = entry(p, frame) else { return false };
+        let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, None) else {
+            return false;
+        };
+        let w = tcp::word3(&frame[n.l4..]);
+        if !matches!(pkt.meta.csum, ChecksumState::Unnecessary { .. } | ChecksumState::Partial { .. }) {
+            let h = GroHeaders::tcp(n.l3, n.l4, n.payload, n.l3_len, n.v6);
+            if let Err(reason) = self.verify_l4(pkt, &h) {
+                self.bypass(pkt, reason);
+                return true;
+            }
+        }
+        self.tcp_merge(pkt, &n, at, latches, w, &Plain);
+        #[cfg(test)]
+        {
+            self.plain_fast_merges += 1;
+        }
+        true
+    }
+}
+
+/// The entry checks of a segment whose masked headers equal those of the
+/// aggregate `p` (so its offsets are `p`'s) that the template leaves open
+/// (offload-rules 1.2): its IP length ends the frame (no padding) after
+/// some TCP payload, an IPv6 payload length is not zero (a jumbogram goes
+/// the full way), an IPv4 header checksum verifies. Returns the segment as
+/// the merge rules see it.
+#[inline(always)]
+fn entry(p: &Held, frame: &[u8]) -> Option<Incoming> {
+    let (l3, l4, payload, v6) = (p.l3, p.l4, p.payload, p.v6);
+    let ip = frame.get(l3..)?;
+    let l3_len = if v6 {
+        match be16(ip, 4) {
+            0 => return None,
+            pl => 40 + pl as usize,
+        }
+    } else {
+        be16(ip, 2) as usize
+    };
+    if l3 + l3_len != frame.len() || payload >= frame.len() {
+        return None;
+    }
+    if !v6 && !ip::ipv4_header_ok(ip) {
+        return None;
+    }
+    // The bucket check is done: the hash is not read again.
+    Some(Incoming::matched_tcp(l3, l4, payload, l3_len, v6, 0))
+}

@@ -1,0 +1,209 @@
+//! Header templates (offload-rules 1.3, 2.6): one masked compare of a TCP
+//! segment's headers against its aggregate's first packet's, which settles
+//! the flow identity and every rule that wants a field equal to the first
+//! packet's. The fast paths (`Gro::plain_fast`, `Gro::tunnel_fast`) use it
+//! to skip the parse, the flow key and the lookup of a segment that joins
+//! the aggregate its flow went to last; the full path stays the reference.
+
+use super::flow::Held;
+use super::tunnel::TunnelIn;
+
+/// Header bytes a template covers at most: a VXLAN frame with IPv6 outer and
+/// inner headers and TCP timestamps (14 + 40 + 8 + 8 + 14 + 40 + 32 = 156)
+/// fits.
+pub const TEMPLATE_BYTES: usize = 160;
+
+/// Words of a template.
+const TEMPLATE_WORDS: usize = TEMPLATE_BYTES / 8;
+
+/// Words of the short fixed-size compare: a plain frame's headers up to
+/// IPv6 with TCP timestamps and one tag (14 + 4 + 40 + 32 = 90 bytes) fit.
+const PLAIN_WORDS: usize = 12;
+
+/// The header layout of a TCP aggregate, as far as its template depends on
+/// it: the offsets of the IP and TCP headers and of the payload, the IP
+/// version, and for a tunnel aggregate the offsets of the outer IP and UDP
+/// headers and the outer IP version; each offset below [`TEMPLATE_BYTES`]
+/// (packed in one word; [`Shape::NONE`] when not: no template, every packet
+/// takes the full path).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shape(u64);
+
+impl Shape {
+    /// No template.
+    pub const NONE: Shape = Shape(0);
+
+    /// Marks a plain aggregate's layout (no outer level).
+    const PLAIN: u64 = 1 << 62;
+
+    /// The layout of a new tunnel aggregate `p` (its inner offsets written)
+    /// whose outer headers are `t`.
+    #[inline]
+    pub(crate) fn tunnel(t: &TunnelIn, p: &Held) -> Shape {
+        Self::pack([t.outer_l3 as usize, t.outer_l4 as usize, p.l3, p.l4, p.payload], t.outer_v6, p)
+    }
+
+    /// The layout of a new plain aggregate `p` (its offsets written).
+    #[inline]
+    pub(crate) fn plain(p: &Held) -> Shape {
+        let s = Self::pack([0, 0, p.l3, p.l4, p.payload], false, p);
+        if s == Shape::NONE { s } else { Shape(s.0 | Self::PLAIN) }
+    }
+
+    #[inline]
+    fn pack(offsets: [usize; 5], outer_v6: bool, p: &Held) -> Shape {
+        if !p.tcp || p.payload > TEMPLATE_BYTES {
+            return Shape::NONE;
+        }
+        let packed = offsets.iter().fold(0u64, |acc, &o| acc << 8 | o as u64);
+        Shape(1 << 63 | (outer_v6 as u64) << 41 | (p.v6 as u64) << 40 | packed)
+    }
+
+    /// The offsets and versions packed in `pack`, and whether there is an
+    /// outer level.
+    fn unpack(self) -> ([usize; 5], bool, bool, bool) {
+        let w = self.0;
+        let at = |i: u32| ((w >> (32 - 8 * i)) & 0xFF) as usize;
+        ([at(0), at(1), at(2), at(3), at(4)], w >> 41 & 1 != 0, w >> 40 & 1 != 0, w & Self::PLAIN == 0)
+    }
+}
+
+/// A header template: a mask over a TCP aggregate's first packet's header
+/// bytes (from the start of the frame to the end of the (inner) TCP header,
+/// in 8-byte words) that leaves out only the fields that change from segment
+/// to segment of one flow: the IP lengths, IPv4 IDs and header checksums (at
+/// both levels of a tunnel), a tunnel's outer UDP length and checksum, the
+/// TCP sequence number and checksum. A later packet whose masked header
+/// bytes are equal to the aggregate's has the same flow identity at every
+/// level (offload-rules 1.1 flow key, 2.6: every identity byte is covered),
+/// the same header offsets, and the same values in every field the merge
+/// rules want equal to the first packet's (1.3 (a) word 3 with FIN and PSH
+/// clear, (b) TTL, TOS and DF or traffic class and hop limit, (c) ACK, (d)
+/// options; an IPv4 header equal in its flags and offset bytes is no
+/// fragment and has no reserved flag, since the first one had neither).
+/// Those it still must pass (IDs, sequence, lengths, checksums) are checked
+/// as for any packet. One per header layout ([`Shape`]), shared by the
+/// aggregates that have it ([`Templates`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Template {
+    mask: [u64; TEMPLATE_WORDS],
+    /// Words in use (at least one).
+    words: u8,
+}
+
+impl Template {
+    /// The template of layout `shape` (not [`Shape::NONE`]).
+    fn of(shape: Shape) -> Template {
+        let ([l3, l4, il3, il4, payload], outer_v6, inner_v6, outer) = shape.unpack();
+        let mut bytes = [0u8; TEMPLATE_BYTES];
+        bytes[..payload].fill(0xFF);
+        let mut skip = |from: usize, len: usize| bytes[from..from + len].fill(0);
+        let levels = [(l3, outer_v6), (il3, inner_v6)];
+        for &(at, v6) in &levels[usize::from(!outer)..] {
+            if v6 {
+                skip(at + 4, 2); // payload length
+            } else {
+                skip(at + 2, 4); // total length, ID
+                skip(at + 10, 2); // header checksum
+            }
+        }
+        if outer {
+            skip(l4 + 4, 4); // UDP length, checksum
+        }
+        skip(il4 + 4, 4); // sequence number
+        skip(il4 + 16, 2); // TCP checksum
+        let mut mask = [0u64; TEMPLATE_WORDS];
+        for (m, b) in mask.iter_mut().zip(bytes.as_chunks::<8>().0) {
+            *m = u64::from_ne_bytes(*b);
+        }
+        Template { mask, words: payload.div_ceil(8).max(1) as u8 }
+    }
+
+    /// The masked header bytes of `frame` are those of `held` (the
+    /// aggregate's frame, whose headers are unchanged while it is held).
+    #[inline(always)]
+    pub(crate) fn matches(&self, held: &[u8], frame: &[u8]) -> bool {
+        let n = self.words as usize;
+        // Fixed-size compares first: the mask is zero past the template's
+        // words, so comparing more bytes (both packets have them) decides
+        // the same, and a loop of known length is unrolled and vectorised
+        // (a plain IPv4 TCP template with timestamps: 62 instructions per
+        // packet in the loop of variable length).
+        if n <= PLAIN_WORDS
+            && let (Some(a), Some(b)) = (held.first_chunk(), frame.first_chunk())
+        {
+            return self.masked_diff::<{ PLAIN_WORDS * 8 }>(a, b) == 0;
+        }
+        if let (Some(a), Some(b)) = (held.first_chunk(), frame.first_chunk()) {
+            return self.masked_diff::<TEMPLATE_BYTES>(a, b) == 0;
+        }
+        let (Some(a), Some(b)) = (held.get(..n * 8), frame.get(..n * 8)) else {
+            return false;
+        };
+        let mut diff = 0u64;
+        for ((x, y), m) in a.as_chunks::<8>().0.iter().zip(b.as_chunks::<8>().0).zip(&self.mask[..n]) {
+            diff |= (u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y)) & m;
+        }
+        diff == 0
+    }
+
+    /// The OR of the masked differences of the first `B` bytes of `a` and `b`.
+    #[inline(always)]
+    fn masked_diff<const B: usize>(&self, a: &[u8; B], b: &[u8; B]) -> u64 {
+        let mut diff = 0u64;
+        for ((x, y), m) in a.as_chunks::<8>().0.iter().zip(b.as_chunks::<8>().0).zip(&self.mask) {
+            diff |= (u64::from_ne_bytes(*x) ^ u64::from_ne_bytes(*y)) & m;
+        }
+        diff
+    }
+}
+
+/// Templates kept at once (one per header layout in use; a receive queue
+/// rarely sees more than one or two).
+const TEMPLATES: usize = 4;
+
+/// The header templates of the layouts seen last, built once per layout.
+#[derive(Debug, Clone)]
+pub(crate) struct Templates {
+    entries: [(Shape, Template); TEMPLATES],
+    next: usize,
+}
+
+impl Default for Templates {
+    fn default() -> Self {
+        Templates { entries: [(Shape::NONE, Template { mask: [0; TEMPLATE_WORDS], words: 1 }); TEMPLATES], next: 0 }
+    }
+}
+
+impl Templates {
+    /// The template of `shape`, if it was built and is still kept
+    /// ([`Shape::NONE`] has none).
+    #[inline]
+    pub(crate) fn get(&self, shape: Shape) -> Option<&Template> {
+        if shape == Shape::NONE {
+            return None;
+        }
+        self.entries.iter().find(|(s, _)| *s == shape).map(|(_, t)| t)
+    }
+
+    /// Builds the template of `shape` unless it is kept (replacing the
+    /// oldest entry). The newest entry is looked at first, inline: one
+    /// compare per new aggregate while one layout is in use.
+    #[inline(always)]
+    pub(crate) fn ensure(&mut self, shape: Shape) {
+        let newest = (self.next + TEMPLATES - 1) % TEMPLATES;
+        if shape != self.entries[newest].0 {
+            self.ensure_slow(shape);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn ensure_slow(&mut self, shape: Shape) {
+        if shape == Shape::NONE || self.get(shape).is_some() {
+            return;
+        }
+        self.entries[self.next] = (shape, Template::of(shape));
+        self.next = (self.next + 1) % TEMPLATES;
+    }
+}
