@@ -152,9 +152,16 @@ impl EngineSnapshot {
                     }
                 };
                 let x = &mut snap.tables[pos];
-                x.size += t.size;
-                x.peak += t.peak;
-                x.limit += t.limit;
+                if t.shared {
+                    // Every worker reports the one table: count it once.
+                    x.size = x.size.max(t.size);
+                    x.peak = x.peak.max(t.peak);
+                    x.limit = x.limit.max(t.limit);
+                } else {
+                    x.size += t.size;
+                    x.peak += t.peak;
+                    x.limit += t.limit;
+                }
                 for (k, v) in &t.events {
                     *x.events.entry(k.clone()).or_insert(0) += v;
                 }
