@@ -18,6 +18,7 @@ pub mod ministat;
 pub mod peers;
 pub mod plot;
 pub mod pv_tx;
+pub mod scaling;
 pub mod scenarios;
 pub mod seed_qinq_tso;
 pub mod seed_vlan_nat;

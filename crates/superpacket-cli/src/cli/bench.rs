@@ -54,6 +54,19 @@ pub enum BenchScenario {
     /// (issue 10: ratio target >= 0.5), with the bounded tables' peaks
     /// against their limits.
     Flood(super::bench_flood::FloodBenchArgs),
+    /// In memory: packets per second of 1..N workers (bridge, NAT router
+    /// sharing its tables, NAT with steering's own tables) and the curve.
+    Scaling(ScalingArgs),
+}
+
+/// Options of `superpacket bench scaling`.
+#[derive(Debug, Args)]
+pub struct ScalingArgs {
+    #[command(flatten)]
+    pub common: CommonBenchArgs,
+    /// Most workers (1..=256; default: the CPUs available).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub workers: Option<u16>,
 }
 
 /// Options of `superpacket bench peers`.
@@ -140,6 +153,21 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
         ),
         BenchScenario::Peers(a) => run_peers(a),
         BenchScenario::Flood(a) => super::bench_flood::run(a),
+        BenchScenario::Scaling(a) => {
+            let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+            let max_workers = a.workers.map_or(cpus, usize::from);
+            report(
+                &a.common,
+                "scaling",
+                |quick, p| {
+                    crate::bench::scaling::run_with_progress(
+                        &crate::bench::scaling::ScalingOptions { quick, max_workers },
+                        p,
+                    )
+                },
+                crate::bench::scaling::render_human,
+            )
+        }
     }
 }
 
