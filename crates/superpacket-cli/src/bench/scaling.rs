@@ -167,8 +167,8 @@ fn nat_workers(n: usize, shared: bool) -> Vec<Worker> {
             // Shared: the replies of the next worker's connections.
             let owner = if shared { (w + 1) % n } else { w };
             let mut templates = Vec::with_capacity(2 * FLOWS);
-            for i in 0..FLOWS {
-                templates.push(originals[w][i].clone());
+            for (i, original) in originals[w].iter().enumerate() {
+                templates.push(original.clone());
                 templates.push((wan, reply(&g, &spec, port(owner, i))));
             }
             let ports = [g.id("lan").expect("seed"), wan];
