@@ -21,17 +21,16 @@
 
 mod common;
 
-use common::{fnv1a, privileged, wait_for_engine};
+use common::engine::Running;
+use common::{fnv1a, privileged};
 
 use std::io::{Read, Write};
 use std::net::{IpAddr, Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use superpacket_engine::io::NetNs;
 
-const BIN: &str = env!("CARGO_BIN_EXE_superpacket");
 /// Connections per example: enough that both workers get some (each
 /// direction of each is hashed by the kernel on its own).
 const CONNECTIONS: u16 = 16;
@@ -41,39 +40,6 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 
 fn example(name: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples").join(name)).unwrap()
-}
-
-/// `superpacket run --lab`, stopped with SIGTERM (which also removes its
-/// lab) on drop.
-struct LabRun {
-    child: Option<Child>,
-    socket: std::path::PathBuf,
-}
-
-impl LabRun {
-    fn stats(&self) -> serde_json::Value {
-        let out = Command::new(BIN).args(["stats", "--json", "--socket"]).arg(&self.socket).output().unwrap();
-        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-        serde_json::from_slice(&out.stdout).unwrap()
-    }
-
-    fn stop(mut self) -> (Option<i32>, String) {
-        let child = self.child.take().unwrap();
-        // SAFETY: kill with the PID of a child this test started and has not reaped.
-        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
-        let out = child.wait_with_output().unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stderr).into_owned())
-    }
-}
-
-impl Drop for LabRun {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SAFETY: as in `stop`.
-            unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-            let _ = c.wait();
-        }
-    }
 }
 
 /// The byte `i` of connection `conn`'s stream.
@@ -140,7 +106,6 @@ fn nat_and_routing_on_two_workers_carry_connections_both_ways() {
     if !privileged("nat_and_routing_on_two_workers_carry_connections_both_ways") {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
     let tag = format!("spnw{}", std::process::id() % 100_000);
     // (example, B's host address, B's namespace, whether it NATs)
     let cases = [
@@ -156,19 +121,8 @@ fn nat_and_routing_on_two_workers_carry_connections_both_ways() {
             .replace("[[lab.link]]\nkind = \"tap\"\n", "[[lab.link]]\nkind = \"tap\"\nmulti_queue = true\n")
             .replace("[[lab.link]]\nkind = \"tun\"\n", "[[lab.link]]\nkind = \"tun\"\nmulti_queue = true\n");
         assert!(topo.contains("multi_queue = true"), "{name}: its lab has TAPs or TUNs");
-        let path = dir.path().join(name);
-        std::fs::write(&path, &topo).unwrap();
-        let socket = dir.path().join(format!("{i}.sock"));
-        let mut child = Command::new(BIN)
-            .args(["run", "--lab", "--workers", "2", "--status-interval", "0", "--stats-socket"])
-            .arg(&socket)
-            .arg(&path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        wait_for_engine(&socket, &mut child);
-        let run = LabRun { child: Some(child), socket };
+        // `run --lab`: the lab is made for the run and removed when it ends.
+        let run = Running::start_with(&topo, &["--lab", "--workers", "2"]);
         let (a, b) = (NetNs::attach(&format!("{tag}-a")).unwrap(), NetNs::attach(&format!("{tag}-b")).unwrap());
         let failures = echo_from_a_to_b(&a, &b, host_b.parse().unwrap(), 5601 + 20 * i as u16);
         assert!(failures.is_empty(), "{name}: {failures:?}\n{}", run.stats());

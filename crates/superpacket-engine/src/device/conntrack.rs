@@ -34,6 +34,11 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 /// at 4 KiB of locks.
 pub const SHARDS: usize = 64;
 
+/// A connection's expiry is rewritten by a refresh only when it moves by
+/// this much (1 s; the shortest timeout is 10 s): a connection may then
+/// live up to 1 s less than its timeout after its last packet.
+pub const REFRESH_SLACK_NS: u64 = 1_000_000_000;
+
 const REPLIED: u8 = 1;
 const CLOSING: u8 = 2;
 
@@ -184,18 +189,27 @@ impl ConnTable {
             let shard = lock(&self.shards[self.shard_of(t)].0);
             let Some(e) = shard.get(t) else { return Found::None };
             let st = &e.state;
-            if st.expires.load(Ordering::Relaxed) > now {
+            let old = st.expires.load(Ordering::Relaxed);
+            if old > now {
+                // Written only when something changes: a connection whose
+                // two directions run on two workers then shares its state
+                // read-only, without moving a cache line per packet.
                 let bits = if e.dir == 1 { REPLIED } else { 0 } | if fin_rst { CLOSING } else { 0 };
-                let flags = if bits != 0 {
-                    st.flags.fetch_or(bits, Ordering::Relaxed) | bits
-                } else {
-                    st.flags.load(Ordering::Relaxed)
-                };
+                let mut flags = st.flags.load(Ordering::Relaxed);
+                if flags & bits != bits {
+                    flags = st.flags.fetch_or(bits, Ordering::Relaxed) | bits;
+                }
                 let expires = now + timeout(timeouts, t.proto, flags);
-                // Two workers refreshing at once store nearly the same
-                // instant; the later store wins, as one worker's would.
-                st.expires.store(expires, Ordering::Relaxed);
-                self.next_expiry.fetch_min(expires, Ordering::Relaxed);
+                // A refresh moves the expiry by at least REFRESH_SLACK_NS
+                // (or back, when the connection starts closing). Two
+                // workers refreshing at once store nearly the same instant.
+                if expires >= old.saturating_add(REFRESH_SLACK_NS) || expires < old {
+                    st.expires.store(expires, Ordering::Relaxed);
+                }
+                // A later expiry keeps the lower bound a lower bound.
+                if expires < old {
+                    self.next_expiry.fetch_min(expires, Ordering::Relaxed);
+                }
                 return Found::Live(e.peer.reversed());
             }
             e.clone()
