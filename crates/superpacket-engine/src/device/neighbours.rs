@@ -6,9 +6,10 @@
 //! that neighbour. Every router keeps its own copy of the table for the
 //! per-packet lookup (no lock, no shared cache line written per packet)
 //! and learns into this shared table too, which bumps a generation
-//! counter; a router whose copy is older (one atomic load per send or
-//! housekeeping pass) copies the table and releases the packets that were
-//! waiting for a neighbour now known.
+//! counter; a router whose copy is older copies the table when a lookup
+//! misses and at every housekeeping pass (one atomic load each; a copy is
+//! thus at most one housekeeping interval old), and releases the packets
+//! that were waiting for a neighbour now known.
 //!
 //! Invariants: at most [`super::router::MAX_NEIGHBOURS`] entries, except
 //! that a neighbour some worker is resolving is always learned (its

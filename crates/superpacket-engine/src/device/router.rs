@@ -689,10 +689,17 @@ impl Router {
             return Err("exceeds-mtu");
         }
         let src_mac = dev.mac;
-        self.sync_neighbours(out);
+        let mut known = self.neighbours.get(&hop).copied();
+        if known.is_none() && self.shared_neighbours.is_some() {
+            // Another worker may have learned it: copy the shared table on a
+            // miss only (and at housekeeping), so that a flood of neighbour
+            // changes costs the other workers nothing per packet.
+            self.sync_neighbours(out);
+            known = self.neighbours.get(&hop).copied();
+        }
         // The source address is ours whether the frame leaves now or after
         // neighbour resolution.
-        if let Some(&mac) = self.neighbours.get(&hop) {
+        if let Some(mac) = known {
             set_macs(&mut pkt, src_mac, Some(mac));
             out.push((egress, pkt, len));
             return Ok(Routed::Forwarded);

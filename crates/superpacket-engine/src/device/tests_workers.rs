@@ -175,3 +175,26 @@ fn an_arp_reply_taken_by_another_worker_releases_the_packets_held_for_it() {
     assert!(tx(&mut g1, "lan").is_empty(), "no solicitation after the answer");
     assert_eq!(g1.router().unwrap().neighbours_failed, 0);
 }
+
+#[test]
+fn the_next_packet_for_the_neighbour_releases_the_held_ones_first() {
+    let ([mut g0, mut g1], spec) = two_workers(false);
+    g0.receive(g0.id("lan").unwrap(), Packet::from_frame(&Flow::new(spec).frame(0, TcpFlags::SYN).unwrap()));
+    let port = endpoints(&tx(&mut g0, "wan")[0]).1;
+    for _ in 0..2 {
+        g1.receive(g1.id("wan").unwrap(), from_server(&g1, 80, port));
+    }
+    let req = tx(&mut g1, "lan");
+    g0.receive(g0.id("lan").unwrap(), arp_reply(&req[0]));
+    // No housekeeping: worker 1's next packet to the host misses its copy,
+    // which it then refreshes; the two held packets leave before it.
+    let mut third = from_server(&g1, 80, port);
+    third.linear_mut()[60] ^= 0xff;
+    g1.receive(g1.id("wan").unwrap(), third);
+    let out = tx(&mut g1, "lan");
+    assert_eq!(out.len(), 3);
+    assert_eq!(g1.router().unwrap().pending(), 0);
+    let payload_byte = |p: &Packet| p.linear()[60];
+    assert_eq!(payload_byte(&out[0]), payload_byte(&out[1]), "the two held ones first");
+    assert_ne!(payload_byte(&out[1]), payload_byte(&out[2]), "then the new one");
+}
