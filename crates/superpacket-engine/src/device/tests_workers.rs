@@ -144,21 +144,29 @@ fn arp_reply(request: &Packet) -> Packet {
     Packet::from_frame(&f)
 }
 
-#[test]
-fn an_arp_reply_taken_by_another_worker_releases_the_packets_held_for_it() {
+/// Two workers without the LAN host as a neighbour: worker 0 opens a
+/// connection, worker 1 gets `held` replies for it, which wait for the
+/// host's address, and the host's ARP reply reaches worker 0. Returns the
+/// workers, the host's flow and the connection's public port.
+fn replies_held_on_worker_1_answered_on_worker_0(held: usize) -> ([Graph; 2], FlowSpec, u16) {
     let ([mut g0, mut g1], spec) = two_workers(false);
     g0.receive(g0.id("lan").unwrap(), Packet::from_frame(&Flow::new(spec).frame(0, TcpFlags::SYN).unwrap()));
     let port = endpoints(&tx(&mut g0, "wan")[0]).1;
-    // Worker 1 gets three replies for the host, which it must resolve.
-    for _ in 0..3 {
+    for _ in 0..held {
         g1.receive(g1.id("wan").unwrap(), from_server(&g1, 80, port));
     }
-    assert_eq!(g1.router().unwrap().pending(), 3);
+    assert_eq!(g1.router().unwrap().pending(), held);
     let req = tx(&mut g1, "lan");
     assert_eq!(req.len(), 1, "one ARP request");
     // The host's answer reaches worker 0, which has nothing waiting.
     g0.receive(g0.id("lan").unwrap(), arp_reply(&req[0]));
     assert!(tx(&mut g0, "lan").is_empty());
+    ([g0, g1], spec, port)
+}
+
+#[test]
+fn an_arp_reply_taken_by_another_worker_releases_the_packets_held_for_it() {
+    let ([_g0, mut g1], spec, port) = replies_held_on_worker_1_answered_on_worker_0(3);
     // Worker 1 sees the neighbour at its next pass and sends the three.
     g1.housekeeping(1);
     assert_eq!((g1.router().unwrap().pending(), g1.router().unwrap().resolving()), (0, 0));
@@ -168,7 +176,7 @@ fn an_arp_reply_taken_by_another_worker_releases_the_packets_held_for_it() {
         assert_eq!(&p.linear()[..6], &HOST_MAC.0[..], "addressed to the host");
         assert_eq!(endpoints(p), (SERVER, 80, HOST, spec.src_port));
     }
-    // Later packets go straight out on either worker; nothing else was sent.
+    // Later packets go straight out; nothing else was sent.
     g1.receive(g1.id("wan").unwrap(), from_server(&g1, 80, port));
     assert_eq!(tx(&mut g1, "lan").len(), 1);
     g1.housekeeping(3 * super::router::SOLICIT_INTERVAL_NS);
@@ -178,14 +186,7 @@ fn an_arp_reply_taken_by_another_worker_releases_the_packets_held_for_it() {
 
 #[test]
 fn the_next_packet_for_the_neighbour_releases_the_held_ones_first() {
-    let ([mut g0, mut g1], spec) = two_workers(false);
-    g0.receive(g0.id("lan").unwrap(), Packet::from_frame(&Flow::new(spec).frame(0, TcpFlags::SYN).unwrap()));
-    let port = endpoints(&tx(&mut g0, "wan")[0]).1;
-    for _ in 0..2 {
-        g1.receive(g1.id("wan").unwrap(), from_server(&g1, 80, port));
-    }
-    let req = tx(&mut g1, "lan");
-    g0.receive(g0.id("lan").unwrap(), arp_reply(&req[0]));
+    let ([_g0, mut g1], _, port) = replies_held_on_worker_1_answered_on_worker_0(2);
     // No housekeeping: worker 1's next packet to the host misses its copy,
     // which it then refreshes; the two held packets leave before it.
     let mut third = from_server(&g1, 80, port);
