@@ -266,15 +266,6 @@ fn bad_invocations_exit_2_with_a_clear_message() {
     assert_eq!(code, Some(2));
     assert!(err.contains("line 4"), "{err}");
 
-    let nat = "[[device]]\nname = \"p\"\nkind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n[[nat]]\ntype = \"masquerade\"\nout = \"p\"\n";
-    let (code, err) = run(&["--workers", "2"], Some(nat));
-    assert_eq!(code, Some(2));
-    assert!(err.contains("one worker"), "{err}");
-    let routed = "[[device]]\nname = \"p\"\nkind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n";
-    let (code, err) = run(&["--workers", "2"], Some(routed));
-    assert_eq!(code, Some(2));
-    assert!(err.contains("neighbour table"), "{err}");
-
     let (code, err) = run(&["--mode", "fast"], Some("[[device]]\nname = \"p\"\nkind = \"port\"\n"));
     assert_eq!(code, Some(2));
     assert!(err.contains("unknown mode"), "{err}");
@@ -287,4 +278,26 @@ fn bad_invocations_exit_2_with_a_clear_message() {
     );
     assert_eq!(code, Some(2));
     assert!(err.contains("line 4") && err.contains("tso9"), "{err}");
+}
+
+#[test]
+fn nat_and_routing_topologies_run_with_several_workers() {
+    // They share NAT's connection table and the neighbour table
+    // (docs/topology.md, "NAT and routing with several workers").
+    let dir = tempfile::tempdir().unwrap();
+    let routed = "[[device]]\nname = \"p\"\nkind = \"port\"\naddresses = [\"10.0.0.1/24\"]\n";
+    let nat = format!("{routed}[[nat]]\ntype = \"masquerade\"\nout = \"p\"\n");
+    for (name, topo) in [("routed", routed.to_string()), ("nat", nat)] {
+        let path = dir.path().join(format!("{name}.toml"));
+        write(&path, &topo);
+        let out = Command::new(BIN)
+            .args(["run", "--workers", "2", "--duration", "0.2", "--stats-socket"])
+            .arg(dir.path().join(format!("{name}.sock")))
+            .arg(&path)
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        assert!(stdout.contains("2 worker(s)"), "{name}: {stdout}");
+    }
 }

@@ -20,6 +20,7 @@ pub mod ministat;
 pub mod peer_process;
 pub mod peers;
 pub mod plot;
+pub mod scaling;
 pub mod scenarios;
 pub mod seed_qinq_tso;
 pub mod seed_vlan_nat;

@@ -55,6 +55,9 @@ pub enum BenchScenario {
     /// checksum) against the issue-27 budgets: hardware counters where the
     /// machine exposes them, else callgrind (valgrind must be installed).
     Instructions(InstructionsArgs),
+    /// In memory: packets per second of 1..N workers (bridge, NAT router
+    /// sharing its tables, NAT with steering's own tables) and the curve.
+    Scaling(ScalingArgs),
 }
 
 /// Options of `superpacket bench instructions`.
@@ -75,6 +78,16 @@ pub struct InstructionsArgs {
     /// Internal: run one row for the parent's callgrind (prints its work as JSON).
     #[arg(long = "callgrind-child", value_name = "ROW", hide = true)]
     pub callgrind_child: Option<String>,
+}
+
+/// Options of `superpacket bench scaling`.
+#[derive(Debug, Args)]
+pub struct ScalingArgs {
+    #[command(flatten)]
+    pub common: CommonBenchArgs,
+    /// Most workers (1..=256; default: the CPUs available).
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub workers: Option<u16>,
 }
 
 /// Options of `superpacket bench peers`.
@@ -158,6 +171,21 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
         BenchScenario::Peers(a) => run_peers(a),
         BenchScenario::Flood(a) => super::bench_flood::run(a),
         BenchScenario::Instructions(a) => run_instructions(a),
+        BenchScenario::Scaling(a) => {
+            let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+            let max_workers = a.workers.map_or(cpus, usize::from);
+            report(
+                &a.common,
+                "scaling",
+                |quick, p| {
+                    crate::bench::scaling::run_with_progress(
+                        &crate::bench::scaling::ScalingOptions { quick, max_workers },
+                        p,
+                    )
+                },
+                crate::bench::scaling::render_human,
+            )
+        }
     }
 }
 

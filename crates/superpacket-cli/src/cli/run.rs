@@ -27,7 +27,8 @@ use superpacket_engine::io::event::{Epoll, SignalFd, signal_name};
 pub struct RunArgs {
     /// Topology file (TOML; see docs/topology.md).
     pub topology: PathBuf,
-    /// Worker threads (each with its own graph; TAPs multi-queue, AF_PACKET fanout).
+    /// Worker threads (each with its own graph; TAPs multi-queue, AF_PACKET
+    /// fanout; NAT's connection table and the neighbour table shared).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
     /// Most packets taken from one port per round (NAPI weight).

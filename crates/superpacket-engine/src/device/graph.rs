@@ -536,6 +536,17 @@ impl Graph {
         self.add_device(name, Box::new(Bridge::new(vlan_filtering)), DeviceFeatures::default())
     }
 
+    /// Makes this graph's router share the NAT connection table and the
+    /// neighbour table of `first`'s ([`Router::share_tables`]): the engine
+    /// builds one graph per worker from one topology and links every
+    /// other worker's to the first's. Nothing happens without routers.
+    pub fn share_tables(&mut self, first: &mut Graph) {
+        if self.router.is_none() || first.router.is_none() {
+            return;
+        }
+        self.router_mut().share_tables(first.router_mut());
+    }
+
     /// The router device, if the graph has one (it is created with the
     /// first address, [`Graph::add_address`]).
     pub fn router_id(&self) -> Option<DeviceId> {

@@ -15,15 +15,19 @@
 //! driver that is not built is refused, naming the feature.
 //! - [`vlan`], [`bond`], [`team`], [`bridge`]: device kinds.
 //! - [`udp_tunnel`]: VXLAN and Geneve devices (superpackets encapsulated whole).
-//! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT, local UDP sockets of tunnels.
+//! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT, local UDP sockets of tunnels;
+//!   [`conntrack`]: NAT's connection table, shared by the engine's workers;
+//!   [`neighbours`]: the neighbour table the workers share.
 //! - [`topology`]: graphs from TOML topology files (`docs/topology.md`).
 
 pub mod bond;
 pub mod bridge;
+pub mod conntrack;
 pub mod features;
 pub mod graph;
 pub mod ingress;
 pub mod nat;
+pub mod neighbours;
 pub mod netdev;
 pub mod port;
 #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
@@ -53,6 +57,8 @@ mod tests_netdev;
 mod tests_topology;
 #[cfg(test)]
 mod tests_tunnel;
+#[cfg(test)]
+mod tests_workers;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, Graph};

@@ -11,8 +11,9 @@
 //! aggregate's head is rewritten; the segmenter carries the head's
 //! addresses and ports into the chained packets if it has to split it.
 
-use std::collections::HashMap;
+use super::conntrack::{ConnTable, Found, Refused, Scratch};
 use std::net::Ipv4Addr;
+use std::sync::Arc;
 use superpacket::csum::{update_bytes, update_partial_bytes};
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::wire::ipv4::IPV4_HEADER_LEN;
@@ -100,15 +101,6 @@ pub enum NatRule {
     },
 }
 
-#[derive(Debug, Clone, Copy)]
-struct Conn {
-    /// [original direction as sent, reply direction as it will arrive].
-    tuples: [Tuple; 2],
-    expires: u64,
-    replied: bool,
-    closing: bool,
-}
-
 /// Counters of the connection table.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct NatCounters {
@@ -122,31 +114,26 @@ pub struct NatCounters {
     pub translated: u64,
 }
 
-/// The NAT engine: rules plus the bounded connection table.
-#[derive(Debug, Clone)]
+/// The NAT engine: rules plus the bounded connection table
+/// ([`ConnTable`], which the workers of one engine share: see
+/// [`Nat::share_table`]).
+#[derive(Debug)]
 pub struct Nat {
     /// Rules (DNAT and SNAT/masquerade; order matters within a kind).
     pub rules: Vec<NatRule>,
     /// Most connections (`[conntrack] max_connections`, default 65536 as
     /// [`Nat::default`]); a new connection beyond it reclaims expired ones
-    /// or is refused (`table_full`, drop `conntrack-full`).
+    /// or is refused (`table_full`, drop `conntrack-full`). Workers sharing
+    /// a table are built from one topology, so they hold the same limit.
     pub max_conns: usize,
     /// Timeouts.
     pub timeouts: NatTimeouts,
-    /// Counters.
+    /// Counters of what this worker did (the engine sums the workers').
     pub counters: NatCounters,
-    conns: Vec<Option<Conn>>,
-    free: Vec<usize>,
-    /// Both directions' tuples to their connection. Keys come from the
-    /// wire, so the hasher is keyed at random per table (aHash's
-    /// `RandomState`, as SipHash is for std's default) yet fast: the lookup
-    /// runs for every NATed packet.
-    index: HashMap<Tuple, (usize, u8), ahash::RandomState>,
-    peak: usize,
-    /// No connection expires before this (a lower bound): a full table is
-    /// scanned for expired connections only once one can have expired, so a
-    /// flood of refused connections costs a comparison each, not a scan.
-    next_expiry: u64,
+    table: Arc<ConnTable>,
+    /// Whether other workers use `table` too.
+    shared: bool,
+    scratch: Scratch,
 }
 
 impl Default for Nat {
@@ -170,92 +157,68 @@ impl Nat {
             max_conns,
             timeouts: NatTimeouts::default(),
             counters: NatCounters::default(),
-            conns: Vec::new(),
-            free: Vec::new(),
-            index: HashMap::with_capacity_and_hasher(max_conns.min(1 << 16) * 2, ahash::RandomState::new()),
-            peak: 0,
-            next_expiry: u64::MAX,
+            table: Arc::new(ConnTable::new(max_conns)),
+            shared: false,
+            scratch: Scratch::default(),
         }
+    }
+
+    /// Makes this NAT use `other`'s connection table (the engine does it
+    /// for every worker but the first: a connection created by one worker
+    /// is translated the same way by all, and a translated source port is
+    /// unique across them).
+    pub fn share_table(&mut self, other: &mut Nat) {
+        self.table = other.table.clone();
+        self.shared = true;
+        other.shared = true;
+    }
+
+    /// Whether other workers share this NAT's connection table.
+    pub fn is_shared(&self) -> bool {
+        self.shared
     }
 
     /// Live connections.
     pub fn len(&self) -> usize {
-        self.index.len() / 2
+        self.table.len()
     }
 
     /// Most connections alive at once so far.
     pub fn peak(&self) -> usize {
-        self.peak
+        self.table.peak()
     }
 
     /// No connection.
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
-    }
-
-    fn remove(&mut self, slot: usize) {
-        if let Some(c) = self.conns[slot].take() {
-            self.index.remove(&c.tuples[0]);
-            self.index.remove(&c.tuples[1]);
-            self.free.push(slot);
-        }
+        self.table.is_empty()
     }
 
     /// Removes expired connections; returns how many.
     pub fn expire(&mut self, now: u64) -> usize {
-        let mut n = 0;
-        let mut next = u64::MAX;
-        for slot in 0..self.conns.len() {
-            match self.conns[slot] {
-                Some(c) if c.expires <= now => {
-                    self.remove(slot);
-                    n += 1;
-                }
-                Some(c) => next = next.min(c.expires),
-                None => {}
-            }
-        }
-        self.next_expiry = next;
+        let n = self.table.expire(now, &mut self.scratch);
         self.counters.expired += n as u64;
-        n as usize
-    }
-
-    fn timeout(&self, c: &Conn, proto: u8) -> u64 {
-        let t = &self.timeouts;
-        match (proto, c.replied, c.closing) {
-            (6, _, true) => t.tcp_closing,
-            (6, true, _) => t.tcp_established,
-            (6, false, _) => t.tcp_unreplied,
-            (_, true, _) => t.udp_replied,
-            _ => t.udp_unreplied,
-        }
+        n
     }
 
     /// Looks `t` up in the table (prerouting). Returns the rewrite for a
     /// known connection, refreshing its timeout; `tcp_fin_rst` marks it closing.
     pub fn lookup(&mut self, t: &Tuple, now: u64, tcp_fin_rst: bool) -> Option<Rewrite> {
-        let (slot, dir) = *self.index.get(t)?;
-        let c = self.conns[slot]?;
-        if c.expires <= now {
-            self.remove(slot);
-            self.counters.expired += 1;
-            return None;
+        match self.table.lookup(t, now, tcp_fin_rst, &self.timeouts) {
+            Found::Live(to) => {
+                self.counters.translated += 1;
+                Some(Rewrite { to })
+            }
+            Found::Expired => {
+                self.counters.expired += 1;
+                None
+            }
+            Found::None => None,
         }
-        let mut c = c;
-        if dir == 1 {
-            c.replied = true;
-        }
-        c.closing |= tcp_fin_rst;
-        c.expires = now + self.timeout(&c, t.proto);
-        self.next_expiry = self.next_expiry.min(c.expires);
-        self.conns[slot] = Some(c);
-        self.counters.translated += 1;
-        Some(Rewrite { to: c.tuples[1 - dir as usize].reversed() })
     }
 
     /// Whether `t` belongs to a known connection (no refresh).
     pub fn lookup_only(&self, t: &Tuple) -> Option<()> {
-        self.index.contains_key(t).then_some(())
+        self.table.contains(t).then_some(())
     }
 
     /// DNAT for a new connection arriving on `in_dev`: the new destination.
@@ -282,50 +245,23 @@ impl Nat {
 
     /// Creates a connection from `orig` translated to `to` (source port
     /// remapped if the reply tuple is taken). Returns the final translated
-    /// tuple, or `None` if the table is full or no port is free.
-    pub fn create(&mut self, orig: Tuple, mut to: Tuple, now: u64) -> Option<Tuple> {
-        if self.len() >= self.max_conns && (now < self.next_expiry || self.expire(now) == 0) {
-            self.counters.table_full += 1;
-            return None;
-        }
-        if self.index.contains_key(&to.reversed()) && to.src != orig.src {
-            let mut port = to.sport.max(1024);
-            let mut found = false;
-            for _ in 0..64512u32 {
-                port = if port == 65535 { 1024 } else { port + 1 };
-                let cand = Tuple { sport: port, ..to };
-                if !self.index.contains_key(&cand.reversed()) {
-                    to = cand;
-                    found = true;
-                    break;
-                }
+    /// tuple, or `None` if the table is full or no port is free (both
+    /// counted as `table_full`) or a tuple is another connection's.
+    pub fn create(&mut self, orig: Tuple, to: Tuple, now: u64) -> Option<Tuple> {
+        let res = self.table.create(orig, to, now, self.max_conns, &self.timeouts, &mut self.scratch);
+        self.counters.expired += self.scratch.take_reclaimed();
+        match res {
+            Ok(to) => {
+                self.counters.created += 1;
+                self.counters.translated += 1;
+                Some(to)
             }
-            if !found {
+            Err(Refused::Full | Refused::NoPort) => {
                 self.counters.table_full += 1;
-                return None;
+                None
             }
+            Err(Refused::Exists) => None,
         }
-        let reply = to.reversed();
-        if self.index.contains_key(&orig) || self.index.contains_key(&reply) {
-            return None;
-        }
-        let mut c = Conn { tuples: [orig, reply], expires: 0, replied: false, closing: false };
-        c.expires = now + self.timeout(&c, orig.proto);
-        self.next_expiry = self.next_expiry.min(c.expires);
-        let slot = match self.free.pop() {
-            Some(s) => s,
-            None => {
-                self.conns.push(None);
-                self.conns.len() - 1
-            }
-        };
-        self.conns[slot] = Some(c);
-        self.index.insert(orig, (slot, 0));
-        self.index.insert(reply, (slot, 1));
-        self.peak = self.peak.max(self.len());
-        self.counters.created += 1;
-        self.counters.translated += 1;
-        Some(to)
     }
 }
 

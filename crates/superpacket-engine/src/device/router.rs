@@ -12,11 +12,13 @@
 use super::graph::{Device, DeviceId};
 use super::ingress::{self, IngressDrop, Ipv6Input};
 use super::nat::{L4Conn, Nat, Tuple, rewrite, tuple_of};
+use super::neighbours::SharedNeighbours;
 use super::netdev::{Cx, NetDevice, Verdict};
 use super::tables::{Defrag, TableUsage};
 use std::any::Any;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::Arc;
 use superpacket::csum::update_u16;
 use superpacket::packet::Packet;
 use superpacket::wire::ethernet::ETHERNET_HEADER_LEN;
@@ -120,8 +122,14 @@ pub struct Router {
     pub interfaces: Vec<Interface>,
     /// Routes (connected routes are added with the interface addresses).
     pub routes: Vec<Route>,
-    /// Neighbours (ARP and NDP), keyed by address.
+    /// Neighbours (ARP and NDP), keyed by address: this worker's copy of
+    /// the shared table when the engine's workers share one
+    /// ([`Router::share_tables`]).
     pub neighbours: HashMap<IpAddr, MacAddr>,
+    /// The neighbour table of all workers, if shared.
+    shared_neighbours: Option<Arc<SharedNeighbours>>,
+    /// The generation of `shared_neighbours` that `neighbours` holds.
+    neighbours_generation: u64,
     /// IPv4 NAT.
     pub nat: Nat,
     /// Neighbours not learned because the table was full ([`MAX_NEIGHBOURS`]).
@@ -341,6 +349,20 @@ impl Router {
     pub fn add_neighbour(&mut self, addr: IpAddr, mac: MacAddr) {
         self.neighbours.insert(addr, mac);
         self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
+    }
+
+    /// Makes this router (of one engine worker) share `first`'s (another
+    /// worker's, built from the same topology) NAT connection table and
+    /// neighbour table: a connection is translated the same way whichever
+    /// worker a packet of it reaches, and a neighbour learned by one worker
+    /// releases the packets another holds for it (`docs/topology.md`, "NAT
+    /// and routing with several workers").
+    pub fn share_tables(&mut self, first: &mut Router) {
+        self.nat.share_table(&mut first.nat);
+        let shared =
+            first.shared_neighbours.get_or_insert_with(|| Arc::new(SharedNeighbours::new(&first.neighbours))).clone();
+        self.shared_neighbours = Some(shared);
+        self.neighbours_generation = 0;
     }
 
     /// Whether `id` is a router interface.
@@ -667,9 +689,17 @@ impl Router {
             return Err("exceeds-mtu");
         }
         let src_mac = dev.mac;
+        let mut known = self.neighbours.get(&hop).copied();
+        if known.is_none() && self.shared_neighbours.is_some() {
+            // Another worker may have learned it: copy the shared table on a
+            // miss only (and at housekeeping), so that a flood of neighbour
+            // changes costs the other workers nothing per packet.
+            self.sync_neighbours(out);
+            known = self.neighbours.get(&hop).copied();
+        }
         // The source address is ours whether the frame leaves now or after
         // neighbour resolution.
-        if let Some(&mac) = self.neighbours.get(&hop) {
+        if let Some(mac) = known {
             set_macs(&mut pkt, src_mac, Some(mac));
             out.push((egress, pkt, len));
             return Ok(Routed::Forwarded);
@@ -685,6 +715,9 @@ impl Router {
             let n = req.len();
             out.push((egress, req, n));
             self.resolving.push(Resolving { hop, egress, src_mac, probes: 1, last_probe_ns: now });
+            if let Some(sh) = &self.shared_neighbours {
+                sh.awaiting(hop, true);
+            }
         }
         self.pending.push((hop, egress, pkt, len));
         self.peak_pending = self.peak_pending.max(self.pending.len());
@@ -751,6 +784,7 @@ impl Router {
         if let Some(d) = &mut self.defrag {
             d.expire(now);
         }
+        self.sync_neighbours(out);
         let mut i = 0;
         while i < self.resolving.len() {
             let r = self.resolving[i];
@@ -770,6 +804,9 @@ impl Router {
                 continue;
             }
             self.resolving.swap_remove(i);
+            if let Some(sh) = &self.shared_neighbours {
+                sh.awaiting(r.hop, false);
+            }
             self.neighbours_failed += 1;
             let before = self.pending.len();
             self.pending.retain(|(hop, egress, _, _)| !(*hop == r.hop && *egress == r.egress));
@@ -783,7 +820,8 @@ impl Router {
     pub fn table_usage(&self, out: &mut Vec<TableUsage>) {
         out.push(
             TableUsage::new("neighbours", self.neighbours.len(), self.peak_neighbours, MAX_NEIGHBOURS)
-                .event("refused", self.neighbours_refused),
+                .event("refused", self.neighbours_refused)
+                .shared(self.shared_neighbours.is_some()),
         );
         out.push(
             TableUsage::new("neighbour-queue", self.pending.len(), self.peak_pending, MAX_PENDING)
@@ -795,7 +833,8 @@ impl Router {
                 TableUsage::new("conntrack", self.nat.len(), self.nat.peak(), self.nat.max_conns)
                     .event("table_full", c.table_full)
                     .event("expired", c.expired)
-                    .event("created", c.created),
+                    .event("created", c.created)
+                    .shared(self.nat.is_shared()),
             );
         }
         if let Some(d) = &self.defrag {
@@ -807,13 +846,51 @@ impl Router {
     /// the order they arrived.
     fn learn(&mut self, addr: IpAddr, mac: MacAddr, out: &mut Vec<(DeviceId, Packet, usize)>) {
         let awaited = self.pending.iter().any(|e| e.0 == addr);
-        if self.neighbours.len() >= MAX_NEIGHBOURS && !self.neighbours.contains_key(&addr) && !awaited {
+        let learned = match &self.shared_neighbours {
+            Some(sh) => sh.learn(addr, mac, awaited),
+            None => self.neighbours.len() < MAX_NEIGHBOURS || self.neighbours.contains_key(&addr) || awaited,
+        };
+        if !learned {
             self.neighbours_refused += 1;
             return;
         }
         self.neighbours.insert(addr, mac);
         self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
-        self.resolving.retain(|r| r.hop != addr);
+        self.release(addr, mac, out);
+    }
+
+    /// Brings this worker's copy of the shared neighbour table up to date
+    /// (when another worker learned something since) and releases the
+    /// packets waiting for a neighbour it now knows.
+    fn sync_neighbours(&mut self, out: &mut Vec<(DeviceId, Packet, usize)>) {
+        let Some(sh) = &self.shared_neighbours else { return };
+        if sh.generation() == self.neighbours_generation {
+            return;
+        }
+        self.neighbours_generation = sh.copy_into(&mut self.neighbours);
+        self.peak_neighbours = self.peak_neighbours.max(self.neighbours.len());
+        let mut i = 0;
+        while i < self.resolving.len() {
+            let hop = self.resolving[i].hop;
+            match self.neighbours.get(&hop) {
+                // Removes every resolving entry of `hop`, this one included.
+                Some(&mac) => self.release(hop, mac, out),
+                None => i += 1,
+            }
+        }
+    }
+
+    /// `addr` is at `mac`: its resolution ends and the packets waiting for
+    /// it leave, in the order they arrived.
+    fn release(&mut self, addr: IpAddr, mac: MacAddr, out: &mut Vec<(DeviceId, Packet, usize)>) {
+        let shared = self.shared_neighbours.as_deref();
+        self.resolving.retain(|r| {
+            let done = r.hop == addr;
+            if let (true, Some(sh)) = (done, shared) {
+                sh.awaiting(addr, false);
+            }
+            !done
+        });
         for (_, dev, mut p, len) in self.pending.extract_if(.., |e| e.0 == addr) {
             if let Ok(mut eth) = EthernetFrame::new_checked(p.linear_mut()) {
                 eth.set_dst_addr(mac);

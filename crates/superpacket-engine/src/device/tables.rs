@@ -36,12 +36,29 @@ pub struct TableUsage {
     pub limit: u64,
     /// Refusals, evictions and expiries, by reason.
     pub events: Vec<(String, u64)>,
+    /// One table every worker uses (NAT's connections, the neighbours
+    /// when shared): the engine's totals take its size, peak and limit
+    /// once rather than summing the workers' reports of it.
+    pub shared: bool,
 }
 
 impl TableUsage {
     /// A usage record without events.
     pub fn new(name: &str, size: usize, peak: usize, limit: usize) -> TableUsage {
-        TableUsage { name: name.to_string(), size: size as u64, peak: peak as u64, limit: limit as u64, events: vec![] }
+        TableUsage {
+            name: name.to_string(),
+            size: size as u64,
+            peak: peak as u64,
+            limit: limit as u64,
+            events: vec![],
+            shared: false,
+        }
+    }
+
+    /// Marks the table as shared by the workers (see [`TableUsage::shared`]).
+    pub fn shared(mut self, shared: bool) -> TableUsage {
+        self.shared = shared;
+        self
     }
 
     /// Adds an event counter.

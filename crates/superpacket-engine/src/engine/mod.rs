@@ -105,7 +105,7 @@ impl Engine {
     ///
     /// # Errors
     /// A topology error (naming its line), a port that cannot be opened,
-    /// options that do not fit (several workers with NAT or pcap ports), or
+    /// options that do not fit (several workers with pcap ports), or
     /// a thread that cannot be started.
     pub fn start(topology: &Topology, opts: &EngineOptions) -> Result<Engine, EngineError> {
         Engine::open(topology, opts)?.start()
@@ -120,22 +120,10 @@ impl Engine {
     /// As [`Engine::start`], but for the threads.
     pub fn open(topology: &Topology, opts: &EngineOptions) -> Result<OpenEngine, EngineError> {
         let workers = opts.workers.max(1);
-        if workers > 1 {
-            if !topology.spec.nat.is_empty() {
-                return Err(EngineError::Config(format!(
-                    "NAT keeps connection state in one worker; this topology has NAT rules, so run it with one worker (asked for {workers})"
-                )));
-            }
-            if topology.spec.devices.iter().any(|d| d.addresses.as_ref().is_some_and(|a| !a.is_empty())) {
-                return Err(EngineError::Config(format!(
-                    "the router's neighbour table is per worker (an ARP reply may reach another worker than the one waiting for it); this topology routes, so run it with one worker (asked for {workers})"
-                )));
-            }
-            if topology.has_pcap_ports() {
-                return Err(EngineError::Config(format!(
-                    "pcap ports write one file; run this topology with one worker (asked for {workers})"
-                )));
-            }
+        if workers > 1 && topology.has_pcap_ports() {
+            return Err(EngineError::Config(format!(
+                "pcap ports write one file; run this topology with one worker (asked for {workers})"
+            )));
         }
         let gro_ports = topology.gro_ports();
         let fanout_group = (std::process::id() as u16).wrapping_mul(31);
@@ -152,6 +140,18 @@ impl Engine {
             };
             graphs.push(topology.build_with(&build)?);
         }
+        // One NAT connection table and one neighbour table for all workers:
+        // the kernel spreads packets over them by its own flow hash, so
+        // both directions of a connection, and an ARP reply and the packets
+        // waiting for it, may reach different workers.
+        if let Some((first, rest)) = graphs.split_first_mut() {
+            for g in rest {
+                g.share_tables(first);
+            }
+        }
+        // One clock for all workers: connection expiry times written by
+        // one are compared with another's clock.
+        let epoch = std::time::Instant::now();
         let stop = Arc::new(EventFd::new()?);
         let (tx, events) = mpsc::channel();
         let mut shared = Vec::with_capacity(workers);
@@ -159,7 +159,7 @@ impl Engine {
         for (i, g) in graphs.into_iter().enumerate() {
             let slot = Arc::new(Mutex::new(WorkerSnapshot { worker: i, ..WorkerSnapshot::default() }));
             let tx = tx.clone();
-            let w = Worker::new(
+            let mut w = Worker::new(
                 i,
                 g,
                 &gro_ports,
@@ -170,6 +170,7 @@ impl Engine {
                     let _ = tx.send(e);
                 }),
             )?;
+            w.set_epoch(epoch);
             shared.push(slot);
             built.push(w);
         }

@@ -10,9 +10,11 @@
 //! Next to the devices, the bounded tables ([`crate::device::tables`]:
 //! neighbours, neighbour queue, NAT connections, reassembly bytes and
 //! queues, GRO flow tables) with their size, peak and limit, and their
-//! refusals/evictions by reason. Each worker has tables of its own: the
+//! refusals/evictions by reason. Most tables are each worker's own: the
 //! engine's figures are the workers' sums (a summed peak is an upper bound
-//! of the engine's peak).
+//! of the engine's peak). NAT's connection table and, with several
+//! workers, the neighbour table are one table all workers use
+//! ([`TableUsage::shared`]): counted once, their events still summed.
 
 use crate::device::{DeviceCounters, TableUsage};
 use serde::Serialize;
@@ -94,9 +96,13 @@ pub struct EngineSnapshot {
     pub rounds: u64,
     /// Packets taken from port drivers by all workers.
     pub packets_polled: u64,
+    /// Packets taken from port drivers by each worker, in worker order:
+    /// how the kernel spread the traffic over them.
+    pub worker_packets: Vec<u64>,
     /// Devices, in topology order.
     pub devices: Vec<DeviceTotals>,
-    /// Bounded tables, summed over the workers by name.
+    /// Bounded tables, summed over the workers by name (a table the
+    /// workers share, [`TableUsage::shared`], counted once).
     pub tables: Vec<TableTotals>,
 }
 
@@ -143,6 +149,7 @@ impl EngineSnapshot {
             snap.cpu_seconds += w.cpu_seconds;
             snap.rounds += w.rounds;
             snap.packets_polled += w.packets_polled;
+            snap.worker_packets.push(w.packets_polled);
             for t in &w.tables {
                 let pos = match snap.tables.iter().position(|x| x.name == t.name) {
                     Some(p) => p,
@@ -152,9 +159,16 @@ impl EngineSnapshot {
                     }
                 };
                 let x = &mut snap.tables[pos];
-                x.size += t.size;
-                x.peak += t.peak;
-                x.limit += t.limit;
+                if t.shared {
+                    // Every worker reports the one table: count it once.
+                    x.size = x.size.max(t.size);
+                    x.peak = x.peak.max(t.peak);
+                    x.limit = x.limit.max(t.limit);
+                } else {
+                    x.size += t.size;
+                    x.peak += t.peak;
+                    x.limit += t.limit;
+                }
                 for (k, v) in &t.events {
                     *x.events.entry(k.clone()).or_insert(0) += v;
                 }
@@ -206,8 +220,17 @@ impl EngineSnapshot {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "superpacket engine: {} worker(s), up {:.1} s, {:.2} CPU s, {} packets polled",
-            self.workers, self.uptime_s, self.cpu_seconds, self.packets_polled
+            "superpacket engine: {} worker(s), up {:.1} s, {:.2} CPU s, {} packets polled{}",
+            self.workers,
+            self.uptime_s,
+            self.cpu_seconds,
+            self.packets_polled,
+            if self.worker_packets.len() > 1 {
+                let each: Vec<String> = self.worker_packets.iter().map(u64::to_string).collect();
+                format!(" ({})", each.join(" + "))
+            } else {
+                String::new()
+            }
         );
         let _ = writeln!(
             s,
@@ -342,7 +365,10 @@ mod tests {
                 driver: vec![("tx_batches".into(), 3)],
                 gro: Some(GroCounters { merged: 7, ..GroCounters::default() }),
             }],
-            tables: vec![TableUsage::new("conntrack", 10 + i, 12, 100).event("table_full", 2)],
+            tables: vec![
+                TableUsage::new("conntrack", 10 + i, 12, 100).event("table_full", 2),
+                TableUsage::new("neighbours", 3 + i, 4, 1024).event("refused", 1).shared(true),
+            ],
         }
     }
 
@@ -361,6 +387,10 @@ mod tests {
         assert!(!d.carrier, "down on one worker is down");
         let t = s.table("conntrack").unwrap();
         assert_eq!((t.size, t.peak, t.limit, t.events["table_full"]), (21, 24, 200, 4));
+        let t = s.table("neighbours").unwrap();
+        assert_eq!((t.size, t.peak, t.limit, t.events["refused"]), (4, 4, 1024, 2), "a shared table counts once");
+        assert_eq!(s.worker_packets, [5, 6]);
+        assert!(s.render_text().contains("11 packets polled (5 + 6)"), "{}", s.render_text());
         assert!(s.render_text().contains("conntrack"), "{}", s.render_text());
         assert!(s.render_text().contains("no-route") || s.render_text().contains("drops.no-route=3"));
     }

@@ -123,7 +123,6 @@ impl Worker {
             let gro = gro_ports.contains(&name).then(|| Gro::new(gro_cfg.with_medium(graph.device(id).medium)));
             ports.push(PortSlot { id, name, fd, gro, pending: true, gone: false, next_reopen: Instant::now() });
         }
-        let now = Instant::now();
         Ok(Worker {
             index,
             graph,
@@ -133,11 +132,18 @@ impl Worker {
             _stop: stop,
             shared,
             on_event,
-            started: now,
+            started: Instant::now(),
             rounds: 0,
             packets: 0,
             ready: Vec::with_capacity(64),
         })
+    }
+
+    /// Makes the worker's clock count from `epoch`: the workers of one
+    /// engine share it, as they share the NAT connection table, whose
+    /// expiry times one worker writes and another compares.
+    pub fn set_epoch(&mut self, epoch: Instant) {
+        self.started = epoch;
     }
 
     /// The graph (for tests and the final report).
