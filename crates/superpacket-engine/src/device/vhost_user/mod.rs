@@ -74,6 +74,7 @@
 pub mod backend;
 pub mod ctrl;
 mod enable_relay;
+mod guest_copy;
 pub mod memory;
 pub mod virtq;
 

@@ -19,12 +19,13 @@
 //!   the available ring (`next_avail` rewound): no half-written frame is
 //!   ever published.
 
+use super::guest_copy::{read_guest, write_guest};
 use std::sync::atomic::Ordering;
 use superpacket::packet::Packet;
 use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
 use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory};
 
 /// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
 /// superpacket in 1536-byte buffers needs 44.
@@ -158,19 +159,6 @@ pub fn next_head<'m, M: GuestMemory>(
     })?;
     // Entries are announced but the ring entry cannot be read.
     it.next().map(Some).ok_or(QueueFault::Address)
-}
-
-/// Copies `dst.len()` bytes at `addr` of guest memory into `dst`: one
-/// region lookup and one volatile copy where the bytes lie in one region
-/// (`Bytes::read_slice` walks a slice iterator, about 300 instructions a
-/// call more: callgrind on `examples/vhost_rx_instructions`).
-fn read_guest<M: GuestMemory>(mem: &M, addr: GuestAddress, dst: &mut [u8]) -> Result<(), QueueFault> {
-    if let Some(Ok(vs)) = mem.physical_memory().map(|pm| pm.get_slice(addr, dst.len()))
-        && vs.copy_to(dst) == dst.len()
-    {
-        return Ok(());
-    }
-    mem.read_slice(dst, addr).map_err(|_| QueueFault::Address)
 }
 
 /// Takes the next chain of transmit queue `q` and records its buffers in
@@ -439,7 +427,7 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
                         *slot = at.checked_add((pos - written) as u64);
                     }
                 }
-                mem.write_slice(&cur[..n], at).map_err(|_| QueueFault::Address)?;
+                write_guest(mem, at, &cur[..n])?;
                 cur = &cur[n..];
                 off += n as u32;
                 in_chain += n as u32;
