@@ -498,12 +498,12 @@ pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)
 }
 
 /// Whether the guest wants a notification for the used entries published
-/// since `since` (the used index at the last check), honouring
-/// `VIRTIO_RING_F_EVENT_IDX` (virtio 1.2, 2.7.10): with it, only when
-/// `used_event` was passed; without it, always (the
-/// `VIRTQ_AVAIL_F_NO_INTERRUPT` flag is a hint the crates ignore too).
-/// Used for the receive queue, whose entries [`publish_used`] writes
-/// itself, so `virtio-queue`'s own count of added entries does not see them.
+/// since `since` (the used index at the last check): with
+/// `VIRTIO_RING_F_EVENT_IDX` (virtio 1.2, 2.7.10) only when `used_event`
+/// was passed; without it, unless the guest set
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT` ([`interrupts_suppressed`]). Used for the
+/// receive queue, whose entries [`publish_used`] writes itself, so
+/// `virtio-queue`'s own count of added entries does not see them.
 ///
 /// # Errors
 /// [`QueueFault::Address`]: the available ring is outside guest memory.
@@ -513,7 +513,7 @@ pub fn wants_notification<M: GuestMemory>(q: &Queue, mem: &M, since: u16) -> Res
         return Ok(false);
     }
     if !q.event_idx_enabled() {
-        return Ok(true);
+        return interrupts_suppressed(q, mem).map(|off| !off);
     }
     // The used index stores before, the used_event load after.
     std::sync::atomic::fence(Ordering::SeqCst);
@@ -522,4 +522,22 @@ pub fn wants_notification<M: GuestMemory>(q: &Queue, mem: &M, since: u16) -> Res
     let event = u16::from_le(mem.load::<u16>(at, Ordering::Acquire).map_err(|_| QueueFault::Address)?);
     // vring_need_event(): event_idx in [old, new).
     Ok(new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(since))
+}
+
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT` in the available ring's flags: a guest
+/// that polls (DPDK's virtio PMD sets it on every queue) asks for no
+/// notifications. Virtio 1.2, 2.7.7.2: without `VIRTIO_F_EVENT_IDX`, when
+/// the flag is set the device should not send one; a call the guest does
+/// not read would cost the engine a system call per round for nothing. A
+/// guest that clears the flag re-checks the used ring afterwards (the
+/// driver's side of the same section), so no notification is lost.
+///
+/// # Errors
+/// [`QueueFault::Address`]: the available ring is outside guest memory.
+pub fn interrupts_suppressed<M: GuestMemory>(q: &Queue, mem: &M) -> Result<bool, QueueFault> {
+    const NO_INTERRUPT: u16 = 1;
+    // The used index stores before the flags load.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let flags = mem.load::<u16>(GuestAddress(q.avail_ring()), Ordering::Acquire).map_err(|_| QueueFault::Address)?;
+    Ok(u16::from_le(flags) & NO_INTERRUPT != 0)
 }
