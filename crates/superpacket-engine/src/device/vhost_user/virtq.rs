@@ -446,8 +446,8 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
     }
     if let [Some(lo), Some(hi)] = nb_addr {
         let nb = (nused as u16).to_le_bytes();
-        mem.write_slice(&nb[..1], lo).map_err(|_| QueueFault::Address)?;
-        mem.write_slice(&nb[1..], hi).map_err(|_| QueueFault::Address)?;
+        write_guest(mem, lo, &nb[..1])?;
+        write_guest(mem, hi, &nb[1..])?;
     }
     publish_used(q, mem, &used[..nused])?;
     Ok(RxPlaced { chains: nused, bytes: written })
@@ -486,7 +486,7 @@ pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)
         let mut elem = [0u8; 8];
         elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
         elem[4..].copy_from_slice(&len.to_le_bytes());
-        mem.write_slice(&elem, at).map_err(|_| QueueFault::Address)?;
+        write_guest(mem, at, &elem)?;
         next += std::num::Wrapping(1);
     }
     let idx = ring.checked_add(2).ok_or(QueueFault::Address)?;
