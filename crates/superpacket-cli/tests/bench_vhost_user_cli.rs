@@ -68,6 +68,9 @@ fn quick_run_moves_traffic_through_both_backends() {
             "cpu_ns_per_packet_tso",
             "cpu_s_per_gb_tso",
             "backend_cpu_load_tso",
+            "mpps_loop",
+            "cpu_ns_per_packet_loop",
+            "backend_cpu_load_loop",
         ] {
             figure(&format!("{f}_{backend}"));
         }
@@ -81,12 +84,13 @@ fn quick_run_moves_traffic_through_both_backends() {
     }
     figure("mpps_64b_ratio");
     figure("gbps_tso_ratio");
-    // Four pairs, untested with one run; two key figures with the targets.
+    figure("mpps_loop_ratio");
+    // Five pairs, untested with one run; three key figures with the targets.
     let c = s["comparisons"].as_array().unwrap();
-    assert_eq!(c.len(), 4);
+    assert_eq!(c.len(), 5);
     assert!(c.iter().all(|c| c["verdict"].is_null() && c["ratio"].as_f64().is_some_and(|r| r > 0.0)), "{c:?}");
     let k = s["key_figures"].as_array().unwrap();
-    assert_eq!(k.iter().map(|k| k["original_ratio"].as_f64().unwrap()).collect::<Vec<_>>(), vec![0.8, 2.0]);
+    assert_eq!(k.iter().map(|k| k["original_ratio"].as_f64().unwrap()).collect::<Vec<_>>(), vec![0.8, 0.8, 2.0]);
 }
 
 /// Without `dpdk-testpmd` on PATH the scenario is skipped with the reason

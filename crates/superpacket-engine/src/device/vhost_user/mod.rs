@@ -74,6 +74,7 @@
 pub mod backend;
 pub mod ctrl;
 mod enable_relay;
+mod guest_copy;
 pub mod memory;
 pub mod virtq;
 
@@ -614,7 +615,13 @@ impl VhostUserDriver {
             return;
         }
         let mut st = a.tx.get_mut();
-        let notify = st.get_queue_mut().needs_notification(&*a.mem.memory());
+        let mem = a.mem.memory();
+        // virtio-queue's check ignores VIRTQ_AVAIL_F_NO_INTERRUPT without EVENT_IDX.
+        let notify = if st.get_queue().event_idx_enabled() {
+            st.get_queue_mut().needs_notification(&*mem).map_err(|_| QueueFault::Address)
+        } else {
+            virtq::interrupts_suppressed(st.get_queue(), &*mem).map(|off| !off)
+        };
         if matches!(notify, Ok(true)) && st.signal_used_queue().is_ok() {
             self.stats.calls_sent += 1;
         }

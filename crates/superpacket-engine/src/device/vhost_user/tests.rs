@@ -294,6 +294,12 @@ fn a_frames_chains_are_published_together_and_notified_per_event_idx() {
     // Without EVENT_IDX: always, once something was used since.
     assert!(virtq::wants_notification(&q, &m, 0).unwrap());
     assert!(!virtq::wants_notification(&q, &m, 4).unwrap());
+    // ... unless the guest set VIRTQ_AVAIL_F_NO_INTERRUPT.
+    m.write_obj(1u16.to_le(), GuestAddress(AVAIL)).unwrap();
+    assert!(virtq::interrupts_suppressed(&q, &m).unwrap());
+    assert!(!virtq::wants_notification(&q, &m, 0).unwrap());
+    m.write_obj(0u16.to_le(), GuestAddress(AVAIL)).unwrap();
+    assert!(virtq::wants_notification(&q, &m, 0).unwrap());
     // With it: only if used_event lies in [since, next_used).
     q.set_event_idx(true);
     let used_event = GuestAddress(AVAIL + 4 + 2 * u64::from(SIZE));

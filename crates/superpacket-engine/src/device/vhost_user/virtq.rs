@@ -19,12 +19,13 @@
 //!   the available ring (`next_avail` rewound): no half-written frame is
 //!   ever published.
 
+use super::guest_copy::{read_guest, write_guest};
 use std::sync::atomic::Ordering;
 use superpacket::packet::Packet;
 use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
 use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory};
 
 /// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
 /// superpacket in 1536-byte buffers needs 44.
@@ -158,19 +159,6 @@ pub fn next_head<'m, M: GuestMemory>(
     })?;
     // Entries are announced but the ring entry cannot be read.
     it.next().map(Some).ok_or(QueueFault::Address)
-}
-
-/// Copies `dst.len()` bytes at `addr` of guest memory into `dst`: one
-/// region lookup and one volatile copy where the bytes lie in one region
-/// (`Bytes::read_slice` walks a slice iterator, about 300 instructions a
-/// call more: callgrind on `examples/vhost_rx_instructions`).
-fn read_guest<M: GuestMemory>(mem: &M, addr: GuestAddress, dst: &mut [u8]) -> Result<(), QueueFault> {
-    if let Some(Ok(vs)) = mem.physical_memory().map(|pm| pm.get_slice(addr, dst.len()))
-        && vs.copy_to(dst) == dst.len()
-    {
-        return Ok(());
-    }
-    mem.read_slice(dst, addr).map_err(|_| QueueFault::Address)
 }
 
 /// Takes the next chain of transmit queue `q` and records its buffers in
@@ -439,7 +427,7 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
                         *slot = at.checked_add((pos - written) as u64);
                     }
                 }
-                mem.write_slice(&cur[..n], at).map_err(|_| QueueFault::Address)?;
+                write_guest(mem, at, &cur[..n])?;
                 cur = &cur[n..];
                 off += n as u32;
                 in_chain += n as u32;
@@ -458,8 +446,8 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
     }
     if let [Some(lo), Some(hi)] = nb_addr {
         let nb = (nused as u16).to_le_bytes();
-        mem.write_slice(&nb[..1], lo).map_err(|_| QueueFault::Address)?;
-        mem.write_slice(&nb[1..], hi).map_err(|_| QueueFault::Address)?;
+        write_guest(mem, lo, &nb[..1])?;
+        write_guest(mem, hi, &nb[1..])?;
     }
     publish_used(q, mem, &used[..nused])?;
     Ok(RxPlaced { chains: nused, bytes: written })
@@ -498,7 +486,7 @@ pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)
         let mut elem = [0u8; 8];
         elem[..4].copy_from_slice(&u32::from(head).to_le_bytes());
         elem[4..].copy_from_slice(&len.to_le_bytes());
-        mem.write_slice(&elem, at).map_err(|_| QueueFault::Address)?;
+        write_guest(mem, at, &elem)?;
         next += std::num::Wrapping(1);
     }
     let idx = ring.checked_add(2).ok_or(QueueFault::Address)?;
@@ -510,12 +498,12 @@ pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)
 }
 
 /// Whether the guest wants a notification for the used entries published
-/// since `since` (the used index at the last check), honouring
-/// `VIRTIO_RING_F_EVENT_IDX` (virtio 1.2, 2.7.10): with it, only when
-/// `used_event` was passed; without it, always (the
-/// `VIRTQ_AVAIL_F_NO_INTERRUPT` flag is a hint the crates ignore too).
-/// Used for the receive queue, whose entries [`publish_used`] writes
-/// itself, so `virtio-queue`'s own count of added entries does not see them.
+/// since `since` (the used index at the last check): with
+/// `VIRTIO_RING_F_EVENT_IDX` (virtio 1.2, 2.7.10) only when `used_event`
+/// was passed; without it, unless the guest set
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT` ([`interrupts_suppressed`]). Used for the
+/// receive queue, whose entries [`publish_used`] writes itself, so
+/// `virtio-queue`'s own count of added entries does not see them.
 ///
 /// # Errors
 /// [`QueueFault::Address`]: the available ring is outside guest memory.
@@ -525,7 +513,7 @@ pub fn wants_notification<M: GuestMemory>(q: &Queue, mem: &M, since: u16) -> Res
         return Ok(false);
     }
     if !q.event_idx_enabled() {
-        return Ok(true);
+        return interrupts_suppressed(q, mem).map(|off| !off);
     }
     // The used index stores before, the used_event load after.
     std::sync::atomic::fence(Ordering::SeqCst);
@@ -534,4 +522,22 @@ pub fn wants_notification<M: GuestMemory>(q: &Queue, mem: &M, since: u16) -> Res
     let event = u16::from_le(mem.load::<u16>(at, Ordering::Acquire).map_err(|_| QueueFault::Address)?);
     // vring_need_event(): event_idx in [old, new).
     Ok(new.wrapping_sub(event).wrapping_sub(1) < new.wrapping_sub(since))
+}
+
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT` in the available ring's flags: a guest
+/// that polls (DPDK's virtio PMD sets it on every queue) asks for no
+/// notifications. Virtio 1.2, 2.7.7.2: without `VIRTIO_F_EVENT_IDX`, when
+/// the flag is set the device should not send one; a call the guest does
+/// not read would cost the engine a system call per round for nothing. A
+/// guest that clears the flag re-checks the used ring afterwards (the
+/// driver's side of the same section), so no notification is lost.
+///
+/// # Errors
+/// [`QueueFault::Address`]: the available ring is outside guest memory.
+pub fn interrupts_suppressed<M: GuestMemory>(q: &Queue, mem: &M) -> Result<bool, QueueFault> {
+    const NO_INTERRUPT: u16 = 1;
+    // The used index stores before the flags load.
+    std::sync::atomic::fence(Ordering::SeqCst);
+    let flags = mem.load::<u16>(GuestAddress(q.avail_ring()), Ordering::Acquire).map_err(|_| QueueFault::Address)?;
+    Ok(u16::from_le(flags) & NO_INTERRUPT != 0)
 }
