@@ -123,6 +123,13 @@ pub trait PortDriver: fmt::Debug + Send {
     /// Writes out whatever the driver queued for a batched send (the end of
     /// an engine round). Default: nothing is queued.
     fn flush(&mut self) {}
+    /// True while the driver busy-polls: its last [`PortDriver::recv`] found
+    /// nothing but left the peer's notifications off, so the engine must poll
+    /// it again next round instead of waiting on [`PortDriver::poll_fd`]
+    /// (a vhost-user port's `busy_poll_us`). Default: never.
+    fn wants_poll(&self) -> bool {
+        false
+    }
     /// The driver's hardware features changed since the last call (a
     /// vhost-user guest acked its offloads, or went away): the new
     /// [`PortDriver::hw_features`], which the graph makes the port's

@@ -612,3 +612,16 @@ fn the_registry_holds_the_built_in_kinds_and_registering_replaces() {
     assert!(opts.drivers.contains("counting") && !DriverRegistry::builtin().contains("counting"));
     assert_eq!(err.line, 4);
 }
+
+#[cfg(feature = "vhost-user")]
+#[test]
+fn a_vhost_user_busy_poll_window_is_bounded_and_other_kinds_refuse_it() {
+    let build = |driver: &str| {
+        let src = format!("[[device]]\nname = \"p\"\nkind = \"port\"\ndriver = {driver}\n");
+        Topology::parse(&src).and_then(|t| t.build()).map(|_| ()).unwrap_err().to_string()
+    };
+    let text = build(r#"{ kind = "vhost-user", socket = "/nonexistent-dir/vu.sock", busy_poll_us = 100001 }"#);
+    assert!(text.contains("busy_poll_us 100001 is above 100000"), "{text}");
+    let text = build(r#"{ kind = "tap", name = "sp-nonexistent", busy_poll_us = 10 }"#);
+    assert!(text.contains("key `busy_poll_us` does not apply to a tap driver"), "{text}");
+}

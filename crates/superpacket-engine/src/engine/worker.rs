@@ -198,8 +198,11 @@ impl Worker {
             if self.ports[i].pending && !self.ports[i].gone {
                 let n = self.poll_port(i, now_ns);
                 // Descriptor-less ports (memory, pcap replay) are polled again
-                // only while they produce packets; epoll re-reports the others.
-                self.ports[i].pending = n == self.cfg.budget || (self.ports[i].fd.is_none() && n > 0);
+                // only while they produce packets; epoll re-reports the others,
+                // except a busy-polling driver, which keeps its peer's
+                // notifications off and so must be polled again.
+                let busy_polling = self.graph.port_driver_mut(self.ports[i].id).is_some_and(|d| d.wants_poll());
+                self.ports[i].pending = n == self.cfg.budget || (self.ports[i].fd.is_none() && n > 0) || busy_polling;
             }
         }
         for i in 0..self.ports.len() {

@@ -3,7 +3,8 @@
 //! sender's and the receiver's):
 //!
 //! - **superpacket**: `superpacket run --workers 1` (this binary, release
-//!   build for figures) on a topology of two vhost-user ports in a bridge:
+//!   build for figures) on a topology of two vhost-user ports in a bridge,
+//!   each busy-polling for [`BUSY_POLL_US`] after its queue runs empty:
 //!   one engine worker thread serves both ports' queues.
 //! - **DPDK**: `dpdk-testpmd` with DPDK's own vhost PMD on both sockets
 //!   (`--vdev net_vhost0,iface=S0,tso=1 --vdev net_vhost1,iface=S1,tso=1`)
@@ -177,6 +178,12 @@ impl Drop for Engine {
     }
 }
 
+/// How long superpacket's ports keep polling with the guests' kicks off
+/// after their transmit queue ran empty (`busy_poll_us`). DPDK's forwarding
+/// lcore polls without pause; with this both backends poll while traffic
+/// flows, and the backend CPU figures count what polling costs.
+pub const BUSY_POLL_US: u32 = 1000;
+
 /// The topology of the superpacket backend: the two sockets' ports in a
 /// bridge (the receiver never sends, so the bridge floods the sender's
 /// frames to the one other port, as `io` forwarding does).
@@ -185,12 +192,12 @@ fn topology(sockets: [&Path; 2]) -> String {
         r#"[[device]]
 name = "vsend"
 kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
+driver = {{ kind = "vhost-user", socket = "{}", busy_poll_us = {BUSY_POLL_US} }}
 
 [[device]]
 name = "vrecv"
 kind = "port"
-driver = {{ kind = "vhost-user", socket = "{}" }}
+driver = {{ kind = "vhost-user", socket = "{}", busy_poll_us = {BUSY_POLL_US} }}
 
 [[device]]
 name = "br0"

@@ -359,6 +359,7 @@ impl DriverContext<'_> {
             ("qdisc_bypass", t.qdisc_bypass.as_ref().map(Spanned::span)),
             ("batch", t.batch.as_ref().map(Spanned::span)),
             ("ring", t.ring.as_ref().map(Spanned::span)),
+            ("busy_poll_us", t.busy_poll_us.as_ref().map(Spanned::span)),
         ];
         let keys = keys.iter().map(|(k, v)| (*k, v.as_ref().map(Spanned::span))).chain(spans);
         for (key, v) in keys {
@@ -407,7 +408,7 @@ impl DriverContext<'_> {
     /// queue pair per engine worker.
     #[cfg(feature = "vhost-user")]
     fn vhost_user(&self, opts: &BuildOptions) -> Result<Box<dyn PortDriver>, FactoryError> {
-        self.only_keys(&["socket", "mode", "offloads", "ring"])?;
+        self.only_keys(&["socket", "mode", "offloads", "ring", "busy_poll_us"])?;
         let (span, table) = (self.span.clone(), self.table);
         let t = table.ok_or_else(|| {
             self.err(&span, "a vhost-user driver is a table { kind = \"vhost-user\", socket = \"/path.sock\" }")
@@ -448,6 +449,13 @@ impl DriverContext<'_> {
                 ));
             }
             o.queue_size = n as u16;
+        }
+        if let Some(us) = &t.busy_poll_us {
+            let n = *us.get_ref();
+            if n > vhost_user::MAX_BUSY_POLL_US {
+                return Err(self.err(&us.span(), format!("busy_poll_us {n} is above {}", vhost_user::MAX_BUSY_POLL_US)));
+            }
+            o.busy_poll = std::time::Duration::from_micros(u64::from(n));
         }
         let at = socket.span();
         VhostUserDriver::open_worker(&o, opts.workers.max(1))

@@ -274,6 +274,10 @@ pub struct DriverTable {
     /// af_packet: frames of the TPACKET_V2 receive ring (0: no ring,
     /// `recvmmsg`; default 128, 68 KiB each).
     pub ring: Option<Spanned<u32>>,
+    /// vhost-user: microseconds the port keeps polling the guest's transmit
+    /// queue with kicks off after finding it empty (0..=100000; default 0:
+    /// kicks on at once, the worker sleeps).
+    pub busy_poll_us: Option<Spanned<u32>>,
 }
 
 /// The table of a driver kind no built-in driver has (`driver = { kind =

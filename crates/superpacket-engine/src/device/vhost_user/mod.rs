@@ -228,6 +228,12 @@ pub struct VhostUserOptions {
     pub features: u64,
     /// Most descriptors per queue (a power of two, 64..=1024).
     pub queue_size: u16,
+    /// How long the port keeps polling the guest's transmit queue with kicks
+    /// off after it last found it empty (zero: kicks on as soon as it is
+    /// empty, and the worker sleeps). Polling costs a busy CPU while the
+    /// guest pauses; it saves a kick, a wake-up of the backend thread and a
+    /// wake-up of the worker per burst (docs/topology.md, "vhost-user ports").
+    pub busy_poll: std::time::Duration,
 }
 
 impl VhostUserOptions {
@@ -238,6 +244,7 @@ impl VhostUserOptions {
             mode: Mode::Server,
             features: vf::DEFAULT,
             queue_size: DEFAULT_QUEUE_SIZE,
+            busy_poll: std::time::Duration::ZERO,
         }
     }
 }
@@ -289,6 +296,10 @@ struct Stats {
     wakeups: u64,
 }
 
+/// Most microseconds a port may busy-poll ([`VhostUserOptions::busy_poll`]):
+/// a longer window only burns a CPU for a guest that has stopped sending.
+pub const MAX_BUSY_POLL_US: u32 = 100_000;
+
 /// The engine's end of a vhost-user-net device (see the module documentation).
 pub struct VhostUserDriver {
     opts: VhostUserOptions,
@@ -304,6 +315,11 @@ pub struct VhostUserDriver {
     validated: [bool; 2],
     tx_kicks_on: bool,
     rx_kicks_on: bool,
+    /// When the transmit queue was first found empty in the current
+    /// busy-poll window (`None`: not in one).
+    idle_since: Option<std::time::Instant>,
+    /// The last [`PortDriver::recv`] found nothing and left kicks off.
+    polling: bool,
     signal_rx: bool,
     signal_tx: bool,
     /// The receive queue's used index when the guest was last considered
@@ -399,6 +415,8 @@ impl VhostUserDriver {
             validated: [false; 2],
             tx_kicks_on: true,
             rx_kicks_on: true,
+            idle_since: None,
+            polling: false,
             signal_rx: false,
             signal_tx: false,
             rx_signalled: None,
@@ -565,6 +583,25 @@ impl VhostUserDriver {
             self.stats.rx_csum_partial += 1;
         }
         TxStep::Frame(f.packet)
+    }
+
+    /// True while the transmit queue has been empty for less than
+    /// [`VhostUserOptions::busy_poll`]: kicks stay off and the worker polls
+    /// again ([`PortDriver::wants_poll`]). A window starts at the first empty
+    /// poll after a frame and ends (kicks on, the worker may sleep) when it
+    /// has run out.
+    fn keep_polling(&mut self) -> bool {
+        if self.opts.busy_poll.is_zero() || self.stopped[1] || self.active.is_none() {
+            self.idle_since = None;
+            return false;
+        }
+        let now = std::time::Instant::now();
+        let since = *self.idle_since.get_or_insert(now);
+        if now.duration_since(since) < self.opts.busy_poll {
+            return true;
+        }
+        self.idle_since = None;
+        false
     }
 
     /// Re-enables kicks on the transmit queue; true if frames arrived meanwhile.
@@ -851,6 +888,7 @@ impl PortDriver for VhostUserDriver {
         self
     }
     fn recv(&mut self) -> Option<Packet> {
+        self.polling = false;
         self.refresh();
         if self.active.is_none() {
             self.shared().wake[self.qp].take();
@@ -863,7 +901,10 @@ impl PortDriver for VhostUserDriver {
         let mut idle = 0;
         while idle < MAX_IDLE_CHECKS && discards < MAX_DISCARDS_PER_RECV {
             match self.take_tx() {
-                TxStep::Frame(p) => return Some(p),
+                TxStep::Frame(p) => {
+                    self.idle_since = None;
+                    return Some(p);
+                }
                 TxStep::Dropped(reason) => {
                     self.drop_n(reason, 1);
                     discards += 1;
@@ -877,6 +918,10 @@ impl PortDriver for VhostUserDriver {
                 self.stats.wakeups += 1;
             }
             self.signal_pending();
+            if self.keep_polling() {
+                self.polling = true;
+                return None;
+            }
             if self.stopped[1] || !self.enable_tx_kicks() {
                 return None;
             }
@@ -893,6 +938,9 @@ impl PortDriver for VhostUserDriver {
     }
     fn poll_fd(&self) -> Option<RawFd> {
         Some(self.shared().wake_fd(self.qp))
+    }
+    fn wants_poll(&self) -> bool {
+        self.polling
     }
     fn flush(&mut self) {
         self.refresh();

@@ -26,9 +26,16 @@ fn pair(features: u64) -> Pair {
 }
 
 fn pair_with(cfg: impl FnOnce(VirtioUserConfig) -> VirtioUserConfig) -> Pair {
+    pair_with_port(|o| o, cfg)
+}
+
+fn pair_with_port(
+    port_opts: impl FnOnce(VhostUserOptions) -> VhostUserOptions,
+    cfg: impl FnOnce(VirtioUserConfig) -> VirtioUserConfig,
+) -> Pair {
     let dir = tempfile::tempdir().unwrap();
     let sock = dir.path().join("vu.sock");
-    let mut port = VhostUserDriver::open(&VhostUserOptions::new(&sock)).unwrap();
+    let mut port = VhostUserDriver::open(&port_opts(VhostUserOptions::new(&sock))).unwrap();
     let fe = VirtioUser::connect(&cfg(VirtioUserConfig::new(&sock))).unwrap();
     let t0 = Instant::now();
     // The port sees the queues once the daemon handled the first kick.
@@ -309,4 +316,41 @@ fn steady_state_allocates_only_the_ports_copybreak_packets() {
         assert_eq!(info.count_total, 20 * 2 * small, "{s:?}: {info:?}");
         assert!(info.bytes_max as usize <= DEFAULT_HEADROOM + COPYBREAK, "{s:?}: {info:?}");
     }
+}
+
+/// Busy polling (`busy_poll_us`): while the window lasts an empty transmit
+/// queue leaves the guest's kicks off and asks the worker to poll again; once
+/// it has run out, kicks are on and the worker may sleep. Without it, kicks
+/// are on at the first empty poll.
+#[test]
+fn a_busy_polling_port_keeps_the_guests_kicks_off_until_its_window_runs_out() {
+    let frame = Flow::new(FlowSpec::new(Transport::Udp, false, 6)).frame(64, TcpFlags::PSH).unwrap();
+    let hdr = VirtioNetHdr::default();
+    // Sends one frame; true if the frontend kicked for it.
+    let send_kicked = |p: &mut Pair| {
+        let before = p.fe.stats().tx_kicks;
+        p.fe.send(&hdr, &[&frame], DescLayout::Direct, false).unwrap();
+        p.fe.stats().tx_kicks > before
+    };
+    let window = Duration::from_millis(20);
+    let mut p = pair_with_port(|o| VhostUserOptions { busy_poll: window, ..o }, |c| c);
+    send_kicked(&mut p);
+    assert_eq!(port_recv(&mut p.port).to_vec(), frame);
+    assert!(p.port.recv().is_none());
+    assert!(p.port.wants_poll(), "inside the window the worker polls again");
+    assert!(!send_kicked(&mut p), "inside the window the guest does not kick");
+    assert_eq!(port_recv(&mut p.port).to_vec(), frame);
+    assert!(p.port.recv().is_none());
+    std::thread::sleep(window * 3);
+    assert!(p.port.recv().is_none());
+    assert!(!p.port.wants_poll(), "after the window the worker may sleep");
+    assert!(send_kicked(&mut p), "after the window the guest kicks");
+    assert_eq!(port_recv(&mut p.port).to_vec(), frame);
+
+    let mut p = pair_with(|c| c);
+    send_kicked(&mut p);
+    assert_eq!(port_recv(&mut p.port).to_vec(), frame);
+    assert!(p.port.recv().is_none());
+    assert!(!p.port.wants_poll());
+    assert!(send_kicked(&mut p), "without busy polling kicks are on at the first empty poll");
 }
