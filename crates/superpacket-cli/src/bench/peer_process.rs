@@ -145,3 +145,27 @@ impl Drop for PeerProcess {
         let _ = self.child.wait();
     }
 }
+
+/// Stops a child process the benchmark spawned: SIGTERM to its PID, then
+/// waits up to `grace` for it to exit, then SIGKILL. Returns its exit status
+/// if it exited by itself (already, or within `grace`), `None` if it had to
+/// be killed. The child is reaped either way.
+pub fn terminate(child: &mut Child, grace: Duration) -> Option<std::process::ExitStatus> {
+    if let Ok(Some(st)) = child.try_wait() {
+        return Some(st);
+    }
+    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
+        // SAFETY: kill(2) with the PID of a child this process spawned and has not reaped.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+    }
+    let t0 = Instant::now();
+    while t0.elapsed() < grace {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
+}

@@ -17,6 +17,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::super::vhost_user::cpu::process_cpu_seconds;
+use crate::bench::peer_process::terminate;
 use superpacket_engine::io::NetNs;
 
 /// The schema `ovsdb-tool create` makes the database from.
@@ -219,20 +220,5 @@ impl Drop for Ovs {
 
 /// SIGTERM to `child` (by its pid), SIGKILL after 5 s; then reaped.
 fn stop(child: &mut Child) {
-    if let Ok(Some(_)) = child.try_wait() {
-        return;
-    }
-    if let Ok(pid) = libc::pid_t::try_from(child.id()) {
-        // SAFETY: kill(2) with a pid this process spawned and has not reaped yet.
-        unsafe { libc::kill(pid, libc::SIGTERM) };
-    }
-    let t0 = Instant::now();
-    while t0.elapsed() < Duration::from_secs(5) {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
+    let _ = terminate(child, Duration::from_secs(5));
 }

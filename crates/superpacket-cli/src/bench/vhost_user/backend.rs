@@ -149,22 +149,11 @@ impl Engine {
     /// SIGTERM, then waits for the exit (killed after 20 s).
     fn stop(mut self) -> Result<(), String> {
         let Some(mut child) = self.child.take() else { return Ok(()) };
-        // SAFETY: kill with the PID of a child this process started and has not reaped.
-        unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGTERM) };
-        let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(20) {
-            if let Ok(Some(st)) = child.try_wait() {
-                return if st.success() {
-                    Ok(())
-                } else {
-                    Err(format!("the engine exited ({st}): {}", log_tail(&self.log)))
-                };
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        match crate::bench::peer_process::terminate(&mut child, Duration::from_secs(20)) {
+            Some(st) if st.success() => Ok(()),
+            Some(st) => Err(format!("the engine exited ({st}): {}", log_tail(&self.log))),
+            None => Err("the engine ignored SIGTERM for 20 s (killed)".to_string()),
         }
-        let _ = child.kill();
-        let _ = child.wait();
-        Err("the engine ignored SIGTERM for 20 s (killed)".to_string())
     }
 }
 
