@@ -204,16 +204,19 @@ pub struct Held {
     pub tunnel: Option<super::tunnel::TunnelHeld>,
 }
 
-/// Where a held aggregate is: its bucket, its place there (0 = oldest) and
-/// its slab slot. Valid until the table is next changed.
+/// Where a held aggregate is: its bucket and its slab slot. Valid until
+/// the table is next changed. (Its place in the bucket is looked up only
+/// when it is removed: a fast path then knows it is held in the bucket
+/// from one load, [`FlowTable::position_in`], without walking the bucket.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Position {
     /// The bucket.
     pub bucket: usize,
-    /// Place in the bucket, oldest first.
-    pub index: usize,
     slot: u32,
 }
+
+/// [`FlowTable`]'s bucket of a slot that holds no aggregate.
+const NOT_HELD: u32 = u32::MAX;
 
 /// The bounded flow table: `buckets` lists of at most `depth` aggregates each,
 /// oldest first (offload-rules 1.1: 8 x 8 in Linux).
@@ -233,6 +236,10 @@ pub struct Position {
 #[derive(Debug)]
 pub struct FlowTable {
     slots: Vec<Held>,
+    /// The bucket each slot's aggregate is held in ([`NOT_HELD`] when the
+    /// slot is free): kept with `rows`, so that `homes[s] == b` exactly
+    /// when `s` is in bucket `b`'s row.
+    homes: Vec<u32>,
     rows: Vec<u32>,
     lens: Vec<usize>,
     free: Vec<u32>,
@@ -250,6 +257,7 @@ impl FlowTable {
         let slots = buckets * depth;
         FlowTable {
             slots: (0..slots).map(|_| Held::default()).collect(),
+            homes: vec![NOT_HELD; slots],
             rows: vec![0; slots],
             lens: vec![0; buckets],
             // Popped from the end: slot 0 is used first.
@@ -293,7 +301,7 @@ impl FlowTable {
     /// aggregate: their keys carry a tunnel mark ([`FlowTable::find_tunnel`]).
     #[inline]
     pub fn find(&self, b: usize, key: &FlowKey, ext: &[u8]) -> Option<Position> {
-        for (index, &slot) in self.row(b).iter().enumerate() {
+        for &slot in self.row(b) {
             let held = &self.slots[slot as usize];
             if held.key.same(key) {
                 if key.ext_len() != 0 {
@@ -302,7 +310,7 @@ impl FlowTable {
                         continue;
                     }
                 }
-                return Some(Position { bucket: b, index, slot });
+                return Some(Position { bucket: b, slot });
             }
         }
         None
@@ -320,7 +328,7 @@ impl FlowTable {
         id: &super::tunnel::TunnelId,
         frame: &[u8],
     ) -> Option<Position> {
-        for (index, &slot) in self.row(b).iter().enumerate() {
+        for &slot in self.row(b) {
             let held = &self.slots[slot as usize];
             if held.key.same(key) {
                 let lin = held.pkt.linear();
@@ -331,7 +339,7 @@ impl FlowTable {
                     Some(ht) if ht.same(t, id, lin, frame) => {}
                     _ => continue,
                 }
-                return Some(Position { bucket: b, index, slot });
+                return Some(Position { bucket: b, slot });
             }
         }
         None
@@ -344,11 +352,11 @@ impl FlowTable {
         self.slots.get(slot as usize)
     }
 
-    /// Where the aggregate in slot `slot` is, if it is held in bucket `b`.
+    /// Where the aggregate in slot `slot` is, if it is held in bucket `b`
+    /// (one load: the slot's home bucket).
     #[inline(always)]
     pub fn position_in(&self, b: usize, slot: u32) -> Option<Position> {
-        let index = self.row(b).iter().position(|&s| s == slot)?;
-        Some(Position { bucket: b, index, slot })
+        (*self.homes.get(slot as usize)? as usize == b).then_some(Position { bucket: b, slot })
     }
 
     /// The slot of the newest aggregate of bucket `b`.
@@ -376,6 +384,7 @@ impl FlowTable {
         let slot = self.rows[base + i];
         self.rows.copy_within(base + i + 1..base + len, base + i);
         self.lens[b] = len - 1;
+        self.homes[slot as usize] = NOT_HELD;
         slot
     }
 
@@ -383,8 +392,10 @@ impl FlowTable {
     /// `f` must leave with an empty packet: it takes the aggregate's).
     #[inline]
     pub fn remove_with(&mut self, at: Position, f: impl FnOnce(&mut Held)) {
-        let slot = self.unlink(at.bucket, at.index);
-        debug_assert_eq!(slot, at.slot, "a stale position");
+        let index = self.row(at.bucket).iter().position(|&s| s == at.slot);
+        debug_assert!(index.is_some(), "a stale position");
+        let Some(index) = index else { return };
+        let slot = self.unlink(at.bucket, index);
         f(&mut self.slots[slot as usize]);
         self.free.push(slot);
     }
@@ -407,8 +418,10 @@ impl FlowTable {
             // `buckets x depth` aggregates, so a slot is free. Grow rather
             // than fail if that ever stops being true.
             self.slots.push(Held::default());
+            self.homes.push(NOT_HELD);
             (self.slots.len() - 1) as u32
         };
+        self.homes[slot as usize] = b as u32;
         let len = self.lens[b];
         self.rows[b * self.depth + len] = slot;
         self.lens[b] = len + 1;
@@ -426,6 +439,7 @@ impl FlowTable {
             let base = b * self.depth;
             for i in 0..std::mem::take(&mut self.lens[b]) {
                 let slot = self.rows[base + i];
+                self.homes[slot as usize] = NOT_HELD;
                 f(&mut self.slots[slot as usize]);
                 self.free.push(slot);
             }
@@ -443,6 +457,7 @@ impl FlowTable {
                 let held = &mut self.slots[slot as usize];
                 if pred(held) {
                     f(held);
+                    self.homes[slot as usize] = NOT_HELD;
                     self.free.push(slot);
                 } else {
                     self.rows[base + kept] = slot;

@@ -646,7 +646,12 @@ impl Gro {
     ///
     /// `pkt` is consumed: moved out (held or delivered) or emptied (merged);
     /// the caller drops what is left.
-    #[inline]
+    ///
+    /// The plain fast path is inlined into the caller (the burst loop) and
+    /// the full path is a call: a merged segment, the common case, then pays
+    /// no call and none of the register saves the full path's size needs
+    /// (18 instructions per packet when both were one function).
+    #[inline(always)]
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
         let hint = self.plain_hint(pkt);
         if let Some(h) = hint
@@ -654,6 +659,13 @@ impl Gro {
         {
             return;
         }
+        self.gro_full(pkt, hash, hint);
+    }
+
+    /// [`Gro::gro_one`] after the plain fast path left the packet (`hint`:
+    /// its plain hint, noted for the next packet of its flow).
+    #[inline(never)]
+    fn gro_full(&mut self, pkt: &mut Packet, hash: Option<u32>, hint: Option<hint::Hint>) {
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
@@ -1305,8 +1317,21 @@ fn trim_padding(pkt: &mut Packet, h: &GroHeaders) {
 /// on its frag list; when that one is full too, `n` itself (headers pulled)
 /// is chained on the frag list and collects the following payloads. In
 /// fraglist mode every packet is chained, intact behind its pulled headers.
-#[inline]
+///
+/// The usual case (an aggregate with payload segments and a free slot, no
+/// frag list yet) is inlined into the merge; the rest is a call.
+#[inline(always)]
 fn attach(p: &mut Packet, n: &mut Packet, payload: usize, fraglist: bool) {
+    if !fraglist && p.frag_list().is_empty() && !p.segments().is_empty() && p.append_payload_from(n, payload) {
+        return;
+    }
+    attach_slow(p, n, payload, fraglist);
+}
+
+/// [`attach`] when the aggregate has no payload segment yet, a frag list,
+/// no free slot, or is a fraglist aggregate.
+#[inline(never)]
+fn attach_slow(p: &mut Packet, n: &mut Packet, payload: usize, fraglist: bool) {
     use crate::packet::MAX_SEGMENTS;
     if !fraglist {
         let appended = if p.frag_list().is_empty() {
