@@ -1318,18 +1318,29 @@ fn trim_padding(pkt: &mut Packet, h: &GroHeaders) {
 /// is chained on the frag list and collects the following payloads. In
 /// fraglist mode every packet is chained, intact behind its pulled headers.
 ///
-/// The usual case (an aggregate with payload segments and a free slot, no
-/// frag list yet) is inlined into the merge; the rest is a call.
+/// The usual case (the packet that collects payloads, the aggregate or the
+/// last one on its frag list, has payload segments and a free slot) is
+/// inlined into the merge; the rest is a call. (Of a 45-segment aggregate,
+/// 28 merges go to the frag list.)
 #[inline(always)]
 fn attach(p: &mut Packet, n: &mut Packet, payload: usize, fraglist: bool) {
-    if !fraglist && p.frag_list().is_empty() && !p.segments().is_empty() && p.append_payload_from(n, payload) {
-        return;
+    if !fraglist {
+        let last = if p.frag_list().is_empty() {
+            &mut *p
+        } else {
+            let frags = p.frag_list_mut();
+            let i = frags.len() - 1;
+            &mut frags[i]
+        };
+        if !last.segments().is_empty() && last.append_payload_from(n, payload) {
+            return;
+        }
     }
     attach_slow(p, n, payload, fraglist);
 }
 
-/// [`attach`] when the aggregate has no payload segment yet, a frag list,
-/// no free slot, or is a fraglist aggregate.
+/// [`attach`] when the packet that collects payloads has no payload
+/// segment yet or no free slot, or for a fraglist aggregate.
 #[inline(never)]
 fn attach_slow(p: &mut Packet, n: &mut Packet, payload: usize, fraglist: bool) {
     use crate::packet::MAX_SEGMENTS;
