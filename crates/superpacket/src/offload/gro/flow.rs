@@ -164,7 +164,9 @@ pub struct Held {
     /// aggregate is held there).
     pub key_hash: u32,
     /// Its header layout, which names its header template for the plain
-    /// fast path ([`super::template::Templates`]; [`Shape::NONE`] for UDP).
+    /// fast path ([`super::template::Templates`]). [`Shape::NONE`] for
+    /// every aggregate but a plain TCP one in segment mode (UDP, tunnel,
+    /// fraglist), which the plain fast path must not take.
     pub shape: Shape,
     /// The aggregate.
     pub pkt: Packet,

@@ -320,7 +320,7 @@ impl Incoming {
     /// (so laid out as the aggregate, one wire segment, no flush mark, no
     /// padding), as the merge rules see it; `hash` picks its bucket. The
     /// key is left empty: only a new aggregate takes it, and a fast path
-    /// only merges.
+    /// that starts one copies it from the aggregate the segment matched.
     #[inline(always)]
     pub(crate) fn matched_tcp(l3: usize, l4: usize, payload: usize, l3_len: usize, v6: bool, hash: u32) -> Incoming {
         Incoming {
@@ -537,6 +537,7 @@ impl Gro {
         // The plain case of `receive`, working on the packets in place: a
         // merged packet only gives up its buffer, a held or delivered one is
         // moved out once; what is left (empty packets) is released at the end.
+        self.counters.packets_in += pkts.len() as u64;
         for i in 0..pkts.len() {
             if let Some(ahead) = pkts.get(i + PREFETCH_AHEAD) {
                 // Its checksum will be summed: bring all its bytes in now;
@@ -547,7 +548,6 @@ impl Gro {
                     prefetch_headers(ahead.linear());
                 }
             }
-            self.counters.packets_in += 1;
             self.gro_one(&mut pkts[i], None);
         }
         pkts.drain(..).for_each(Packet::release);
@@ -1283,9 +1283,10 @@ impl Gro {
         *merged = false;
         e.held(slot, frame);
         // A plain TCP aggregate's template, for the plain fast path (a
-        // tunnel aggregate has its own, `TunnelHeld::shape`).
+        // tunnel aggregate has its own, `TunnelHeld::shape`; a fraglist
+        // one none: the fast path leaves its packets to the full path).
         slot.shape = template::Shape::NONE;
-        if n.tcp && slot.tunnel.is_none() {
+        if n.tcp && slot.tunnel.is_none() && !fraglist {
             slot.shape = template::Shape::plain(slot);
             self.templates.ensure(slot.shape);
         }

@@ -159,7 +159,7 @@ fn size_rule(p: &Held, n: &Incoming) -> Result<(), FlushReason> {
 
 /// Rule (h), the append: a flush mark from the IP layer, or the size limit.
 #[inline(always)]
-fn append_rule(p: &Held, n: &Incoming, cfg: &GroConfig) -> Result<(), FlushReason> {
+pub fn append_rule(p: &Held, n: &Incoming, cfg: &GroConfig) -> Result<(), FlushReason> {
     if n.flush_mark {
         return Err(FlushReason::Mismatch);
     }
@@ -187,6 +187,25 @@ pub fn can_merge_same_headers(
     cfg: &GroConfig,
     outer: Option<(&[u8; 20], bool, &[u8; 20])>,
 ) -> Option<(bool, bool)> {
+    let latches = same_headers_before_append(p, nl, n, cfg, outer)?;
+    append_rule(p, n, cfg).ok()?;
+    Some(latches)
+}
+
+/// [`can_merge_same_headers`] without the append (h): every rule before
+/// it, in [`can_merge`]'s order. A segment that passes these and fails
+/// only the append is refused for the size limit
+/// ([`FlushReason::SizeLimit`], a flush mark being excluded by the
+/// template), so its caller can flush the aggregate for that reason as
+/// [`can_merge`] would.
+#[inline(always)]
+pub fn same_headers_before_append(
+    p: &Held,
+    nl: &[u8],
+    n: &Incoming,
+    cfg: &GroConfig,
+    outer: Option<(&[u8; 20], bool, &[u8; 20])>,
+) -> Option<(bool, bool)> {
     let nt = &nl[n.l4..];
     if cfg.cwr == CwrRule::Legacy && word3(nt) & W3_CWR != 0 {
         return None;
@@ -204,7 +223,6 @@ pub fn can_merge_same_headers(
     if seq(nt) != p.next_seq {
         return None;
     }
-    append_rule(p, n, cfg).ok()?;
     Some((latch, outer_latch))
 }
 
