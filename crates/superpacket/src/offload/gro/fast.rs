@@ -8,7 +8,7 @@
 //! [`Template`]: super::template::Template
 
 use super::counters::FlushReason;
-use super::flow::{Held, Position};
+use super::flow::Position;
 use super::hint::Hint;
 use super::parse::GroHeaders;
 use super::{ChecksumState, Gro, Incoming, Plain, hint, ip, tcp};
@@ -65,6 +65,11 @@ impl Gro {
     ///
     /// [`Shape`]: super::template::Shape
     /// [`FlowTable::find`]: super::flow::FlowTable::find
+    ///
+    /// The usual layout, an untagged Ethernet frame with an IPv4 header
+    /// without options, has a copy of its own with the IP and TCP offsets
+    /// as constants ([`Layout::ETHERNET_IPV4`]), so that the header reads
+    /// of the rules need no bounds check of their own.
     #[inline(always)]
     pub(super) fn plain_fast(&mut self, pkt: &mut Packet, hint: Hint, hash: Option<u32>) -> bool {
         if pkt.meta.is_gso() {
@@ -75,10 +80,23 @@ impl Gro {
         if p.tunnel.is_some() || p.fraglist {
             return false;
         }
+        let layout = Layout { l3: p.l3, l4: p.l4, v6: p.v6 };
+        if layout == Layout::ETHERNET_IPV4 {
+            self.plain_fast_at(pkt, slot, Layout::ETHERNET_IPV4, hint, hash)
+        } else {
+            self.plain_fast_at(pkt, slot, layout, hint, hash)
+        }
+    }
+
+    /// [`Gro::plain_fast`] for the aggregate in `slot`, whose header
+    /// offsets are `o`.
+    #[inline(always)]
+    fn plain_fast_at(&mut self, pkt: &mut Packet, slot: u32, o: Layout, hint: Hint, hash: Option<u32>) -> bool {
+        let Some(p) = self.table.slot(slot) else { return false };
         let (frame, held) = (pkt.linear(), p.pkt.linear());
         // The ports first: they tell flows apart (the slot may hold another
         // flow's aggregate by now, or none: then `held` is empty).
-        let ports = |f: &[u8]| f.get(p.l4..p.l4 + 4).map(|b| ne32(b, 0));
+        let ports = |f: &[u8]| f.get(o.l4..o.l4 + 4).map(|b| ne32(b, 0));
         if ports(held) != ports(frame) {
             return false;
         }
@@ -88,7 +106,7 @@ impl Gro {
         }
         let want = hash.or(pkt.meta.rss_hash).unwrap_or(p.key_hash);
         let Some(at) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
-        let Some(n) = entry(p, frame) else { return false };
+        let Some(n) = entry(o, p.payload, frame) else { return false };
         let Some(latches) = tcp::same_headers_before_append(p, frame, &n, &self.cfg, None) else {
             return false;
         };
@@ -114,6 +132,19 @@ impl Gro {
     }
 }
 
+/// Where an aggregate's IP and TCP headers are, and its IP version.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Layout {
+    l3: usize,
+    l4: usize,
+    v6: bool,
+}
+
+impl Layout {
+    /// An untagged Ethernet frame with an IPv4 header without options.
+    const ETHERNET_IPV4: Layout = Layout { l3: 14, l4: 34, v6: false };
+}
+
 impl Gro {
     /// What the full path does with a segment `n` of the aggregate at `at`
     /// that fails only its size limit (offload-rules 1.3 (h); its checksum
@@ -132,15 +163,16 @@ impl Gro {
     }
 }
 
-/// The entry checks of a segment whose masked headers equal those of the
-/// aggregate `p` (so its offsets are `p`'s) that the template leaves open
+/// The entry checks of a segment whose masked headers equal those of an
+/// aggregate (so its offsets are the aggregate's: its IP and TCP headers
+/// at `o`, its payload at `payload`) that the template leaves open
 /// (offload-rules 1.2): its IP length ends the frame (no padding) after
 /// some TCP payload, an IPv6 payload length is not zero (a jumbogram goes
 /// the full way), an IPv4 header checksum verifies. Returns the segment as
 /// the merge rules see it.
 #[inline(always)]
-fn entry(p: &Held, frame: &[u8]) -> Option<Incoming> {
-    let (l3, l4, payload, v6) = (p.l3, p.l4, p.payload, p.v6);
+fn entry(o: Layout, payload: usize, frame: &[u8]) -> Option<Incoming> {
+    let Layout { l3, l4, v6 } = o;
     let ip = frame.get(l3..)?;
     let l3_len = if v6 {
         match be16(ip, 4) {
