@@ -160,6 +160,10 @@ impl Gro {
         self.flush_at(at, FlushReason::SizeLimit);
         self.hold(pkt, &n, at.bucket, &Plain);
         self.note_plain_hint(Some(hint), at.bucket);
+        #[cfg(test)]
+        {
+            self.plain_fast_restarts += 1;
+        }
     }
 }
 

@@ -423,6 +423,10 @@ pub struct Gro {
     /// Packets the plain fast path merged (tests check that it is taken).
     #[cfg(test)]
     plain_fast_merges: u64,
+    /// Aggregates the plain fast path started after the size limit ended
+    /// the one before (tests check that it is taken).
+    #[cfg(test)]
+    plain_fast_restarts: u64,
     /// Packets the tunnel fast path merged (tests check that it is taken).
     #[cfg(test)]
     fast_merges: u64,
@@ -453,6 +457,8 @@ impl Gro {
             fast_merges: 0,
             #[cfg(test)]
             plain_fast_merges: 0,
+            #[cfg(test)]
+            plain_fast_restarts: 0,
             cfg,
         }
     }

@@ -368,3 +368,44 @@ fn plain_fast_path_takes_a_flows_later_segments() {
         }
     }
 }
+
+/// A segment that fails only the size limit (offload-rules 1.3 (h)) ends
+/// its aggregate and starts the next one on the plain fast path, as the
+/// full path would: 100 segments of 1448 bytes make aggregates of 45, 45
+/// and 10, the same packets and counters as without the fast path, for
+/// trusted checksums and ones to verify, with and without a receive hash.
+#[test]
+fn plain_fast_path_starts_the_next_aggregate_at_the_size_limit() {
+    for csum in [ChecksumState::Unnecessary { level: 0 }, ChecksumState::None] {
+        for rss in [None, Some(0x1234_5677)] {
+            let mut f = flow(&VARIANTS[0], Transport::Tcp, 5);
+            let burst: Vec<Packet> = (0..100)
+                .map(|_| {
+                    let mut p = Packet::from_frame(&f.frame(1448, TcpFlags::empty()).unwrap());
+                    p.meta.csum = csum;
+                    p.meta.rss_hash = rss;
+                    p
+                })
+                .collect();
+            let mut g = Gro::default();
+            g.receive_burst(&mut burst.clone());
+            assert_eq!((g.plain_fast_restarts, g.plain_fast_merges), (2, 97), "{csum:?} {rss:?}");
+            g.flush();
+            let mut bytes = Vec::new();
+            let fast: Vec<_> = g
+                .drain_delivered()
+                .map(|p| {
+                    let meta = capture_bytes(&p, Medium::Ethernet, &mut bytes);
+                    (bytes.clone(), meta)
+                })
+                .collect();
+            let segs: Vec<u16> = fast.iter().map(|(_, m)| m.gso_segs).collect();
+            assert_eq!(segs, [45, 45, 10], "{csum:?} {rss:?}");
+            assert_eq!(g.counters().flushed.size_limit, 2);
+            let full = Gro { plain_fast: false, ..Gro::default() };
+            let (out, counters) = delivered_by(full, &[burst]);
+            assert_eq!(out, fast, "{csum:?} {rss:?}");
+            assert_eq!(&counters, g.counters(), "{csum:?} {rss:?}");
+        }
+    }
+}
