@@ -126,7 +126,9 @@ pub struct FirstHeaders {
     /// has at least 20 bytes; the array is zeroed first all the same, so no
     /// byte of an earlier aggregate can remain.
     pub ip: [u8; 20],
-    /// The TCP header with its options, zeros after its length (UDP: zeros).
+    /// The TCP header with its options (UDP: zeros). The bytes after its
+    /// length are not part of it (the first packet's payload, or zeros)
+    /// and no rule reads them: its length is in word 3.
     pub tcp: [u8; 60],
 }
 
@@ -139,7 +141,18 @@ impl Default for FirstHeaders {
 impl FirstHeaders {
     /// Copies the headers of a parsed frame (`l3`, `l4` and `payload` are
     /// the offsets its parse found; a TCP header is at most 60 bytes).
+    /// A frame with 60 bytes from its TCP header on (a full-sized segment)
+    /// has both copied as fixed-size blocks, without `memcpy` calls.
+    #[inline]
     pub fn copy_from(&mut self, frame: &[u8], l3: usize, l4: usize, payload: usize, tcp: bool) {
+        if tcp
+            && let (Some(ip), Some(t)) =
+                (frame.get(l3..).and_then(|b| b.first_chunk()), frame.get(l4..).and_then(|b| b.first_chunk()))
+        {
+            self.ip = *ip;
+            self.tcp = *t;
+            return;
+        }
         let ip = &frame[l3..];
         let n = ip.len().min(20);
         self.ip = [0; 20];

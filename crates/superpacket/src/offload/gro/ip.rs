@@ -160,7 +160,7 @@ pub fn id_rule(a: &[u8; 20], fixed: bool, count: u32, b: &[u8; 20], cfg: &GroCon
 
 /// Rewrites the IP length of a completed aggregate: IPv4 total length with an
 /// incremental header-checksum update, IPv6 payload length.
-#[inline]
+#[inline(always)]
 pub fn set_l3_len(frame: &mut [u8], l3: usize, v6: bool, l3_len: usize) {
     let ip = &mut frame[l3..];
     if v6 {
@@ -176,7 +176,7 @@ pub fn set_l3_len(frame: &mut [u8], l3: usize, v6: bool, l3_len: usize) {
 }
 
 /// Pseudo-header sum for an L4 length, from the IP header at `l3`.
-#[inline]
+#[inline(always)]
 pub fn pseudo_sum(frame: &[u8], l3: usize, v6: bool, protocol: u8, l4_len: usize) -> u16 {
     let ip = &frame[l3..];
     if v6 {
