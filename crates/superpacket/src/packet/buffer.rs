@@ -317,10 +317,33 @@ impl Packet {
     /// merged (`superpacket bench peers`, perf).
     #[inline]
     pub fn release(self) {
-        if self.storage.capacity() == 0 && self.segments.items.capacity() == 0 && self.frag_list.capacity() == 0 {
+        if self.owns_nothing() {
             // Nothing to free or recycle: forgetting it leaks nothing.
             std::mem::forget(self);
         }
+    }
+
+    /// Empties `pkts` (keeping its capacity) as [`Packet::release`] would
+    /// release each packet, without moving the ones that own no memory
+    /// out of the vector one by one (a 136-byte copy each: what GRO leaves
+    /// of a receive burst is mostly such shells). Those that own memory are
+    /// dropped in place first; then none does, and forgetting them all
+    /// leaks nothing (the compiler removes that loop).
+    #[inline]
+    pub fn release_all(pkts: &mut Vec<Packet>) {
+        for p in pkts.iter_mut() {
+            if !p.owns_nothing() {
+                drop(std::mem::take(p));
+            }
+        }
+        pkts.drain(..).for_each(std::mem::forget);
+    }
+
+    /// No storage, payload segment list or frag list: dropping it would
+    /// free nothing.
+    #[inline(always)]
+    fn owns_nothing(&self) -> bool {
+        self.storage.capacity() == 0 && self.segments.items.capacity() == 0 && self.frag_list.capacity() == 0
     }
 
     /// Gives the owned payload buffers and the segment list back to the pool.

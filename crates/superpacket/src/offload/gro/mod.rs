@@ -556,7 +556,7 @@ impl Gro {
             }
             self.gro_one(&mut pkts[i], None);
         }
-        pkts.drain(..).for_each(Packet::release);
+        Packet::release_all(pkts);
     }
 
     /// Receives a copy of `frame` (see [`Gro::receive`]).
