@@ -144,6 +144,10 @@ mod tests {
         assert_eq!(k, Hint::of(u32::from_ne_bytes([1 ^ 5, 2 ^ 6, 3 ^ 7, 4 ^ 8])));
         assert_eq!(plain_hint(&v4[14..], true), Some(k));
         assert_eq!(plain_hint(&v4[..71], false), None);
+        let mut udp4 = v4.clone();
+        udp4[14 + 9] = 17;
+        assert_eq!(plain_hint(&udp4, false), None, "UDP over IPv4");
+        assert_eq!(plain_hint(&udp4[14..], true), None, "UDP over IPv4, raw IP");
         let mut tagged = vec![0u8; 108];
         tagged[12..14].copy_from_slice(&[0x88, 0xA8]);
         tagged[16..18].copy_from_slice(&[0x81, 0x00]);
