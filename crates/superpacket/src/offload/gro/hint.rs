@@ -73,6 +73,24 @@ impl SlotHints {
 /// TCP).
 #[inline(always)]
 pub(crate) fn plain_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
+    l4_hint::<false>(frame, raw_ip)
+}
+
+/// The hint of a UDP datagram (a tunnel packet, for `Gro::tunnel_fast`):
+/// [`plain_hint`]'s bytes, there the outer UDP ports and the low bytes of
+/// the outer destination address, so a tunnel flow's hint is the same for
+/// every segment and flows whose outer source ports differ in one byte
+/// (a tunnel endpoint derives the port from the inner flow's hash) never
+/// share an entry. `None` where the IP protocol is not UDP.
+#[inline(always)]
+pub(crate) fn tunnel_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
+    l4_hint::<true>(frame, raw_ip)
+}
+
+/// [`plain_hint`] (`UDP` false: `None` for UDP) or [`tunnel_hint`] (`UDP`
+/// true: `None` for anything else).
+#[inline(always)]
+fn l4_hint<const UDP: bool>(frame: &[u8], raw_ip: bool) -> Option<Hint> {
     // One fixed-size view (no bounds check per byte read): the ports of an
     // IPv6 frame behind two tags end at byte 66. A shorter frame has at
     // most a few payload bytes and goes the full way.
@@ -87,7 +105,7 @@ pub(crate) fn plain_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
     };
     let v6 = head[l3] >> 4 == 6;
     let (protocol, ports) = if v6 { (l3 + 6, l3 + 40) } else { (l3 + 9, l3 + 20) };
-    if head[protocol] == 17 {
+    if (head[protocol] == 17) != UDP {
         return None;
     }
     Some(Hint::of(ne32(head, ports - 4) ^ ne32(head, ports)))

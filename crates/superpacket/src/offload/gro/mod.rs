@@ -73,6 +73,7 @@ mod tcp;
 mod template;
 pub mod toeplitz;
 mod tunnel;
+mod tunnel_fast;
 mod udp;
 
 #[cfg(test)]
@@ -90,7 +91,7 @@ use crate::csum;
 use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet, TunnelKind};
 pub use crate::wire::Medium;
-use crate::wire::field::{be16, ne32};
+use crate::wire::field::be16;
 use flow::{FlowKey, FlowTable, Held, Position};
 use lro::LroQueue;
 use parse::{GroHeaders, NotCandidate};
@@ -654,6 +655,11 @@ impl Gro {
         {
             return;
         }
+        // A datagram (no plain hint) to a configured tunnel port may join
+        // its inner flow's aggregate without the parse (`tunnel_fast.rs`).
+        if hint.is_none() && self.tunnel_fast && !self.cfg.tunnels.is_empty() && self.tunnel_fast(pkt, hash) {
+            return;
+        }
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
@@ -685,19 +691,16 @@ impl Gro {
     /// second parse of the outer headers here cost more than rebuilding it
     /// from the offsets (docs/benchmarks.md, "The tunnel fast path").
     ///
-    /// A TCP segment that joins its flow's aggregate takes the fast path
-    /// ([`Gro::tunnel_fast`]); every other packet, and one the fast path
-    /// leaves, the full one.
+    /// A TCP segment that joins its flow's aggregate took the fast path
+    /// ([`Gro::tunnel_fast`]) before the parse; every other packet, and one
+    /// the fast path left, takes this full one.
     #[cold]
     #[inline(never)]
     fn tunnel_one(&mut self, pkt: &mut Packet, at: tunnel::OuterAt, hash: Option<u32>) {
         let h = at.headers(pkt.linear());
-        // The cache entry of this packet's outer source port, read before the
-        // packet is moved away.
-        let port = be16(pkt.linear(), h.l4);
-        if self.tunnel_fast && self.tunnel_fast(pkt, &h, at, hash) {
-            return;
-        }
+        // The fast path's hint of this packet, read before the packet is
+        // moved away (the fast path itself was tried before the parse).
+        let hint = hint::tunnel_hint(pkt.linear(), self.cfg.medium == Medium::Ip);
         let l3c = ip::L3Checks { flush_mark: at.flush_mark };
         let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, at.kind, hash) {
             Ok(n) => n,
@@ -717,99 +720,13 @@ impl Gro {
         // The packet started or joined the newest aggregate of its bucket,
         // unless it was delivered (then the hint is wrong, and checked).
         if let Some(slot) = self.table.newest(b) {
-            self.tunnel_cache.note(hint::Hint::of(u32::from(port)), slot);
+            if let Some(hint) = hint {
+                self.tunnel_cache.note(hint, slot);
+            }
             if let Some(t) = self.table.slot(slot).and_then(|p| p.tunnel.as_ref()) {
                 self.templates.ensure(t.shape);
             }
         }
-    }
-
-    /// The fast path of a TCP tunnel packet (outer headers `h`, at `at`)
-    /// that merges into its flow's aggregate. It finds the aggregate the
-    /// packet's outer source port last went to ([`hint::SlotHints`]);
-    /// if the packet matches its header template ([`template::Template`]: the
-    /// same flow identity at every level and the same offsets) and it is
-    /// held in the bucket [`Gro::prepare_tunnel`]'s hash picks, that is the
-    /// aggregate [`FlowTable::find_tunnel`] finds (a flow has at most one
-    /// per bucket). Then the entry checks the template does not settle (the
-    /// lengths: no padding at either level, some TCP payload; the inner
-    /// IPv4 header checksum; the L4 checksums as [`Gro::verify_tunnel`]
-    /// checks them) and the merge rules ([`tcp::can_merge`]) decide, as on
-    /// the full path.
-    ///
-    /// Returns whether it dealt with the packet (merged, or delivered for a
-    /// bad checksum); if not, nothing has changed but the packet's checksum
-    /// state (verified, as the full path would leave it) and the full path
-    /// decides.
-    #[inline]
-    fn tunnel_fast(&mut self, pkt: &mut Packet, h: &GroHeaders, at: tunnel::OuterAt, hash: Option<u32>) -> bool {
-        if at.flush_mark || h.l2_padding != 0 || pkt.meta.is_gso() || self.cfg.tcp_fraglist {
-            return false;
-        }
-        let frame = pkt.linear();
-        let slot = self.tunnel_cache.slot(hint::Hint::of(u32::from(be16(frame, h.l4))));
-        let Some(p) = self.table.slot(slot) else { return false };
-        let Some(t) = p.tunnel.as_ref() else { return false };
-        // The outer ports first (they tell flows apart: a slot the flow lost
-        // holds another one's aggregate), then the whole template.
-        let held = p.pkt.linear();
-        let ports = |f: &[u8]| f.get(h.l4..h.l4 + 4).map(|b| ne32(b, 0));
-        if t.outer_l4 != h.l4 || ports(held) != ports(frame) {
-            return false;
-        }
-        match self.templates.get(t.shape) {
-            Some(template) if template.matches(held, frame) => {}
-            _ => return false,
-        }
-        // The template covers the outer IP version and the tunnel header,
-        // not the outer checksum's zeroness.
-        if t.outer_l3 != h.l3 || t.kind != at.kind || (be16(frame, h.l4 + 6) != 0) != t.id.csum {
-            return false;
-        }
-        let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
-        let Some(found) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
-        let (l3, l4, payload, v6, end) = (p.l3, p.l4, p.payload, p.v6, h.l3_end());
-        let ip = &frame[l3..];
-        let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
-        if l3 + l3_len != end || payload >= end || be16(frame, h.l4 + 4) as usize != end - h.l4 {
-            return false;
-        }
-        if !v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
-            return false;
-        }
-        let checked = match pkt.meta.csum {
-            ChecksumState::Partial { .. } => true,
-            ChecksumState::Unnecessary { level } => level >= 1,
-            _ => false,
-        };
-        if !checked {
-            let ih = GroHeaders::tcp(l3, l4, payload, l3_len, v6);
-            if let Err(reason) = self.verify_tunnel(pkt, h, &ih, false, false) {
-                self.bypass(pkt, reason);
-                return true;
-            }
-        }
-        let n = Incoming::matched_tcp(l3, l4, payload, l3_len, v6, want);
-        let frame = pkt.linear();
-        let p = self.table.get(found);
-        let Some(t) = p.tunnel.as_ref() else { return false };
-        let outer = if t.outer_v6 {
-            None
-        } else {
-            let Some(b) = frame.get(h.l3..).and_then(|ip| ip.first_chunk()) else { return false };
-            Some((&t.outer_ip, t.outer_fixed_id, b))
-        };
-        let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, outer) else {
-            return false;
-        };
-        let e = tunnel::OuterLevel { outer_l3: at.l3() };
-        let w = tcp::word3(&frame[l4..]);
-        self.tcp_merge(pkt, &n, found, latches, w, &e);
-        #[cfg(test)]
-        {
-            self.fast_merges += 1;
-        }
-        true
     }
 
     /// Entry checks (offload-rules 1.1, 1.2, 1.3 entry, 2.1): parse once,

@@ -170,10 +170,39 @@ impl OuterAt {
         (h.l4 <= u16::MAX as usize).then_some(OuterAt { l3: h.l3 as u16, l4: h.l4 as u16, v6: h.v6, kind, flush_mark })
     }
 
-    /// Offset of the outer IP header.
-    #[inline]
-    pub(crate) fn l3(&self) -> u16 {
-        self.l3
+    /// The outer offsets of a held aggregate `t`: those of a packet whose
+    /// masked headers equal its first packet's (a header [`Template`]
+    /// covers the layout), before any check of that packet's lengths.
+    #[inline(always)]
+    pub(crate) fn of_held(t: &TunnelHeld) -> OuterAt {
+        OuterAt { l3: t.outer_l3 as u16, l4: t.outer_l4 as u16, v6: t.outer_v6, kind: t.kind, flush_mark: false }
+    }
+
+    /// The outer entry checks of the plain path's parse and IP layer
+    /// (offload-rules 1.2, 2.6) that a header template leaves open, for a
+    /// `frame` whose masked headers equal those of an aggregate with these
+    /// offsets (so the layout, the tags, the IP version, options and
+    /// fragment bits, the protocol and the ports are known good): the IP
+    /// length ends the frame (no padding: the full path trims or flush-marks
+    /// it; an IPv6 jumbogram's zero payload length never does), the UDP
+    /// length ends the IP packet, an IPv4 header checksum verifies and its
+    /// reserved flag is clear (no flush mark), and the outer UDP checksum is
+    /// zero exactly when `csum` (the aggregate's) is false, the part of the
+    /// flow identity the template leaves to this check. Returns the parse
+    /// the full path would have made, [`OuterAt::headers`].
+    #[inline(always)]
+    pub(crate) fn entry(&self, frame: &[u8], csum: bool) -> Option<GroHeaders> {
+        let (l3, l4) = (self.l3 as usize, self.l4 as usize);
+        let ip = frame.get(l3..)?;
+        let l3_len = if self.v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
+        let udp = frame.get(l4..l4 + 8)?;
+        if l3 + l3_len != frame.len() || be16(udp, 4) as usize != frame.len() - l4 || (be16(udp, 6) != 0) != csum {
+            return None;
+        }
+        if !self.v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
+            return None;
+        }
+        Some(self.headers(frame))
     }
 
     /// The parse these offsets come from, rebuilt from `frame` (the same
