@@ -170,6 +170,12 @@ impl OuterAt {
         (h.l4 <= u16::MAX as usize).then_some(OuterAt { l3: h.l3 as u16, l4: h.l4 as u16, v6: h.v6, kind, flush_mark })
     }
 
+    /// Offset of the outer IP header.
+    #[inline]
+    pub(crate) fn l3(&self) -> u16 {
+        self.l3
+    }
+
     /// The outer offsets of a held aggregate `t`: those of a packet whose
     /// masked headers equal its first packet's (a header [`Template`]
     /// covers the layout), before any check of that packet's lengths.
@@ -188,10 +194,15 @@ impl OuterAt {
     /// length ends the IP packet, an IPv4 header checksum verifies and its
     /// reserved flag is clear (no flush mark), and the outer UDP checksum is
     /// zero exactly when `csum` (the aggregate's) is false, the part of the
-    /// flow identity the template leaves to this check. Returns the parse
-    /// the full path would have made, [`OuterAt::headers`].
+    /// flow identity the template leaves to this check. Then
+    /// [`OuterAt::headers`] is the parse the full path would have made.
     #[inline(always)]
-    pub(crate) fn entry(&self, frame: &[u8], csum: bool) -> Option<GroHeaders> {
+    pub(crate) fn entry(&self, frame: &[u8], csum: bool) -> bool {
+        self.entry_ok(frame, csum).is_some()
+    }
+
+    #[inline(always)]
+    fn entry_ok(&self, frame: &[u8], csum: bool) -> Option<()> {
         let (l3, l4) = (self.l3 as usize, self.l4 as usize);
         let ip = frame.get(l3..)?;
         let l3_len = if self.v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
@@ -202,7 +213,7 @@ impl OuterAt {
         if !self.v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
             return None;
         }
-        Some(self.headers(frame))
+        Some(())
     }
 
     /// The parse these offsets come from, rebuilt from `frame` (the same

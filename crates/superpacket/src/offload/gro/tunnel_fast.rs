@@ -68,10 +68,14 @@ impl Gro {
             Some(template) if template.matches(held, frame) => {}
             _ => return false,
         }
-        let Some(h) = tunnel::OuterAt::of_held(t).entry(frame, t.id.csum) else { return false };
+        let at = tunnel::OuterAt::of_held(t);
+        if !at.entry(frame, t.id.csum) {
+            return false;
+        }
         let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
         let Some(found) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
-        let (l3, l4, payload, v6, end) = (p.l3, p.l4, p.payload, p.v6, h.l3_end());
+        // The outer IP packet ends the frame (`entry`).
+        let (l3, l4, payload, v6, end) = (p.l3, p.l4, p.payload, p.v6, frame.len());
         let ip = &frame[l3..];
         let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
         if l3 + l3_len != end || payload >= end {
@@ -86,7 +90,7 @@ impl Gro {
             _ => false,
         };
         if !checked {
-            let ih = GroHeaders::tcp(l3, l4, payload, l3_len, v6);
+            let (h, ih) = (at.headers(frame), GroHeaders::tcp(l3, l4, payload, l3_len, v6));
             if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
                 self.bypass(pkt, reason);
                 return true;
@@ -99,13 +103,13 @@ impl Gro {
         let outer = if t.outer_v6 {
             None
         } else {
-            let Some(b) = frame.get(h.l3..).and_then(|ip| ip.first_chunk()) else { return false };
+            let Some(b) = frame.get(at.l3() as usize..).and_then(|ip| ip.first_chunk()) else { return false };
             Some((&t.outer_ip, t.outer_fixed_id, b))
         };
         let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, outer) else {
             return false;
         };
-        let e = tunnel::OuterLevel { outer_l3: h.l3 as u16 };
+        let e = tunnel::OuterLevel { outer_l3: at.l3() };
         let w = tcp::word3(&frame[l4..]);
         self.tcp_merge(pkt, &n, found, latches, w, &e);
         #[cfg(test)]
