@@ -901,7 +901,9 @@ impl Gro {
     /// packet arriving `None` leaves `Unnecessary { level: 1 }` (level 0 if
     /// only the outer one was reached). `Unnecessary { level: 0 }` vouches
     /// for the outer checksum only, and becomes level 1 once the inner one
-    /// is checked; `Partial` and higher levels are trusted; `Complete` is
+    /// is checked, from the sum a non-zero outer checksum implies (as Linux
+    /// converts it, `skb_gro_checksum_try_convert`), else in software;
+    /// `Partial` and higher levels are trusted; `Complete` is
     /// checked from its sum. Nothing is verified at or after a flush-marked
     /// level (`skip_outer`, `skip_inner`).
     fn verify_tunnel(
@@ -933,6 +935,15 @@ impl Gro {
             ChecksumState::Partial { .. } => Ok(()),
             ChecksumState::Unnecessary { level } => {
                 if level >= 1 || skip_inner || inner_zero_udp {
+                    return Ok(());
+                }
+                // Level 0 vouches for a non-zero outer checksum: the UDP
+                // segment sums to the complement of the outer pseudo-header
+                // (`skb_gro_checksum_try_convert`), and the inner checksum is
+                // checked from that; only if that fails is it summed
+                // (`__skb_gro_checksum_validate_complete`).
+                if outer_check != 0 && ok(inner_pseudo(), inner_from_outer(!outer_pseudo())) {
+                    pkt.meta.csum = ChecksumState::Unnecessary { level: 1 };
                     return Ok(());
                 }
                 self.counters.checksums_verified += 1;

@@ -633,6 +633,65 @@ proptest! {
     }
 }
 
+/// `Unnecessary { level: 0 }` vouches for a non-zero outer checksum
+/// (offload-rules 2.6, 0.3): the inner checksum is checked from the sum
+/// that implies, without summing the payload, as Linux converts it
+/// (`skb_gro_checksum_try_convert`); so a payload byte changed after the
+/// outer checksum was computed goes unseen, as in Linux, a wrong outer
+/// checksum makes that check fail and the software sum decide, and a bad
+/// inner checksum under a good outer one fails both and is delivered as it
+/// came. Every shape, on the fast and the full
+/// path.
+#[test]
+fn level_0_checks_the_inner_checksum_from_the_outer_sum() {
+    for s in shapes() {
+        for fast in [true, false] {
+            let ctx = format!("{s:?} fast {fast}");
+            let mut f = tflow(&s, 5);
+            let il4 = f.outer_len() + 14 + if s.inner_v6 { 40 } else { 20 };
+            let field = il4 + if s.inner == Transport::Tcp { 16 } else { 6 };
+            let level0 = |frames: &[Vec<u8>]| -> Vec<Packet> {
+                frames
+                    .iter()
+                    .map(|fr| {
+                        let mut p = Packet::from_frame(fr);
+                        p.meta.csum = ChecksumState::Unnecessary { level: 0 };
+                        p
+                    })
+                    .collect()
+            };
+            let gro = || {
+                let mut g = Gro::new(config());
+                g.tunnel_fast = fast;
+                g
+            };
+            let mut v = frames(&mut f, 4, 1000);
+            // A payload byte changed under the vouched-for outer checksum.
+            let last = v.len() - 1;
+            v[last][field + 40] ^= 0x5A;
+            let (out, c) = deliver(gro(), &[level0(&v)]);
+            assert_eq!(out.len(), 1, "{ctx}");
+            assert_eq!(out[0].1.gso_segs, 4, "{ctx}");
+            assert_eq!(c.checksums_verified, 0, "{ctx}: no payload summed");
+            // A wrong outer checksum vouched for: the check from its sum
+            // fails, the software sum of the inner segment decides.
+            let mut v = frames(&mut f, 2, 1000);
+            let outer_field = 14 + if s.outer_v6 { 40 } else { 20 } + 6;
+            v[1][outer_field] ^= 0x01;
+            let (out, c) = deliver(gro(), &[level0(&v)]);
+            assert_eq!((out.len(), out[0].1.gso_segs, c.checksums_verified), (1, 2, 1), "{ctx}");
+            // A bad inner checksum under a good outer one.
+            let mut v = frames(&mut f, 1, 1000);
+            v[0][field] ^= 0x01;
+            refresh_outer(&mut v[0]);
+            let (out, c) = deliver(gro(), &[level0(&v)]);
+            assert_eq!((out.len(), c.bypassed.bad_checksum, c.checksums_verified), (1, 1, 1), "{ctx}");
+            assert_eq!(out[0].1.csum, ChecksumState::Unnecessary { level: 0 }, "{ctx}: delivered as it came");
+            assert_eq!(out[0].0, v[0], "{ctx}");
+        }
+    }
+}
+
 /// The fast path is taken: a TCP flow in VXLAN whose checksums are trusted
 /// merges its later segments there, and only there (an engine without it
 /// gives the same packets, counted by the full path).
