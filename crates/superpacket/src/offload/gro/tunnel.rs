@@ -188,11 +188,11 @@ impl OuterAt {
     /// (offload-rules 1.2, 2.6) that a header template leaves open, for a
     /// `frame` whose masked headers equal those of an aggregate with these
     /// offsets (so the layout, the tags, the IP version, options and
-    /// fragment bits, the protocol and the ports are known good): the IP
-    /// length ends the frame (no padding: the full path trims or flush-marks
-    /// it; an IPv6 jumbogram's zero payload length never does), the UDP
-    /// length ends the IP packet, an IPv4 header checksum verifies and its
-    /// reserved flag is clear (no flush mark), and the outer UDP checksum is
+    /// fragment bits, the reserved flag, the protocol and the ports are
+    /// known good: held packets had no flush mark): the IP length ends the
+    /// frame (no padding: the full path trims or flush-marks it; an IPv6
+    /// jumbogram's zero payload length never does), the UDP length ends the
+    /// IP packet, an IPv4 header checksum verifies, and the outer UDP checksum is
     /// zero exactly when `csum` (the aggregate's) is false, the part of the
     /// flow identity the template leaves to this check. Then
     /// [`OuterAt::headers`] is the parse the full path would have made.
@@ -210,7 +210,7 @@ impl OuterAt {
         if l3 + l3_len != frame.len() || be16(udp, 4) as usize != frame.len() - l4 || (be16(udp, 6) != 0) != csum {
             return None;
         }
-        if !self.v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
+        if !self.v6 && !ip::ipv4_header_ok(ip) {
             return None;
         }
         Some(())

@@ -49,7 +49,9 @@ impl Gro {
     /// [`FlowTable::find_tunnel`]: super::flow::FlowTable::find_tunnel
     #[inline(never)]
     pub(super) fn tunnel_fast(&mut self, pkt: &mut Packet, hash: Option<u32>) -> bool {
-        if pkt.meta.is_gso() || self.cfg.tcp_fraglist {
+        // (With `tcp_fraglist` no tunnel TCP aggregate is held, 2.6: the
+        // hint finds none.)
+        if pkt.meta.is_gso() {
             return false;
         }
         let frame = pkt.linear();
@@ -81,7 +83,7 @@ impl Gro {
         if l3 + l3_len != end || payload >= end {
             return false;
         }
-        if !v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
+        if !v6 && !ip::ipv4_header_ok(ip) {
             return false;
         }
         let checked = match pkt.meta.csum {
