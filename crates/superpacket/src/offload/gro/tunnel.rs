@@ -222,7 +222,7 @@ impl OuterAt {
     /// turned fragments away before the tunnel port was looked at), and the
     /// VLAN tags fill the space before the IP header (4 bytes each after the
     /// 14-byte Ethernet header; a raw IP packet has none).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn headers(&self, frame: &[u8]) -> GroHeaders {
         let (l3, l4) = (self.l3 as usize, self.l4 as usize);
         let l3_len = if self.v6 { 40 + be16(frame, l3 + 4) as usize } else { be16(frame, l3 + 2) as usize };
