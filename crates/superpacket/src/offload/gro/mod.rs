@@ -865,7 +865,9 @@ impl Gro {
         // payload) marks the packet as the outer one would (inet_gro_receive).
         let inner_padded = ih.l2_padding > 0;
         let inner_flush = inner_l3c.flush_mark || inner_padded;
-        self.verify_tunnel(pkt, h, &ih, outer_flush, outer_flush || inner_flush)?;
+        if !tunnel::vouched(pkt.meta.csum) {
+            self.verify_tunnel(pkt, h, &ih, outer_flush, outer_flush || inner_flush)?;
+        }
         if self.cfg.tcp_fraglist && ih.tcp || self.cfg.udp == UdpGroMode::Fraglist && !ih.tcp {
             return Err(BypassReason::Mode);
         }

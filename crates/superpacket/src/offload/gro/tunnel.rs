@@ -53,7 +53,7 @@ use super::{
     hint::SlotHints,
     template::{Template, Templates},
 };
-use crate::packet::{Encapsulation, GsoType, TunnelKind};
+use crate::packet::{ChecksumState, Encapsulation, GsoType, TunnelKind};
 use crate::wire::Medium;
 use crate::wire::field::{be16, ne64};
 
@@ -441,6 +441,19 @@ pub(crate) fn tunnel_id(frame: &[u8], h: &GroHeaders) -> TunnelId {
 #[inline]
 pub(crate) fn identity_hash(key: &FlowKey, id: &TunnelId) -> u32 {
     key.cheap_hash() ^ id.outer.cheap_hash()
+}
+
+/// A tunnel packet in checksum state `csum` has nothing left to verify at
+/// either level (offload-rules 0.3, 2.6): `Partial` (trusted on receive) or
+/// `Unnecessary` of level 1 or more (outer and inner checksums). Then
+/// `Gro::verify_tunnel` would change nothing and need not be called.
+#[inline(always)]
+pub(crate) fn vouched(csum: ChecksumState) -> bool {
+    match csum {
+        ChecksumState::Partial { .. } => true,
+        ChecksumState::Unnecessary { level } => level >= 1,
+        ChecksumState::None | ChecksumState::Complete { .. } => false,
+    }
 }
 
 /// The outer network rules (offload-rules 1.3 (b) at the outer level, 2.6):

@@ -8,7 +8,7 @@
 //! [`Template`]: super::template::Template
 
 use super::parse::GroHeaders;
-use super::{ChecksumState, Gro, Incoming, hint, ip, tcp, tunnel};
+use super::{Gro, Incoming, hint, ip, tcp, tunnel};
 use crate::packet::Packet;
 use crate::wire::Medium;
 use crate::wire::field::{be16, ne32};
@@ -86,12 +86,7 @@ impl Gro {
         if !v6 && !ip::ipv4_header_ok(ip) {
             return false;
         }
-        let checked = match pkt.meta.csum {
-            ChecksumState::Partial { .. } => true,
-            ChecksumState::Unnecessary { level } => level >= 1,
-            _ => false,
-        };
-        if !checked {
+        if !tunnel::vouched(pkt.meta.csum) {
             let (h, ih) = (at.headers(frame), GroHeaders::tcp(l3, l4, payload, l3_len, v6));
             if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
                 self.bypass(pkt, reason);
