@@ -67,7 +67,7 @@ impl Gro {
             return false;
         }
         match self.templates.get(t.shape) {
-            Some(template) if template.matches(held, frame) => {}
+            Some(template) if template.matches_tunnel(held, frame) => {}
             _ => return false,
         }
         let at = tunnel::OuterAt::of_held(t);
