@@ -35,6 +35,8 @@
 //! | `ip.rs` | IPv4/IPv6 early rejection, TTL/TOS/DF/ID latch and TC/hop limit rules, length rewrite (1.2, 1.3 (b), 1.4) |
 //! | `tcp.rs` | TCP merge decision and completion, TCP fraglist (1.3, 1.4, 1.6) |
 //! | `udp.rs` | UDP segment and fraglist modes (2.2 - 2.4) |
+//! | `tunnel.rs` | VXLAN and Geneve: entry, outer identity and rules, completion (2.6) |
+//! | `tunnel_fast.rs` | the tunnel fast path, before any parse: a TCP segment in a tunnel that matches the template of the aggregate its flow went to last (2.6; the full path is the reference) |
 //! | `lro.rs`, `toeplitz.rs` | FreeBSD-style batch sort by RSS hash (8.2) |
 //! | `counters.rs` | merged, flushed and bypassed by reason |
 //!
