@@ -876,8 +876,9 @@ impl Gro {
         if !ih.tcp && self.cfg.udp == UdpGroMode::Off {
             return Err(BypassReason::UdpOff);
         }
-        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ id.outer.cheap_hash());
-        let outer = tunnel::Outer { t: tin, id, agg_len: ih.l3 - h.l3 + ih.l3_len };
+        let identity_hash = tunnel::identity_hash(&key, &id);
+        let hash = hash.or(pkt.meta.rss_hash).unwrap_or(identity_hash);
+        let outer = tunnel::Outer { t: tin, id, identity_hash, agg_len: ih.l3 - h.l3 + ih.l3_len };
         let n = Incoming {
             key,
             key_hash: 0,

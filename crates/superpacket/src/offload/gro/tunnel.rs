@@ -253,6 +253,10 @@ pub(crate) struct Outer {
     /// Their identity, built once per packet: it gives the packet's hash,
     /// finds its aggregate and becomes a new aggregate's.
     pub id: TunnelId,
+    /// The hash of the packet's flow identity ([`identity_hash`]), taken
+    /// once: the packet's bucket without a receive hash, and a new
+    /// aggregate's [`TunnelHeld::identity_hash`].
+    pub identity_hash: u32,
     /// Its L3 length from the outer IP header (the size limit counts from there).
     pub agg_len: usize,
 }
@@ -298,8 +302,7 @@ impl super::EncapStart for Outer {
     fn held(&self, p: &mut Held, frame: &[u8]) {
         p.l3_len = self.agg_len;
         let shape = Shape::tunnel(&self.t, p);
-        let identity_hash = identity_hash(&p.key, &self.id);
-        p.tunnel = Some(TunnelHeld::new(&self.t, self.id, frame, shape, identity_hash));
+        p.tunnel = Some(TunnelHeld::new(&self.t, self.id, frame, shape, self.identity_hash));
     }
 }
 
