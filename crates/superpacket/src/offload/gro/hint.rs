@@ -127,7 +127,7 @@ fn tagged_l3(head: &[u8; 72]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Hint, SlotHints, plain_hint};
+    use super::{Hint, SlotHints, plain_hint, tunnel_hint};
 
     #[test]
     fn a_noted_slot_is_found_under_its_hint_until_another_key_takes_its_entry() {
@@ -139,6 +139,23 @@ mod tests {
         assert!((1..=255u32).all(|b| Hint::of(7 ^ b << 8) != Hint::of(7)));
         h.note(Hint::of(7 ^ 0x0101), 5);
         assert_eq!(h.slot(Hint::of(7)), 5);
+    }
+
+    #[test]
+    fn the_tunnel_hint_reads_the_same_bytes_of_udp_only() {
+        let mut v4 = vec![0u8; 100];
+        v4[12..14].copy_from_slice(&[0x08, 0x00]);
+        v4[14] = 0x45;
+        v4[14 + 9] = 17;
+        v4[30..34].copy_from_slice(&[1, 2, 3, 4]);
+        v4[34..38].copy_from_slice(&[0x4E, 0x20, 0x12, 0xB5]);
+        let k = Hint::of(u32::from_ne_bytes([1 ^ 0x4E, 2 ^ 0x20, 3 ^ 0x12, 4 ^ 0xB5]));
+        assert_eq!(tunnel_hint(&v4, false), Some(k));
+        assert_eq!(plain_hint(&v4, false), None, "UDP has no plain hint");
+        assert_eq!(tunnel_hint(&v4[14..], true), Some(k), "raw IP");
+        v4[14 + 9] = 6;
+        assert_eq!(tunnel_hint(&v4, false), None, "TCP has no tunnel hint");
+        assert!(plain_hint(&v4, false).is_some());
     }
 
     #[test]

@@ -756,7 +756,16 @@ fn tunnel_ev() -> impl Strategy<Value = TunnelEv> {
         prop::bool::weighted(0.3),
         prop::bool::weighted(0.05),
     )
-        .prop_map(|(flow, len, psh, edit, at, csum, rss, end)| TunnelEv { flow, len, psh, edit, at, csum, rss, end })
+        .prop_map(|(flow, len, psh, edit, at, csum, rss, end)| TunnelEv {
+            flow,
+            len,
+            psh,
+            edit,
+            at,
+            csum,
+            rss,
+            end,
+        })
 }
 
 fn tunnel_configs() -> impl Strategy<Value = GroConfig> {
@@ -767,7 +776,11 @@ fn tunnel_configs() -> impl Strategy<Value = GroConfig> {
         Just(GroConfig { trim_padding: false, ..config() }),
         Just(GroConfig { tcp_fraglist: true, ..config() }),
         Just(GroConfig { fixed_id: FixedIdRule::Legacy, ..config() }),
-        Just(GroConfig::kernel_6_18().with_tunnel(VXLAN_PORT, TunnelKind::Vxlan).with_tunnel(GENEVE_PORT, TunnelKind::Geneve)),
+        Just(
+            GroConfig::kernel_6_18()
+                .with_tunnel(VXLAN_PORT, TunnelKind::Vxlan)
+                .with_tunnel(GENEVE_PORT, TunnelKind::Geneve)
+        ),
     ]
 }
 
