@@ -781,6 +781,8 @@ fn tunnel_configs() -> impl Strategy<Value = GroConfig> {
                 .with_tunnel(VXLAN_PORT, TunnelKind::Vxlan)
                 .with_tunnel(GENEVE_PORT, TunnelKind::Geneve)
         ),
+        Just(GroConfig { max_size: 9000, ..config() }),
+        Just(GroConfig { lro: true, lro_queue_max: 16, ..config() }),
     ]
 }
 
@@ -797,9 +799,10 @@ proptest! {
     /// levels, broken outer UDP and inner checksums, wrong outer UDP and IP
     /// lengths, padding, zeroed outer
     /// checksums and flipped header bits; every checksum state (a complete
-    /// sum right or wrong), with or without receive hashes, under several
-    /// configurations: the same packets and counters with the fast path as
-    /// without it.
+    /// sum right or wrong), with or without receive hashes, under nine
+    /// configurations (a small size limit and LRO's sorted batches among
+    /// them): the same packets and counters with the fast path as without
+    /// it.
     #[test]
     fn tunnel_fast_path_decides_as_the_full_path_under_edits(
         shape in 0usize..18,
