@@ -29,11 +29,13 @@
 //! plus the inner bits; [`OffloadMeta::encap`] records the offsets. The
 //! checksum state is the inner `CHECKSUM_PARTIAL` Linux leaves.
 //!
-//! The fast path of a TCP segment that joins its flow's aggregate (see
-//! `Gro::tunnel_fast`) finds the aggregate through a [`SlotHints`] and
+//! The fast path of a TCP segment that joins its flow's aggregate
+//! (`Gro::tunnel_fast` in `tunnel_fast.rs`, tried before any parse) finds
+//! the aggregate through a [`SlotHints`] entry named by the outer UDP ports,
 //! settles the flow identity and the equal-field rules with one masked
 //! compare of the headers ([`Template`], one per header layout,
-//! [`Templates`]); the full path above decides everything else.
+//! [`Templates`]) and checks the outer lengths and checksums
+//! ([`OuterAt::entry`]); the full path above decides everything else.
 //!
 //! Not coalesced (delivered as they are, [`BypassReason::Tunnel`]): Geneve
 //! with a version other than 0 or the O bit (Linux flushes those too), Geneve
