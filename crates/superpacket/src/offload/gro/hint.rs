@@ -73,6 +73,24 @@ impl SlotHints {
 /// TCP).
 #[inline(always)]
 pub(crate) fn plain_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
+    l4_hint::<false>(frame, raw_ip)
+}
+
+/// The hint of a UDP datagram (a tunnel packet, for `Gro::tunnel_fast`):
+/// [`plain_hint`]'s bytes, there the outer UDP ports and the low bytes of
+/// the outer destination address, so a tunnel flow's hint is the same for
+/// every segment and flows whose outer source ports differ in one byte
+/// (a tunnel endpoint derives the port from the inner flow's hash) never
+/// share an entry. `None` where the IP protocol is not UDP.
+#[inline(always)]
+pub(crate) fn tunnel_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
+    l4_hint::<true>(frame, raw_ip)
+}
+
+/// [`plain_hint`] (`UDP` false: `None` for UDP) or [`tunnel_hint`] (`UDP`
+/// true: `None` for anything else).
+#[inline(always)]
+fn l4_hint<const UDP: bool>(frame: &[u8], raw_ip: bool) -> Option<Hint> {
     // One fixed-size view (no bounds check per byte read): the ports of an
     // IPv6 frame behind two tags end at byte 66. A shorter frame has at
     // most a few payload bytes and goes the full way.
@@ -81,7 +99,7 @@ pub(crate) fn plain_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
     // the same bytes as below, without the version and offset selects
     // (its version nibble is not read: any function of the bytes would do).
     if !raw_ip && u16::from_ne_bytes([head[12], head[13]]) == u16::from_ne_bytes([0x08, 0x00]) {
-        if head[14 + 9] == 17 {
+        if (head[14 + 9] == 17) != UDP {
             return None;
         }
         return Some(Hint::of(ne32(head, 30) ^ ne32(head, 34)));
@@ -96,7 +114,7 @@ pub(crate) fn plain_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
     };
     let v6 = head[l3] >> 4 == 6;
     let (protocol, ports) = if v6 { (l3 + 6, l3 + 40) } else { (l3 + 9, l3 + 20) };
-    if head[protocol] == 17 {
+    if (head[protocol] == 17) != UDP {
         return None;
     }
     Some(Hint::of(ne32(head, ports - 4) ^ ne32(head, ports)))
@@ -118,7 +136,7 @@ fn tagged_l3(head: &[u8; 72]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Hint, SlotHints, plain_hint};
+    use super::{Hint, SlotHints, plain_hint, tunnel_hint};
 
     #[test]
     fn a_noted_slot_is_found_under_its_hint_until_another_key_takes_its_entry() {
@@ -130,6 +148,23 @@ mod tests {
         assert!((1..=255u32).all(|b| Hint::of(7 ^ b << 8) != Hint::of(7)));
         h.note(Hint::of(7 ^ 0x0101), 5);
         assert_eq!(h.slot(Hint::of(7)), 5);
+    }
+
+    #[test]
+    fn the_tunnel_hint_reads_the_same_bytes_of_udp_only() {
+        let mut v4 = vec![0u8; 100];
+        v4[12..14].copy_from_slice(&[0x08, 0x00]);
+        v4[14] = 0x45;
+        v4[14 + 9] = 17;
+        v4[30..34].copy_from_slice(&[1, 2, 3, 4]);
+        v4[34..38].copy_from_slice(&[0x4E, 0x20, 0x12, 0xB5]);
+        let k = Hint::of(u32::from_ne_bytes([1 ^ 0x4E, 2 ^ 0x20, 3 ^ 0x12, 4 ^ 0xB5]));
+        assert_eq!(tunnel_hint(&v4, false), Some(k));
+        assert_eq!(plain_hint(&v4, false), None, "UDP has no plain hint");
+        assert_eq!(tunnel_hint(&v4[14..], true), Some(k), "raw IP");
+        v4[14 + 9] = 6;
+        assert_eq!(tunnel_hint(&v4, false), None, "TCP has no tunnel hint");
+        assert!(plain_hint(&v4, false).is_some());
     }
 
     #[test]

@@ -35,6 +35,8 @@
 //! | `ip.rs` | IPv4/IPv6 early rejection, TTL/TOS/DF/ID latch and TC/hop limit rules, length rewrite (1.2, 1.3 (b), 1.4) |
 //! | `tcp.rs` | TCP merge decision and completion, TCP fraglist (1.3, 1.4, 1.6) |
 //! | `udp.rs` | UDP segment and fraglist modes (2.2 - 2.4) |
+//! | `tunnel.rs` | VXLAN and Geneve: entry, outer identity and rules, completion (2.6) |
+//! | `tunnel_fast.rs` | the tunnel fast path, before any parse: a TCP segment in a tunnel that matches the template of the aggregate its flow went to last (2.6; the full path is the reference) |
 //! | `lro.rs`, `toeplitz.rs` | FreeBSD-style batch sort by RSS hash (8.2) |
 //! | `counters.rs` | merged, flushed and bypassed by reason |
 //!
@@ -73,6 +75,7 @@ mod tcp;
 mod template;
 pub mod toeplitz;
 mod tunnel;
+mod tunnel_fast;
 mod udp;
 
 #[cfg(test)]
@@ -90,7 +93,7 @@ use crate::csum;
 use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet, TunnelKind};
 pub use crate::wire::Medium;
-use crate::wire::field::{be16, ne32};
+use crate::wire::field::be16;
 use flow::{FlowKey, FlowTable, Held, Position};
 use lro::LroQueue;
 use parse::{GroHeaders, NotCandidate};
@@ -665,11 +668,16 @@ impl Gro {
         {
             return;
         }
+        // A datagram (no plain hint) to a configured tunnel port may join
+        // its inner flow's aggregate without the parse (`tunnel_fast.rs`).
+        if hint.is_none() && self.tunnel_fast && !self.cfg.tunnels.is_empty() && self.tunnel_fast(pkt, hash) {
+            return;
+        }
         self.gro_full(pkt, hash, hint);
     }
 
-    /// [`Gro::gro_one`] after the plain fast path left the packet (`hint`:
-    /// its plain hint, noted for the next packet of its flow).
+    /// [`Gro::gro_one`] after the fast paths left the packet (`hint`: its
+    /// plain hint, noted for the next packet of its flow).
     #[inline(never)]
     fn gro_full(&mut self, pkt: &mut Packet, hash: Option<u32>, hint: Option<hint::Hint>) {
         let n = match self.prepare(pkt, hash) {
@@ -703,19 +711,16 @@ impl Gro {
     /// second parse of the outer headers here cost more than rebuilding it
     /// from the offsets (docs/benchmarks.md, "The tunnel fast path").
     ///
-    /// A TCP segment that joins its flow's aggregate takes the fast path
-    /// ([`Gro::tunnel_fast`]); every other packet, and one the fast path
-    /// leaves, the full one.
+    /// A TCP segment that joins its flow's aggregate took the fast path
+    /// ([`Gro::tunnel_fast`]) before the parse; every other packet, and one
+    /// the fast path left, takes this full one.
     #[cold]
     #[inline(never)]
     fn tunnel_one(&mut self, pkt: &mut Packet, at: tunnel::OuterAt, hash: Option<u32>) {
         let h = at.headers(pkt.linear());
-        // The cache entry of this packet's outer source port, read before the
-        // packet is moved away.
-        let port = be16(pkt.linear(), h.l4);
-        if self.tunnel_fast && self.tunnel_fast(pkt, &h, at, hash) {
-            return;
-        }
+        // The fast path's hint of this packet, read before the packet is
+        // moved away (the fast path itself was tried before the parse).
+        let hint = hint::tunnel_hint(pkt.linear(), self.cfg.medium == Medium::Ip);
         let l3c = ip::L3Checks { flush_mark: at.flush_mark };
         let (n, outer) = match self.prepare_tunnel(pkt, &h, l3c, at.kind, hash) {
             Ok(n) => n,
@@ -735,99 +740,13 @@ impl Gro {
         // The packet started or joined the newest aggregate of its bucket,
         // unless it was delivered (then the hint is wrong, and checked).
         if let Some(slot) = self.table.newest(b) {
-            self.tunnel_cache.note(hint::Hint::of(u32::from(port)), slot);
+            if let Some(hint) = hint {
+                self.tunnel_cache.note(hint, slot);
+            }
             if let Some(t) = self.table.slot(slot).and_then(|p| p.tunnel.as_ref()) {
                 self.templates.ensure(t.shape);
             }
         }
-    }
-
-    /// The fast path of a TCP tunnel packet (outer headers `h`, at `at`)
-    /// that merges into its flow's aggregate. It finds the aggregate the
-    /// packet's outer source port last went to ([`hint::SlotHints`]);
-    /// if the packet matches its header template ([`template::Template`]: the
-    /// same flow identity at every level and the same offsets) and it is
-    /// held in the bucket [`Gro::prepare_tunnel`]'s hash picks, that is the
-    /// aggregate [`FlowTable::find_tunnel`] finds (a flow has at most one
-    /// per bucket). Then the entry checks the template does not settle (the
-    /// lengths: no padding at either level, some TCP payload; the inner
-    /// IPv4 header checksum; the L4 checksums as [`Gro::verify_tunnel`]
-    /// checks them) and the merge rules ([`tcp::can_merge`]) decide, as on
-    /// the full path.
-    ///
-    /// Returns whether it dealt with the packet (merged, or delivered for a
-    /// bad checksum); if not, nothing has changed but the packet's checksum
-    /// state (verified, as the full path would leave it) and the full path
-    /// decides.
-    #[inline]
-    fn tunnel_fast(&mut self, pkt: &mut Packet, h: &GroHeaders, at: tunnel::OuterAt, hash: Option<u32>) -> bool {
-        if at.flush_mark || h.l2_padding != 0 || pkt.meta.is_gso() || self.cfg.tcp_fraglist {
-            return false;
-        }
-        let frame = pkt.linear();
-        let slot = self.tunnel_cache.slot(hint::Hint::of(u32::from(be16(frame, h.l4))));
-        let Some(p) = self.table.slot(slot) else { return false };
-        let Some(t) = p.tunnel.as_ref() else { return false };
-        // The outer ports first (they tell flows apart: a slot the flow lost
-        // holds another one's aggregate), then the whole template.
-        let held = p.pkt.linear();
-        let ports = |f: &[u8]| f.get(h.l4..h.l4 + 4).map(|b| ne32(b, 0));
-        if t.outer_l4 != h.l4 || ports(held) != ports(frame) {
-            return false;
-        }
-        match self.templates.get(t.shape) {
-            Some(template) if template.matches(held, frame) => {}
-            _ => return false,
-        }
-        // The template covers the outer IP version and the tunnel header,
-        // not the outer checksum's zeroness.
-        if t.outer_l3 != h.l3 || t.kind != at.kind || (be16(frame, h.l4 + 6) != 0) != t.id.csum {
-            return false;
-        }
-        let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
-        let Some(found) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
-        let (l3, l4, payload, v6, end) = (p.l3, p.l4, p.payload, p.v6, h.l3_end());
-        let ip = &frame[l3..];
-        let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
-        if l3 + l3_len != end || payload >= end || be16(frame, h.l4 + 4) as usize != end - h.l4 {
-            return false;
-        }
-        if !v6 && (!ip::ipv4_header_ok(ip) || ip[6] & 0x80 != 0) {
-            return false;
-        }
-        let checked = match pkt.meta.csum {
-            ChecksumState::Partial { .. } => true,
-            ChecksumState::Unnecessary { level } => level >= 1,
-            _ => false,
-        };
-        if !checked {
-            let ih = GroHeaders::tcp(l3, l4, payload, l3_len, v6);
-            if let Err(reason) = self.verify_tunnel(pkt, h, &ih, false, false) {
-                self.bypass(pkt, reason);
-                return true;
-            }
-        }
-        let n = Incoming::matched_tcp(l3, l4, payload, l3_len, v6, want);
-        let frame = pkt.linear();
-        let p = self.table.get(found);
-        let Some(t) = p.tunnel.as_ref() else { return false };
-        let outer = if t.outer_v6 {
-            None
-        } else {
-            let Some(b) = frame.get(h.l3..).and_then(|ip| ip.first_chunk()) else { return false };
-            Some((&t.outer_ip, t.outer_fixed_id, b))
-        };
-        let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, outer) else {
-            return false;
-        };
-        let e = tunnel::OuterLevel { outer_l3: at.l3() };
-        let w = tcp::word3(&frame[l4..]);
-        self.tcp_merge(pkt, &n, found, latches, w, &e);
-        #[cfg(test)]
-        {
-            self.fast_merges += 1;
-        }
-        true
     }
 
     /// Entry checks (offload-rules 1.1, 1.2, 1.3 entry, 2.1): parse once,
@@ -966,15 +885,18 @@ impl Gro {
         // payload) marks the packet as the outer one would (inet_gro_receive).
         let inner_padded = ih.l2_padding > 0;
         let inner_flush = inner_l3c.flush_mark || inner_padded;
-        self.verify_tunnel(pkt, h, &ih, outer_flush, outer_flush || inner_flush)?;
+        if !tunnel::vouched(pkt.meta.csum) {
+            self.verify_tunnel(pkt, h, &ih, outer_flush, outer_flush || inner_flush)?;
+        }
         if self.cfg.tcp_fraglist && ih.tcp || self.cfg.udp == UdpGroMode::Fraglist && !ih.tcp {
             return Err(BypassReason::Mode);
         }
         if !ih.tcp && self.cfg.udp == UdpGroMode::Off {
             return Err(BypassReason::UdpOff);
         }
-        let hash = hash.or(pkt.meta.rss_hash).unwrap_or_else(|| key.cheap_hash() ^ id.outer.cheap_hash());
-        let outer = tunnel::Outer { t: tin, id, agg_len: ih.l3 - h.l3 + ih.l3_len };
+        let identity_hash = tunnel::identity_hash(&key, &id);
+        let hash = hash.or(pkt.meta.rss_hash).unwrap_or(identity_hash);
+        let outer = tunnel::Outer { t: tin, id, identity_hash, agg_len: ih.l3 - h.l3 + ih.l3_len };
         let n = Incoming {
             key,
             key_hash: 0,
@@ -1002,7 +924,9 @@ impl Gro {
     /// packet arriving `None` leaves `Unnecessary { level: 1 }` (level 0 if
     /// only the outer one was reached). `Unnecessary { level: 0 }` vouches
     /// for the outer checksum only, and becomes level 1 once the inner one
-    /// is checked; `Partial` and higher levels are trusted; `Complete` is
+    /// is checked, from the sum a non-zero outer checksum implies (as Linux
+    /// converts it, `skb_gro_checksum_try_convert`), else in software;
+    /// `Partial` and higher levels are trusted; `Complete` is
     /// checked from its sum. Nothing is verified at or after a flush-marked
     /// level (`skip_outer`, `skip_inner`).
     fn verify_tunnel(
@@ -1034,6 +958,15 @@ impl Gro {
             ChecksumState::Partial { .. } => Ok(()),
             ChecksumState::Unnecessary { level } => {
                 if level >= 1 || skip_inner || inner_zero_udp {
+                    return Ok(());
+                }
+                // Level 0 vouches for a non-zero outer checksum: the UDP
+                // segment sums to the complement of the outer pseudo-header
+                // (`skb_gro_checksum_try_convert`), and the inner checksum is
+                // checked from that; only if that fails is it summed
+                // (`__skb_gro_checksum_validate_complete`).
+                if outer_check != 0 && ok(inner_pseudo(), inner_from_outer(!outer_pseudo())) {
+                    pkt.meta.csum = ChecksumState::Unnecessary { level: 1 };
                     return Ok(());
                 }
                 self.counters.checksums_verified += 1;

@@ -29,11 +29,13 @@
 //! plus the inner bits; [`OffloadMeta::encap`] records the offsets. The
 //! checksum state is the inner `CHECKSUM_PARTIAL` Linux leaves.
 //!
-//! The fast path of a TCP segment that joins its flow's aggregate (see
-//! `Gro::tunnel_fast`) finds the aggregate through a [`SlotHints`] and
+//! The fast path of a TCP segment that joins its flow's aggregate
+//! (`Gro::tunnel_fast` in `tunnel_fast.rs`, tried before any parse) finds
+//! the aggregate through a [`SlotHints`] entry named by the outer UDP ports,
 //! settles the flow identity and the equal-field rules with one masked
 //! compare of the headers ([`Template`], one per header layout,
-//! [`Templates`]); the full path above decides everything else.
+//! [`Templates`]) and checks the outer lengths and checksums
+//! ([`OuterAt::entry`]); the full path above decides everything else.
 //!
 //! Not coalesced (delivered as they are, [`BypassReason::Tunnel`]): Geneve
 //! with a version other than 0 or the O bit (Linux flushes those too), Geneve
@@ -53,7 +55,7 @@ use super::{
     hint::SlotHints,
     template::{Template, Templates},
 };
-use crate::packet::{Encapsulation, GsoType, TunnelKind};
+use crate::packet::{ChecksumState, Encapsulation, GsoType, TunnelKind};
 use crate::wire::Medium;
 use crate::wire::field::{be16, ne64};
 
@@ -176,13 +178,53 @@ impl OuterAt {
         self.l3
     }
 
+    /// The outer offsets of a held aggregate `t`: those of a packet whose
+    /// masked headers equal its first packet's (a header [`Template`]
+    /// covers the layout), before any check of that packet's lengths.
+    #[inline(always)]
+    pub(crate) fn of_held(t: &TunnelHeld) -> OuterAt {
+        OuterAt { l3: t.outer_l3 as u16, l4: t.outer_l4 as u16, v6: t.outer_v6, kind: t.kind, flush_mark: false }
+    }
+
+    /// The outer entry checks of the plain path's parse and IP layer
+    /// (offload-rules 1.2, 2.6) that a header template leaves open, for a
+    /// `frame` whose masked headers equal those of an aggregate with these
+    /// offsets (so the layout, the tags, the IP version, options and
+    /// fragment bits, the reserved flag, the protocol and the ports are
+    /// known good: held packets had no flush mark): the IP length ends the
+    /// frame (no padding: the full path trims or flush-marks it; an IPv6
+    /// jumbogram's zero payload length never does), the UDP length ends the
+    /// IP packet, an IPv4 header checksum verifies, and the outer UDP checksum is
+    /// zero exactly when `csum` (the aggregate's) is false, the part of the
+    /// flow identity the template leaves to this check. Then
+    /// [`OuterAt::headers`] is the parse the full path would have made.
+    #[inline(always)]
+    pub(crate) fn entry(&self, frame: &[u8], csum: bool) -> bool {
+        self.entry_ok(frame, csum).is_some()
+    }
+
+    #[inline(always)]
+    fn entry_ok(&self, frame: &[u8], csum: bool) -> Option<()> {
+        let (l3, l4) = (self.l3 as usize, self.l4 as usize);
+        let ip = frame.get(l3..)?;
+        let l3_len = if self.v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
+        let udp = frame.get(l4..l4 + 8)?;
+        if l3 + l3_len != frame.len() || be16(udp, 4) as usize != frame.len() - l4 || (be16(udp, 6) != 0) != csum {
+            return None;
+        }
+        if !self.v6 && !ip::ipv4_header_ok(ip) {
+            return None;
+        }
+        Some(())
+    }
+
     /// The parse these offsets come from, rebuilt from `frame` (the same
     /// frame): every field follows from the two offsets and the length
     /// fields the parse checked. The parse accepted no fragment (the IP layer
     /// turned fragments away before the tunnel port was looked at), and the
     /// VLAN tags fill the space before the IP header (4 bytes each after the
     /// 14-byte Ethernet header; a raw IP packet has none).
-    #[inline]
+    #[inline(always)]
     pub(crate) fn headers(&self, frame: &[u8]) -> GroHeaders {
         let (l3, l4) = (self.l3 as usize, self.l4 as usize);
         let l3_len = if self.v6 { 40 + be16(frame, l3 + 4) as usize } else { be16(frame, l3 + 2) as usize };
@@ -213,6 +255,10 @@ pub(crate) struct Outer {
     /// Their identity, built once per packet: it gives the packet's hash,
     /// finds its aggregate and becomes a new aggregate's.
     pub id: TunnelId,
+    /// The hash of the packet's flow identity ([`identity_hash`]), taken
+    /// once: the packet's bucket without a receive hash, and a new
+    /// aggregate's [`TunnelHeld::identity_hash`].
+    pub identity_hash: u32,
     /// Its L3 length from the outer IP header (the size limit counts from there).
     pub agg_len: usize,
 }
@@ -258,8 +304,7 @@ impl super::EncapStart for Outer {
     fn held(&self, p: &mut Held, frame: &[u8]) {
         p.l3_len = self.agg_len;
         let shape = Shape::tunnel(&self.t, p);
-        let identity_hash = identity_hash(&p.key, &self.id);
-        p.tunnel = Some(TunnelHeld::new(&self.t, self.id, frame, shape, identity_hash));
+        p.tunnel = Some(TunnelHeld::new(&self.t, self.id, frame, shape, self.identity_hash));
     }
 }
 
@@ -403,6 +448,19 @@ pub(crate) fn identity_hash(key: &FlowKey, id: &TunnelId) -> u32 {
     key.cheap_hash() ^ id.outer.cheap_hash()
 }
 
+/// A tunnel packet in checksum state `csum` has nothing left to verify at
+/// either level (offload-rules 0.3, 2.6): `Partial` (trusted on receive) or
+/// `Unnecessary` of level 1 or more (outer and inner checksums). Then
+/// `Gro::verify_tunnel` would change nothing and need not be called.
+#[inline(always)]
+pub(crate) fn vouched(csum: ChecksumState) -> bool {
+    match csum {
+        ChecksumState::Partial { .. } => true,
+        ChecksumState::Unnecessary { level } => level >= 1,
+        ChecksumState::None | ChecksumState::Complete { .. } => false,
+    }
+}
+
 /// The outer network rules (offload-rules 1.3 (b) at the outer level, 2.6):
 /// the aggregate's first outer header against the new packet's (at
 /// `n_outer_l3` of `n_frame`), with `count` segments held. Returns the outer
@@ -424,24 +482,28 @@ pub(crate) fn outer_flush(
 ///
 /// [`OffloadMeta::encap`]: crate::packet::OffloadMeta::encap
 pub fn complete(held: &mut Held) {
-    let Some(t) = held.tunnel else { return };
+    // The few fields used, not the whole record (a copy of it, and of the
+    // packet's metadata, cost 30-odd instructions per aggregate).
+    let Some(t) = held.tunnel.as_ref() else { return };
+    let (kind, csum, outer_fixed_id) = (t.kind, t.id.csum, t.outer_fixed_id);
+    let (outer_l3, outer_l4, outer_v6, inner_mac) = (t.outer_l3, t.outer_l4, t.outer_v6, t.inner_mac);
     let outer_len = held.l3_len;
-    let inner_len = outer_len - (held.l3 - t.outer_l3);
+    let inner_len = outer_len - (held.l3 - outer_l3);
     held.l3_len = inner_len;
     // udp_gro_complete assigns the tunnel type before the inner completion ORs in its bits.
-    held.pkt.meta.gso_type = if t.id.csum { GsoType::UDP_TUNNEL_CSUM } else { GsoType::UDP_TUNNEL };
+    held.pkt.meta.gso_type = if csum { GsoType::UDP_TUNNEL_CSUM } else { GsoType::UDP_TUNNEL };
     if held.tcp {
         super::tcp::complete_on::<true>(held);
     } else {
         super::udp::complete_on::<true>(held);
     }
     held.l3_len = outer_len;
-    let mut meta = held.pkt.meta;
+    let meta = &mut held.pkt.meta;
     // tcp4_gro_complete: ip_fixedid bit 0 (outer) -> FIXEDID, bit 1 (inner)
     // -> FIXEDID_INNER; tcp6_gro_complete and UDP add neither.
     let mut ty = meta.gso_type.without(GsoType::TCP_FIXEDID);
     if held.tcp && !held.v6 {
-        if t.outer_fixed_id {
+        if outer_fixed_id {
             ty |= GsoType::TCP_FIXEDID;
         }
         if held.fixed_id {
@@ -450,20 +512,19 @@ pub fn complete(held: &mut Held) {
     }
     meta.gso_type = ty;
     meta.encap = Some(Encapsulation {
-        tunnel: t.kind,
-        outer_transport: t.outer_l4 as u16,
-        inner_mac: t.inner_mac as u16,
+        tunnel: kind,
+        outer_transport: outer_l4 as u16,
+        inner_mac: inner_mac as u16,
         inner_network: held.l3 as u16,
         inner_transport: held.l4 as u16,
     });
     let lin = held.pkt.linear_mut();
-    ip::set_l3_len(lin, t.outer_l3, t.outer_v6, outer_len);
-    let udp_len = outer_len - (t.outer_l4 - t.outer_l3);
-    let u = t.outer_l4;
+    ip::set_l3_len(lin, outer_l3, outer_v6, outer_len);
+    let udp_len = outer_len - (outer_l4 - outer_l3);
+    let u = outer_l4;
     lin[u + 4..u + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-    if t.id.csum {
-        let pseudo = ip::pseudo_sum(lin, t.outer_l3, t.outer_v6, 17, udp_len);
+    if csum {
+        let pseudo = ip::pseudo_sum(lin, outer_l3, outer_v6, 17, udp_len);
         lin[u + 6..u + 8].copy_from_slice(&pseudo.to_be_bytes());
     }
-    held.pkt.meta = meta;
 }

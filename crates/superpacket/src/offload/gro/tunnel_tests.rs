@@ -633,6 +633,65 @@ proptest! {
     }
 }
 
+/// `Unnecessary { level: 0 }` vouches for a non-zero outer checksum
+/// (offload-rules 2.6, 0.3): the inner checksum is checked from the sum
+/// that implies, without summing the payload, as Linux converts it
+/// (`skb_gro_checksum_try_convert`); so a payload byte changed after the
+/// outer checksum was computed goes unseen, as in Linux, a wrong outer
+/// checksum makes that check fail and the software sum decide, and a bad
+/// inner checksum under a good outer one fails both and is delivered as it
+/// came. Every shape, on the fast and the full
+/// path.
+#[test]
+fn level_0_checks_the_inner_checksum_from_the_outer_sum() {
+    for s in shapes() {
+        for fast in [true, false] {
+            let ctx = format!("{s:?} fast {fast}");
+            let mut f = tflow(&s, 5);
+            let il4 = f.outer_len() + 14 + if s.inner_v6 { 40 } else { 20 };
+            let field = il4 + if s.inner == Transport::Tcp { 16 } else { 6 };
+            let level0 = |frames: &[Vec<u8>]| -> Vec<Packet> {
+                frames
+                    .iter()
+                    .map(|fr| {
+                        let mut p = Packet::from_frame(fr);
+                        p.meta.csum = ChecksumState::Unnecessary { level: 0 };
+                        p
+                    })
+                    .collect()
+            };
+            let gro = || {
+                let mut g = Gro::new(config());
+                g.tunnel_fast = fast;
+                g
+            };
+            let mut v = frames(&mut f, 4, 1000);
+            // A payload byte changed under the vouched-for outer checksum.
+            let last = v.len() - 1;
+            v[last][field + 40] ^= 0x5A;
+            let (out, c) = deliver(gro(), &[level0(&v)]);
+            assert_eq!(out.len(), 1, "{ctx}");
+            assert_eq!(out[0].1.gso_segs, 4, "{ctx}");
+            assert_eq!(c.checksums_verified, 0, "{ctx}: no payload summed");
+            // A wrong outer checksum vouched for: the check from its sum
+            // fails, the software sum of the inner segment decides.
+            let mut v = frames(&mut f, 2, 1000);
+            let outer_field = 14 + if s.outer_v6 { 40 } else { 20 } + 6;
+            v[1][outer_field] ^= 0x01;
+            let (out, c) = deliver(gro(), &[level0(&v)]);
+            assert_eq!((out.len(), out[0].1.gso_segs, c.checksums_verified), (1, 2, 1), "{ctx}");
+            // A bad inner checksum under a good outer one.
+            let mut v = frames(&mut f, 1, 1000);
+            v[0][field] ^= 0x01;
+            refresh_outer(&mut v[0]);
+            let (out, c) = deliver(gro(), &[level0(&v)]);
+            assert_eq!((out.len(), c.bypassed.bad_checksum, c.checksums_verified), (1, 1, 1), "{ctx}");
+            assert_eq!(out[0].1.csum, ChecksumState::Unnecessary { level: 0 }, "{ctx}: delivered as it came");
+            assert_eq!(out[0].0, v[0], "{ctx}");
+        }
+    }
+}
+
 /// The fast path is taken: a TCP flow in VXLAN whose checksums are trusted
 /// merges its later segments there, and only there (an engine without it
 /// gives the same packets, counted by the full path).
@@ -659,4 +718,180 @@ fn tunnel_fast_path_takes_a_flows_later_segments() {
     full.tunnel_fast = false;
     let (out, _) = deliver(full, &[burst]);
     assert_eq!(out, fast);
+}
+
+/// One arrival of [`tunnel_fast_path_decides_as_the_full_path_under_edits`].
+#[derive(Debug, Clone)]
+struct TunnelEv {
+    /// 0, 1: tunnel flows; 2: a tunnel flow with flow 0's outer ports and
+    /// another VNI (the same fast-path hint); 3: a plain TCP flow.
+    flow: usize,
+    len: usize,
+    psh: bool,
+    /// 0: as built; 1: outer TTL/hop limit changed from here on; 2: lost
+    /// (a sequence gap); 3: outer IPv4 header checksum broken (IPv6: the
+    /// outer UDP checksum); 4: inner L4 checksum broken, outer refreshed;
+    /// 5: Ethernet padding; 6: fixed outer IPv4 ID; 7: outer UDP or IP
+    /// length off by one, outer refreshed; 8: one header bit flipped,
+    /// checksums refreshed; 9: outer UDP checksum zeroed; 10: outer
+    /// TOS/traffic class changed from here on; 11: inner IPv4 header
+    /// checksum broken, outer refreshed.
+    edit: u8,
+    at: usize,
+    /// 0: none; 1, 2: unnecessary level 0, 1; 3: partial; 4: complete
+    /// (right or, with `at` odd, wrong).
+    csum: u8,
+    rss: bool,
+    end: bool,
+}
+
+fn tunnel_ev() -> impl Strategy<Value = TunnelEv> {
+    (
+        prop_oneof![6 => 0usize..2, 1 => Just(2usize), 1 => Just(3usize)],
+        prop_oneof![6 => Just(1400usize), 2 => Just(700usize), 1 => 1usize..1400],
+        prop::bool::weighted(0.05),
+        prop_oneof![14 => Just(0u8), 6 => 1u8..12],
+        0usize..4096,
+        0u8..5,
+        prop::bool::weighted(0.3),
+        prop::bool::weighted(0.05),
+    )
+        .prop_map(|(flow, len, psh, edit, at, csum, rss, end)| TunnelEv {
+            flow,
+            len,
+            psh,
+            edit,
+            at,
+            csum,
+            rss,
+            end,
+        })
+}
+
+fn tunnel_configs() -> impl Strategy<Value = GroConfig> {
+    prop_oneof![
+        Just(config()),
+        Just(GroConfig { buckets: 64, ..config() }),
+        Just(GroConfig { buckets: 1, bucket_depth: 2, ..config() }),
+        Just(GroConfig { trim_padding: false, ..config() }),
+        Just(GroConfig { tcp_fraglist: true, ..config() }),
+        Just(GroConfig { fixed_id: FixedIdRule::Legacy, ..config() }),
+        Just(
+            GroConfig::kernel_6_18()
+                .with_tunnel(VXLAN_PORT, TunnelKind::Vxlan)
+                .with_tunnel(GENEVE_PORT, TunnelKind::Geneve)
+        ),
+        Just(GroConfig { max_size: 9000, ..config() }),
+        Just(GroConfig { lro: true, lro_queue_max: 16, ..config() }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The tunnel fast path (`Gro::tunnel_fast`, tried before any parse)
+    /// decides as the full path does under each outer and inner rule
+    /// broken on purpose: random traffic of every tunnel shape (VXLAN and
+    /// Geneve with and without options, IPv4 and IPv6 outers, TCP/IPv4,
+    /// TCP/IPv6 and UDP inners), two flows, a third that shares the first
+    /// one's fast-path hint, and a plain TCP flow in the same table; TTL,
+    /// TOS, fixed outer IDs, gaps, broken IPv4 header checksums at both
+    /// levels, broken outer UDP and inner checksums, wrong outer UDP and IP
+    /// lengths, padding, zeroed outer
+    /// checksums and flipped header bits; every checksum state (a complete
+    /// sum right or wrong), with or without receive hashes, under nine
+    /// configurations (a small size limit and LRO's sorted batches among
+    /// them): the same packets and counters with the fast path as without
+    /// it.
+    #[test]
+    fn tunnel_fast_path_decides_as_the_full_path_under_edits(
+        shape in 0usize..18,
+        events in prop::collection::vec(tunnel_ev(), 1..160),
+        cfg in tunnel_configs(),
+    ) {
+        let s = shapes()[shape];
+        let mut tunnels: Vec<TunnelFlow> = (0..3).map(|i| tflow(&s, 30 + i as u32)).collect();
+        tunnels[2].outer.src_port = tunnels[0].outer.src_port;
+        tunnels[2].vni = 7;
+        let mut plain = crate::traffic::Flow::new(FlowSpec::new(Transport::Tcp, false, 9));
+        let outer_l4 = 14 + if s.outer_v6 { 40 } else { 20 };
+        let mut bursts = vec![Vec::new()];
+        for e in &events {
+            let frame = if e.flow == 3 {
+                plain.frame(e.len, TcpFlags::empty()).unwrap()
+            } else {
+                let f = &mut tunnels[e.flow];
+                match e.edit {
+                    1 => f.outer.ttl ^= 1,
+                    6 => f.ip_id = 0x1234,
+                    10 => f.outer.tos ^= 4,
+                    _ => {}
+                }
+                let flags = if e.psh { TcpFlags::PSH } else { TcpFlags::empty() };
+                let mut frame = f.frame(e.len, flags).unwrap();
+                let il3 = f.outer_len() + 14;
+                let il4 = il3 + if s.inner_v6 { 40 } else { 20 };
+                match e.edit {
+                    2 => continue,
+                    3 if !s.outer_v6 => frame[14 + 10] ^= 0x01,
+                    3 => frame[outer_l4 + 6] ^= 0x01,
+                    4 => {
+                        frame[il4 + if s.inner == Transport::Tcp { 16 } else { 6 }] ^= 0x01;
+                        refresh_outer(&mut frame);
+                    }
+                    5 => frame.extend_from_slice(&[0; 6][..1 + e.at % 6]),
+                    7 => {
+                        // The outer UDP length, or (`at` odd) the outer IP length.
+                        let at = if e.at % 2 == 0 { outer_l4 + 5 } else if s.outer_v6 { 14 + 5 } else { 14 + 3 };
+                        frame[at] ^= 0x01;
+                        // (One byte too long no longer parses: left as it is.)
+                        if Medium::Ethernet.parse(&frame).is_ok() {
+                            refresh_outer(&mut frame);
+                        }
+                    }
+                    8 => {
+                        let at = e.at % (frame.len() - e.len);
+                        frame[at] ^= 1 << (e.at % 8);
+                        if !s.inner_v6 {
+                            refresh_inner_ipv4(&mut frame, il3);
+                        }
+                        if Medium::Ethernet.parse(&frame).is_ok() {
+                            refresh_outer(&mut frame);
+                        }
+                    }
+                    9 => frame[outer_l4 + 6..outer_l4 + 8].fill(0),
+                    11 if !s.inner_v6 => {
+                        frame[il3 + 10] ^= 0x01;
+                        refresh_outer(&mut frame);
+                    }
+                    _ => {}
+                }
+                frame
+            };
+            let mut p = Packet::from_frame(&frame);
+            p.meta.csum = match e.csum {
+                0 => ChecksumState::None,
+                1 => ChecksumState::Unnecessary { level: 0 },
+                2 => ChecksumState::Unnecessary { level: 1 },
+                3 => ChecksumState::Partial { start: 0, offset: 0 },
+                _ => {
+                    let sum = csum::ones_sum(&frame[14.min(frame.len())..]);
+                    ChecksumState::Complete { sum: sum.wrapping_add((e.at % 2) as u16) }
+                }
+            };
+            if e.rss {
+                p.meta.rss_hash = Some(0x9E37_79B9u32.wrapping_mul(e.flow as u32 + 1));
+            }
+            bursts.last_mut().unwrap().push(p);
+            if e.end {
+                bursts.push(Vec::new());
+            }
+        }
+        let fast = deliver(Gro::new(cfg), &bursts);
+        let mut full = Gro::new(cfg);
+        full.tunnel_fast = false;
+        let full = deliver(full, &bursts);
+        prop_assert_eq!(&fast.0, &full.0, "{:?}", s);
+        prop_assert_eq!(fast.1, full.1, "{:?}", s);
+    }
 }

@@ -1,0 +1,121 @@
+//! The tunnel fast path (offload-rules 2.6): a TCP segment inside VXLAN or
+//! Geneve that joins the aggregate its flow went to last, decided before
+//! any parse by one masked compare of its outer and inner headers against
+//! that aggregate's first packet's ([`Template`]). The full path
+//! (`Gro::prepare`, then `Gro::tunnel_one`) stays the reference for
+//! everything else, and for every packet this path leaves.
+//!
+//! [`Template`]: super::template::Template
+
+use super::parse::GroHeaders;
+use super::{Gro, Incoming, hint, ip, tcp, tunnel};
+use crate::packet::Packet;
+use crate::wire::Medium;
+use crate::wire::field::{be16, ne32};
+
+impl Gro {
+    /// The fast path of a TCP tunnel packet (receive hash `hash` as
+    /// [`Gro::gro_one`] takes it) that merges into its flow's aggregate.
+    /// Entered before the plain path's parse: the packet's [`tunnel_hint`]
+    /// names the aggregate its flow went to last ([`hint::SlotHints`]); if
+    /// the packet's masked headers equal that aggregate's first packet's
+    /// (its [`Shape`] template: the same flow identity at every level,
+    /// 2.6, hence the same offsets, the same tunnel port and so the same
+    /// tunnel kind, the same VLAN tags, no fragment and no reserved flag at
+    /// either IPv4 level, and the same values in the fields rules 1.3 (b),
+    /// (c), (d) want equal) and that aggregate is held in the bucket the full
+    /// path's hash picks, it is the aggregate [`FlowTable::find_tunnel`]
+    /// finds (a flow has at most one per bucket). What the template does not
+    /// settle is checked as the full path checks it: at the outer level the
+    /// IP length ending the frame (no padding, which the full path trims or
+    /// flush-marks), the UDP length ending the IP packet, the IPv4 header
+    /// checksum and the outer UDP checksum being zero or not as the
+    /// aggregate's (1.2, 2.6); at the inner level the IP length ending the
+    /// UDP payload (no inner padding), some TCP payload and the IPv4 header
+    /// checksum; then the checksums ([`Gro::verify_tunnel`]) and the merge
+    /// rules left at both levels ([`tcp::can_merge_same_headers`]: size,
+    /// both IPv4 ID rules, sequence, append).
+    ///
+    /// Returns whether it dealt with the packet (merged, or delivered for a
+    /// bad checksum, as the full path would before its lookup); if not,
+    /// nothing has changed but the packet's checksum state (verified, as
+    /// the full path would leave it) and the full path decides.
+    ///
+    /// Plain packets pay only the test before it in [`Gro::gro_one`] (a TCP
+    /// segment has a plain hint, and nothing is tried without a tunnel
+    /// port). Inlined there: out of line, the call and the register saves
+    /// cost a tunnel packet 30 instructions, and plain GRO's counts are the
+    /// same or lower either way (docs/benchmarks.md, "VXLAN rows").
+    ///
+    /// [`tunnel_hint`]: hint::tunnel_hint
+    /// [`Shape`]: super::template::Shape
+    /// [`FlowTable::find_tunnel`]: super::flow::FlowTable::find_tunnel
+    #[inline(always)]
+    pub(super) fn tunnel_fast(&mut self, pkt: &mut Packet, hash: Option<u32>) -> bool {
+        // (With `tcp_fraglist` no tunnel TCP aggregate is held, 2.6: the
+        // hint finds none.)
+        if pkt.meta.is_gso() {
+            return false;
+        }
+        let frame = pkt.linear();
+        let Some(hint) = hint::tunnel_hint(frame, self.cfg.medium == Medium::Ip) else { return false };
+        let slot = self.tunnel_cache.slot(hint);
+        let Some(p) = self.table.slot(slot) else { return false };
+        let Some(t) = p.tunnel.as_ref() else { return false };
+        // The outer ports first (they tell flows apart: a slot the flow lost
+        // holds another one's aggregate), then the whole template.
+        let held = p.pkt.linear();
+        let ports = |f: &[u8]| f.get(t.outer_l4..t.outer_l4 + 4).map(|b| ne32(b, 0));
+        if ports(held) != ports(frame) {
+            return false;
+        }
+        match self.templates.get(t.shape) {
+            Some(template) if template.matches_tunnel(held, frame) => {}
+            _ => return false,
+        }
+        let at = tunnel::OuterAt::of_held(t);
+        if !at.entry(frame, t.id.csum) {
+            return false;
+        }
+        let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
+        let Some(found) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
+        // The outer IP packet ends the frame (`entry`).
+        let (l3, l4, payload, v6, end) = (p.l3, p.l4, p.payload, p.v6, frame.len());
+        let ip = &frame[l3..];
+        let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
+        if l3 + l3_len != end || payload >= end {
+            return false;
+        }
+        if !v6 && !ip::ipv4_header_ok(ip) {
+            return false;
+        }
+        if !tunnel::vouched(pkt.meta.csum) {
+            let (h, ih) = (at.headers(frame), GroHeaders::tcp(l3, l4, payload, l3_len, v6));
+            if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
+                self.bypass(pkt, reason);
+                return true;
+            }
+        }
+        let n = Incoming::matched_tcp(l3, l4, payload, l3_len, v6, want);
+        let frame = pkt.linear();
+        let p = self.table.get(found);
+        let Some(t) = p.tunnel.as_ref() else { return false };
+        let outer = if t.outer_v6 {
+            None
+        } else {
+            let Some(b) = frame.get(at.l3() as usize..).and_then(|ip| ip.first_chunk()) else { return false };
+            Some((&t.outer_ip, t.outer_fixed_id, b))
+        };
+        let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, outer) else {
+            return false;
+        };
+        let e = tunnel::OuterLevel { outer_l3: at.l3() };
+        let w = tcp::word3(&frame[l4..]);
+        self.tcp_merge(pkt, &n, found, latches, w, &e);
+        #[cfg(test)]
+        {
+            self.fast_merges += 1;
+        }
+        true
+    }
+}
