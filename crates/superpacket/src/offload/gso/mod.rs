@@ -753,16 +753,20 @@ impl Segmenter {
         let mut slices: [&[u8]; MAX_SG_SLICES] = [&[]; MAX_SG_SLICES];
         let mut offset = 0;
         let mut count = 0;
+        let mut k = fixer.for_len(plan.gso_size);
         for (i, len) in lengths.enumerate() {
             count += 1;
             let at = offset;
             offset += len;
+            if len != k.len {
+                k = fixer.for_len(len);
+            }
             // Too many slices for one frame: `gather` leaves the cursor
             // where it was, and this one goes out linear.
             if caps.sg
                 && let Some((n, psum)) = cursor.gather(len, &mut slices, plan.sw_csum)
             {
-                let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, len, psum);
+                let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, &k, psum);
                 if let Some(outer) = &plan.outer {
                     outer.fix(&mut self.hdr[..hl], i, hl + len, pseudo);
                 }
@@ -770,9 +774,9 @@ impl Segmenter {
                 continue;
             }
             let buf = sink.linear_buffer(hl + len);
-            buf[..hl].copy_from_slice(&self.hdr[..hl]);
+            output::copy_header(&mut buf[..hl], &self.hdr[..hl]);
             let psum = cursor.copy_into(&mut buf[hl..hl + len], plan.sw_csum);
-            let pseudo = fixer.fix(&mut buf[..hl], i, at, len, psum);
+            let pseudo = fixer.fix(&mut buf[..hl], i, at, &k, psum);
             if let Some(outer) = &plan.outer {
                 outer.fix(&mut buf[..hl], i, hl + len, pseudo);
             }
@@ -892,56 +896,111 @@ impl HeaderFixer {
         }
     }
 
+    /// The fields and partial sums that depend only on a segment's payload
+    /// length `len` (every segment but the last has the same): computed
+    /// once per length, so that [`HeaderFixer::fix`] adds only what changes
+    /// per segment (IPv4 ID, TCP sequence number and flags, payload sum).
+    #[inline]
+    pub(crate) fn for_len(&self, len: usize) -> SegLen {
+        use crate::csum::fold32;
+        let lay = &self.lay;
+        let l4_len = self.l4_hdr_len + len;
+        let l3_field = if lay.v6 { lay.hdr_len - lay.l3_offset - 40 + len } else { lay.hdr_len - lay.l3_offset + len };
+        // The L4 length came from an IP length: its halves and the other
+        // terms cannot overflow the u32.
+        let pseudo = fold32(u32::from(self.addr_sum) + (l4_len >> 16) as u32 + (l4_len & 0xFFFF) as u32);
+        let mut l4_part = u32::from(pseudo) + u32::from(self.l4_base);
+        if self.proto == GsoProtocol::UdpL4 {
+            l4_part += l4_len as u32 & 0xFFFF;
+        }
+        SegLen {
+            len,
+            l3_field: l3_field as u16,
+            l4_len: l4_len as u16,
+            ip_part: u32::from(self.ip_base) + (l3_field as u32 & 0xFFFF),
+            pseudo,
+            l4_part,
+        }
+    }
+
     /// Rewrites `hdr` (a copy of the template's `hdr_len` bytes) for segment
-    /// `i`, which starts `offset` bytes into the payload and carries `len`
-    /// bytes whose sum (at even parity) is `psum`. Returns the segment's L4
+    /// `i`, which starts `offset` bytes into the payload and carries `k.len`
+    /// bytes whose sum (at even parity) is `psum`; `k` is
+    /// [`HeaderFixer::for_len`] of that length. Returns the segment's L4
     /// pseudo-header sum (for a tunnel's outer checksum by LCO).
     /// Always inlined: called once per segment, a call's register saving
     /// and argument passing were a tenth of its cost.
+    ///
+    /// # Panics
+    /// If `hdr` is shorter than the template's header block (a programming error).
     #[inline(always)]
-    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, len: usize, psum: u16) -> u16 {
-        use crate::csum::ones_add;
+    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, k: &SegLen, psum: u16) -> u16 {
+        use crate::csum::fold32;
+        // Sums are taken in u32 and folded once (`fold32`: the value a chain
+        // of `ones_add` gives). Each header is borrowed as a fixed-size array
+        // (one bounds check, then constant offsets).
         let lay = &self.lay;
         let l3 = lay.l3_offset;
-        let l4_len = self.l4_hdr_len + len;
         if lay.v6 {
-            let pl = (lay.hdr_len - l3 - 40 + len) as u16;
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
+            let ip: &mut [u8; 40] = (&mut hdr[l3..l3 + 40]).try_into().expect("IPv6 header in the block");
+            ip[4..6].copy_from_slice(&k.l3_field.to_be_bytes());
         } else {
-            let tot = (lay.hdr_len - l3 + len) as u16;
+            let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("IPv4 header in the block");
             // offload-rules 3.2: ID + i unless FIXEDID; USO always increments (3.3).
             let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(i as u16) };
-            let c = !ones_add(ones_add(self.ip_base, tot), id);
-            hdr[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
-            hdr[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            let c = !fold32(k.ip_part + u32::from(id));
+            ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         let l4 = lay.l4_offset;
-        let hsum = match self.proto {
+        let value = match self.proto {
             GsoProtocol::TcpV4 | GsoProtocol::TcpV6 => {
+                let tcp: &mut [u8; 20] = (&mut hdr[l4..l4 + 20]).try_into().expect("TCP header in the block");
                 let seq = self.seq.wrapping_add(offset as u32);
                 let which = if i + 1 >= self.segs { 2 } else { usize::from(i > 0) };
                 let flags = self.seg_flags[which];
-                hdr[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
-                hdr[l4 + 13] = flags;
-                ones_add(ones_add(self.l4_base, (seq >> 16) as u16), ones_add(seq as u16, flags as u16))
+                tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+                tcp[13] = flags;
+                let value = if self.sw_csum {
+                    !fold32(k.l4_part + (seq >> 16) + (seq & 0xFFFF) + u32::from(flags) + u32::from(psum))
+                } else {
+                    k.pseudo
+                };
+                tcp[16..18].copy_from_slice(&value.to_be_bytes());
+                return k.pseudo;
             }
             GsoProtocol::UdpL4 => {
-                hdr[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-                ones_add(self.l4_base, l4_len as u16)
+                if self.sw_csum {
+                    udp::mangle_zero(!fold32(k.l4_part + u32::from(psum)))
+                } else {
+                    k.pseudo
+                }
             }
         };
-        let field = l4 + self.proto.csum_offset() as usize;
-        let pseudo = ones_add(self.addr_sum, len_sum(l4_len));
-        let value = if self.sw_csum {
-            let sum = ones_add(ones_add(pseudo, hsum), psum);
-            if self.proto == GsoProtocol::UdpL4 { udp::mangle_zero(!sum) } else { !sum }
-        } else {
-            pseudo
-        };
-        hdr[field..field + 2].copy_from_slice(&value.to_be_bytes());
-        pseudo
+        let udp: &mut [u8; 8] = (&mut hdr[l4..l4 + 8]).try_into().expect("UDP header in the block");
+        udp[4..6].copy_from_slice(&k.l4_len.to_be_bytes());
+        udp[6..8].copy_from_slice(&value.to_be_bytes());
+        k.pseudo
     }
+}
+
+/// What [`HeaderFixer::for_len`] computes for one segment payload length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegLen {
+    /// The payload length these values are for.
+    pub(crate) len: usize,
+    /// IPv4 total length or IPv6 payload length.
+    l3_field: u16,
+    /// L4 length (written as the UDP length).
+    l4_len: u16,
+    /// IPv4 header sum without the ID (unfolded).
+    ip_part: u32,
+    /// L4 pseudo-header sum with this length.
+    pseudo: u16,
+    /// Pseudo-header plus the L4 header's fixed part (plus the UDP length
+    /// for UDP), unfolded.
+    l4_part: u32,
 }
 
 /// The pseudo-header contribution of an L4 length (32-bit for IPv6; the
