@@ -181,6 +181,41 @@ fn effective_features_rules() {
     assert!(!e.intersects(F::CSUM_MASK | F::GSO_MASK));
     let caps = target_caps(any, &dev, 1500);
     assert!(caps.gso.contains(GsoType::TCPV4) && caps.sg && caps.csum.hw && caps.fraglist);
+    assert_eq!(caps.gso_partial, GsoType::NONE);
+}
+
+#[test]
+fn gso_partial_features_map_to_gso_partial_output() {
+    // A NIC with tunnel GSO only as GSO_PARTIAL (as Intel's drivers declare
+    // it): the tunnel features leave the effective features of a
+    // superpacket (6.2 step 2), and the segmenter is told to leave chunks.
+    let tunnels = F::GSO_UDP_TUNNEL | F::GSO_UDP_TUNNEL_CSUM;
+    let mut dev = DeviceFeatures::new(F::SG | F::HW_CSUM | F::TSO | F::TSO6 | F::GSO_PARTIAL | tunnels);
+    dev.gso_partial_features = tunnels;
+    let sp = Flow::new(FlowSpec::new(Transport::Tcp, false, 0)).superpacket(8000, 1000, TcpFlags::empty()).unwrap();
+    let f = effective_features(&dev, &PacketInfo::of(&sp), &FeaturesCheck::Any, StackMode::Passthrough);
+    assert!(!f.intersects(tunnels) && f.contains(F::GSO_PARTIAL));
+    let caps = target_caps(f, &dev, 1500);
+    assert_eq!(caps.gso_partial, GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM);
+    assert!(!caps.gso.intersects(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM));
+    assert!(caps.enc_gso.contains(GsoType::TCPV4) && caps.enc_csum.hw);
+    // Without GSO_PARTIAL among the features, or with it stripped by the
+    // GSO limits, no partial output.
+    let mut off = dev;
+    off.features = off.features.without(F::GSO_PARTIAL);
+    assert_eq!(
+        target_caps(
+            effective_features(&off, &PacketInfo::of(&sp), &FeaturesCheck::Any, StackMode::Passthrough),
+            &off,
+            1500
+        )
+        .gso_partial,
+        GsoType::NONE
+    );
+    let mut small = dev;
+    small.gso_max_segs = 4;
+    let f = effective_features(&small, &PacketInfo::of(&sp), &FeaturesCheck::Any, StackMode::Passthrough);
+    assert_eq!(target_caps(f, &small, 1500).gso_partial, GsoType::NONE);
 }
 
 // ------------------------------------------------- segmentation exactly once

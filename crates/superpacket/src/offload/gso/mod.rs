@@ -203,6 +203,16 @@ pub struct TargetCaps {
     /// (TUN). Every packet given to [`Segmenter::segment`] for this target is
     /// read as this medium, and its segments keep it.
     pub medium: Medium,
+    /// Tunnel GSO types (`UDP_TUNNEL`, `UDP_TUNNEL_CSUM`) the target finishes
+    /// from GSO_PARTIAL output: Linux's `NETIF_F_GSO_PARTIAL` with these in
+    /// `gso_partial_features`. A tunnel superpacket of such a type that the
+    /// target cannot take whole is cut into one chunk of a multiple of
+    /// `gso_size` (plus a remainder) with the lengths of one segment, which
+    /// the target segments itself (offload-rules 3.7 "GSO_PARTIAL"); the
+    /// inner GSO type must be in [`TargetCaps::gso`] ∩
+    /// [`TargetCaps::enc_gso`]. Default none.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_gso_type"))]
+    pub gso_partial: GsoType,
 }
 
 #[cfg(feature = "serde")]
@@ -227,7 +237,15 @@ impl TargetCaps {
             enc_gso: GsoType::NONE,
             enc_csum: CsumCaps::NONE,
             medium: Medium::Ethernet,
+            gso_partial: GsoType::NONE,
         }
+    }
+
+    /// With GSO_PARTIAL output for these tunnel GSO types (see
+    /// [`TargetCaps::gso_partial`]).
+    pub const fn with_gso_partial(mut self, tunnel: GsoType) -> TargetCaps {
+        self.gso_partial = tunnel;
+        self
     }
 
     /// With packets of `medium` (raw IP for a TUN device).
@@ -553,6 +571,37 @@ pub(crate) struct Plan {
     /// A tunnel superpacket's outer headers to fix per segment (`lay` is
     /// then the inner layout, offsets from the frame start).
     pub outer: Option<tunnel::OuterFixer>,
+    /// GSO_PARTIAL output: the metadata of the chunk that carries more than
+    /// `gso_size` bytes (a GSO packet for the target to finish) and the
+    /// number of `gso_size` units in it; `None` for ordinary segments.
+    pub partial: Option<(OffloadMeta, u16)>,
+}
+
+impl Plan {
+    /// The metadata of an output frame carrying `len` payload bytes: the
+    /// GSO_PARTIAL chunk's when it carries more than one segment's worth.
+    #[inline(always)]
+    fn frame_meta(&self, len: usize) -> OffloadMeta {
+        match self.partial {
+            Some((meta, _)) if len > self.gso_size => meta,
+            _ => self.out_meta,
+        }
+    }
+
+    /// The most payload bytes whose lengths a frame's headers state: one
+    /// segment's (`gso_size`) for GSO_PARTIAL output, where the headers of
+    /// a chunk describe one segment of it (Linux `inet_gso_segment`,
+    /// `ipv6_gso_segment`, `__skb_udp_tunnel_segment` with `gso_partial`);
+    /// unbounded otherwise.
+    pub(crate) fn wire_cap(&self) -> usize {
+        if self.partial.is_some() { self.gso_size } else { usize::MAX }
+    }
+
+    /// How far the IPv4 IDs of consecutive frames lie apart: the `gso_size`
+    /// units of a GSO_PARTIAL chunk (Linux: `id += gso_segs`), else 1.
+    pub(crate) fn id_stride(&self) -> u16 {
+        self.partial.map_or(1, |(_, units)| units)
+    }
 }
 
 impl Segmenter {
@@ -720,6 +769,7 @@ impl Segmenter {
             partial_in: matches!(meta.csum, ChecksumState::Partial { .. }),
             out_meta,
             outer: None,
+            partial: None,
         })
     }
 
@@ -768,9 +818,10 @@ impl Segmenter {
             {
                 let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, &k, psum);
                 if let Some(outer) = &plan.outer {
-                    outer.fix(&mut self.hdr[..hl], i, hl + len, pseudo);
+                    outer.fix(&mut self.hdr[..hl], i, hl, len, pseudo);
                 }
-                sink.sg_frame(&SgFrame { header: &self.hdr[..hl], payload: &slices[..n], meta: plan.out_meta });
+                let meta = plan.frame_meta(len);
+                sink.sg_frame(&SgFrame { header: &self.hdr[..hl], payload: &slices[..n], meta });
                 continue;
             }
             let buf = sink.linear_buffer(hl + len);
@@ -778,9 +829,9 @@ impl Segmenter {
             let psum = cursor.copy_into(&mut buf[hl..hl + len], plan.sw_csum);
             let pseudo = fixer.fix(&mut buf[..hl], i, at, &k, psum);
             if let Some(outer) = &plan.outer {
-                outer.fix(&mut buf[..hl], i, hl + len, pseudo);
+                outer.fix(&mut buf[..hl], i, hl, len, pseudo);
             }
-            sink.linear_frame(hl + len, &plan.out_meta);
+            sink.linear_frame(hl + len, &plan.frame_meta(len));
         }
         count
     }
@@ -819,6 +870,10 @@ pub(crate) struct HeaderFixer {
     sw_csum: bool,
     fixed_id: bool,
     ip_id: u16,
+    /// [`Plan::id_stride`].
+    id_stride: u16,
+    /// [`Plan::wire_cap`].
+    wire_cap: usize,
     seq: u32,
     /// The TCP flag byte of the first, a middle and the last segment
     /// ([`tcp::segment_flags`], or the superpacket's with `keep_flags`),
@@ -887,6 +942,8 @@ impl HeaderFixer {
             sw_csum: plan.sw_csum,
             fixed_id: plan.fixed_id,
             ip_id: if lay.v6 { 0 } else { word(ip, 4) },
+            id_stride: plan.id_stride(),
+            wire_cap: plan.wire_cap(),
             seq: if tcp { u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]) } else { 0 },
             seg_flags: [flags_of(0), flags_of(1.min(n.saturating_sub(1))), flags_of(n.saturating_sub(1))],
             l4_hdr_len: lay.hdr_len - lay.l4_offset,
@@ -905,7 +962,13 @@ impl HeaderFixer {
         use crate::csum::fold32;
         let lay = &self.lay;
         let l4_len = self.l4_hdr_len + len;
-        let l3_field = if lay.v6 { lay.hdr_len - lay.l3_offset - 40 + len } else { lay.hdr_len - lay.l3_offset + len };
+        // The IP length states one segment of a GSO_PARTIAL chunk; the L4
+        // length and pseudo-header cover the whole chunk (Linux: the inner
+        // IP length from `gso_size`, `tcp_gso_segment`/`__udp_gso_segment`
+        // with `mss *= gso_segs`).
+        let wire = len.min(self.wire_cap);
+        let l3_field =
+            if lay.v6 { lay.hdr_len - lay.l3_offset - 40 + wire } else { lay.hdr_len - lay.l3_offset + wire };
         // The L4 length came from an IP length: its halves and the other
         // terms cannot overflow the u32.
         let pseudo = fold32(u32::from(self.addr_sum) + (l4_len >> 16) as u32 + (l4_len & 0xFFFF) as u32);
@@ -947,7 +1010,11 @@ impl HeaderFixer {
         } else {
             let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("IPv4 header in the block");
             // offload-rules 3.2: ID + i unless FIXEDID; USO always increments (3.3).
-            let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(i as u16) };
+            let id = if self.fixed_id {
+                self.ip_id
+            } else {
+                self.ip_id.wrapping_add((i as u16).wrapping_mul(self.id_stride))
+            };
             let c = !fold32(k.ip_part + u32::from(id));
             ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
             ip[4..6].copy_from_slice(&id.to_be_bytes());
