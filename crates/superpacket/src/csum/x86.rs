@@ -842,18 +842,24 @@ unsafe fn copy_accumulate_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
         (f0, h0, f1, h1) = (zero, zero, zero, zero);
     }
     // Up to three whole vectors (each lane then holds at most
-    // `2 * AVX2_BLOCK_ITERS + 3` vectors: inside the exactness bound).
-    while off + 32 <= len {
-        // SAFETY: `off + 32 <= len` for both slices; they do not overlap.
-        let v = unsafe {
-            let v = _mm256_loadu_si256(s.add(off) as *const __m256i);
-            _mm256_storeu_si256(d.add(off) as *mut __m256i, v);
-            v
-        };
-        f0 = _mm256_add_epi32(f0, v);
-        h0 = _mm256_add_epi32(h0, _mm256_srli_epi32(v, 16));
-        off += 32;
+    // `2 * AVX2_BLOCK_ITERS + 3` vectors: inside the exactness bound),
+    // straight-line: as a loop LLVM turns their copy into a `memcpy` call,
+    // with the accumulators spilled around it, once per call.
+    let whole = (len - off) / 32;
+    for k in 0..3 {
+        if k < whole {
+            // SAFETY: `off + 32 * (k + 1) <= len` for both slices (there are
+            // `whole` whole vectors from `off`); they do not overlap.
+            let v = unsafe {
+                let v = _mm256_loadu_si256(s.add(off + 32 * k) as *const __m256i);
+                _mm256_storeu_si256(d.add(off + 32 * k) as *mut __m256i, v);
+                v
+            };
+            f0 = _mm256_add_epi32(f0, v);
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32(v, 16));
+        }
     }
+    off += 32 * whole;
     // Fewer than 32 bytes left from `off` (a multiple of 32, so even): one
     // overlapping vector copies them (rewriting bytes already copied with
     // the same values), and the bytes not yet summed are summed from a
@@ -1084,17 +1090,23 @@ unsafe fn copy_accumulate_avx512(dst: &mut [u8], src: &[u8]) -> u64 {
         blocks_total += reduce_avx512_full_high(_mm512_add_epi32(f0, f1), _mm512_add_epi32(h0, h1));
         (f0, h0, f1, h1) = (zero, zero, zero, zero);
     }
-    while off + 64 <= len {
-        // SAFETY: `off + 64 <= len` for both slices; they do not overlap.
-        let v = unsafe {
-            let v = _mm512_loadu_si512(s.add(off) as *const __m512i);
-            _mm512_storeu_si512(d.add(off) as *mut __m512i, v);
-            v
-        };
-        f0 = _mm512_add_epi32(f0, v);
-        h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
-        off += 64;
+    // Up to three whole vectors, straight-line (as a loop LLVM turns their
+    // copy into a `memcpy` call, with the accumulators spilled around it).
+    let whole = (len - off) / 64;
+    for k in 0..3 {
+        if k < whole {
+            // SAFETY: `off + 64 * (k + 1) <= len` for both slices (there are
+            // `whole` whole vectors from `off`); they do not overlap.
+            let v = unsafe {
+                let v = _mm512_loadu_si512(s.add(off + 64 * k) as *const __m512i);
+                _mm512_storeu_si512(d.add(off + 64 * k) as *mut __m512i, v);
+                v
+            };
+            f0 = _mm512_add_epi32(f0, v);
+            h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
+        }
     }
+    off += 64 * whole;
     let rest = len - off; // below 64, from an even offset
     if rest > 0 {
         let mask: __mmask64 = (1u64 << rest) - 1;

@@ -53,6 +53,17 @@
 //!   pseudo-header sum over the whole outer UDP length (Linux:
 //!   `partial = uh->check - skb->len`).
 //!
+//! GSO_PARTIAL output, for a target with the tunnel type in
+//! [`TargetCaps::gso_partial`] that cannot take the superpacket whole (and
+//! has SG, inner checksum offload and the inner GSO type as an encapsulated
+//! feature): one chunk of the largest multiple of `gso_size` (at least two
+//! units) plus the remainder; the chunk's IP and UDP lengths state one
+//! segment, the remainder's IPv4 IDs are advanced by the chunk's units, the
+//! inner checksum is left partial over the chunk's length and the outer UDP
+//! checksum is Linux's (pseudo-header of the chunk's real UDP length);
+//! offload-rules 3.7 "GSO_PARTIAL output", Linux `skb_segment` with
+//! `partial_segs`, `inet_gso_segment`, `__skb_udp_tunnel_segment`.
+//!
 //! A tunnel superpacket whose payload is not larger than `gso_size` is cut
 //! as one segment (lengths and checksums finished); Linux's TCP/UDP
 //! segmenters refuse it (EINVAL), but no Linux path builds one.
