@@ -804,12 +804,14 @@ impl Segmenter {
         let mut offset = 0;
         let mut count = 0;
         let mut k = fixer.for_len(plan.gso_size);
+        let mut ko = plan.outer.map(|o| o.for_len(hl, plan.gso_size));
         for (i, len) in lengths.enumerate() {
             count += 1;
             let at = offset;
             offset += len;
             if len != k.len {
                 k = fixer.for_len(len);
+                ko = plan.outer.map(|o| o.for_len(hl, len));
             }
             // Too many slices for one frame: `gather` leaves the cursor
             // where it was, and this one goes out linear.
@@ -817,8 +819,8 @@ impl Segmenter {
                 && let Some((n, psum)) = cursor.gather(len, &mut slices, plan.sw_csum)
             {
                 let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, &k, psum);
-                if let Some(outer) = &plan.outer {
-                    outer.fix(&mut self.hdr[..hl], i, hl, len, pseudo);
+                if let (Some(outer), Some(ko)) = (&plan.outer, &ko) {
+                    outer.fix(&mut self.hdr[..hl], i, ko, pseudo);
                 }
                 let meta = plan.frame_meta(len);
                 sink.sg_frame(&SgFrame { header: &self.hdr[..hl], payload: &slices[..n], meta });
@@ -828,8 +830,8 @@ impl Segmenter {
             output::copy_header(&mut buf[..hl], &self.hdr[..hl]);
             let psum = cursor.copy_into(&mut buf[hl..hl + len], plan.sw_csum);
             let pseudo = fixer.fix(&mut buf[..hl], i, at, &k, psum);
-            if let Some(outer) = &plan.outer {
-                outer.fix(&mut buf[..hl], i, hl, len, pseudo);
+            if let (Some(outer), Some(ko)) = (&plan.outer, &ko) {
+                outer.fix(&mut buf[..hl], i, ko, pseudo);
             }
             sink.linear_frame(hl + len, &plan.frame_meta(len));
         }

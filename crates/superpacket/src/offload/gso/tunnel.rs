@@ -251,9 +251,9 @@ impl OuterFixer {
         }
     }
 
-    /// Rewrites the outer headers of `hdr` (already holding the fixed inner
-    /// headers, `hl` bytes) for segment `i`, a frame carrying `len` payload
-    /// bytes whose inner L4 pseudo-header sum is `inner_pseudo`.
+    /// The outer fields and partial sums that depend only on the payload
+    /// length `len` of a frame whose header block is `hl` bytes (computed
+    /// once per length, as [`super::HeaderFixer::for_len`]).
     ///
     /// For a GSO_PARTIAL chunk the outer IP and UDP lengths state one
     /// segment (`gso_size` payload bytes) while the outer UDP checksum
@@ -261,43 +261,78 @@ impl OuterFixer {
     /// but seeds the checksum with the chunk's length (`skb->len -
     /// udp_offset`) before `gso_make_checksum` (offload-rules 3.7).
     #[inline]
-    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, hl: usize, len: usize, inner_pseudo: u16) {
-        let l3 = self.l3;
+    pub(crate) fn for_len(&self, hl: usize, len: usize) -> OuterLen {
+        use crate::csum::fold32;
         let frame_len = hl + len;
         let wire_len = hl + len.min(self.wire_cap);
+        let l3_field = if self.v6 { wire_len - self.l3 - 40 } else { wire_len - self.l3 } as u16;
+        let udp_len = frame_len - self.udp;
+        let udp_field = (wire_len - self.udp) as u16;
+        let pseudo = fold32(u32::from(self.addr_sum) + (udp_len >> 16) as u32 + (udp_len & 0xFFFF) as u32);
+        OuterLen {
+            l3_field,
+            ip_part: u32::from(self.ip_base) + u32::from(l3_field),
+            udp_field,
+            pseudo,
+            sw_part: u32::from(pseudo) + u32::from(self.port_sum) + u32::from(udp_field),
+        }
+    }
+
+    /// Rewrites the outer headers of `hdr` (already holding the fixed inner
+    /// headers) for segment `i`, a frame with [`OuterFixer::for_len`] `k`
+    /// whose inner L4 pseudo-header sum is `inner_pseudo`.
+    ///
+    /// # Panics
+    /// If `hdr` is shorter than the template's header block (a programming error).
+    #[inline(always)]
+    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, k: &OuterLen, inner_pseudo: u16) {
+        use crate::csum::fold32;
+        let l3 = self.l3;
         if self.v6 {
-            let pl = (wire_len - l3 - 40) as u16;
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
+            let ip: &mut [u8; 40] = (&mut hdr[l3..l3 + 40]).try_into().expect("outer IPv6 header in the block");
+            ip[4..6].copy_from_slice(&k.l3_field.to_be_bytes());
         } else {
-            let tot = (wire_len - l3) as u16;
+            let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("outer IPv4 header in the block");
             let step = (i as u16).wrapping_mul(self.id_stride);
             let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(step) };
-            let c = !ones_add(ones_add(self.ip_base, tot), id);
-            hdr[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
-            hdr[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            let c = !fold32(k.ip_part + u32::from(id));
+            ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         let udp = self.udp;
-        let udp_len = frame_len - udp;
-        let udp_field = (wire_len - udp) as u16;
-        hdr[udp + 4..udp + 6].copy_from_slice(&udp_field.to_be_bytes());
-        let pseudo = ones_add(self.addr_sum, len_sum(udp_len));
         let check = match self.mode {
             OuterCsum::Zero => 0,
-            OuterCsum::Partial => pseudo,
+            OuterCsum::Partial => k.pseudo,
             OuterCsum::Software => {
                 // Outer UDP header (checksum field as 0), tunnel header and
                 // inner headers up to the inner L4 header, then the inner L4
                 // bytes by LCO: they sum to the complement of their pseudo-header.
-                let mut sum = ones_add(ones_add(pseudo, self.port_sum), udp_field);
-                sum = ones_add(sum, ones_sum(&hdr[udp + 8..self.inner_l4]));
                 let lco = !inner_pseudo;
-                sum = ones_add(sum, if (self.inner_l4 - udp) % 2 == 1 { lco.swap_bytes() } else { lco });
+                let lco = if (self.inner_l4 - udp) % 2 == 1 { lco.swap_bytes() } else { lco };
+                let sum = fold32(k.sw_part + u32::from(ones_sum(&hdr[udp + 8..self.inner_l4])) + u32::from(lco));
                 super::udp::mangle_zero(!sum)
             }
         };
-        hdr[udp + 6..udp + 8].copy_from_slice(&check.to_be_bytes());
+        let uh: &mut [u8; 8] = (&mut hdr[udp..udp + 8]).try_into().expect("outer UDP header in the block");
+        uh[4..6].copy_from_slice(&k.udp_field.to_be_bytes());
+        uh[6..8].copy_from_slice(&check.to_be_bytes());
     }
+}
+
+/// What [`OuterFixer::for_len`] computes for one payload length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OuterLen {
+    /// Outer IPv4 total length or IPv6 payload length.
+    l3_field: u16,
+    /// Outer IPv4 header sum without the ID (unfolded).
+    ip_part: u32,
+    /// The outer UDP length written.
+    udp_field: u16,
+    /// Outer pseudo-header sum with the frame's real UDP length.
+    pseudo: u16,
+    /// `pseudo` plus the ports and the UDP length field, unfolded.
+    sw_part: u32,
 }
 
 /// Validates and segments (or passes through) a tunnel superpacket; the
