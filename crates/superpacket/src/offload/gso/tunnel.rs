@@ -444,7 +444,7 @@ pub(crate) fn segment<S: SegmentSink + ?Sized>(
         (chunk, units as u16)
     });
     let outer = OuterFixer::new(&seg.hdr, &tl, bytes, t.contains(GsoType::TCP_FIXEDID), mode, partial, gso_size);
-    let frames = if partial.is_some() { 1 + usize::from(payload_len % gso_size != 0) } else { segs };
+    let frames = if partial.is_some() { 1 + usize::from(!payload_len.is_multiple_of(gso_size)) } else { segs };
     let plan = Plan {
         lay: inner,
         proto,

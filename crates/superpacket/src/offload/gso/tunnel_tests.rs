@@ -665,7 +665,7 @@ fn gso_partial_output_matches_the_rules_byte_for_byte() {
                         let pkt = tunnel_superpacket(fam, &t, payload, gso as u16);
                         let name = format!("{kind:?} outer v6 {outer_v6} {fam:?} csum {csum} {payload}/{gso}");
                         let units = payload / gso;
-                        let frames_n = 1 + usize::from(payload % gso != 0);
+                        let frames_n = 1 + usize::from(!payload.is_multiple_of(gso));
                         let (r, frames) = run(&pkt, &partial_target());
                         assert_eq!(
                             r,
