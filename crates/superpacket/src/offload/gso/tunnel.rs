@@ -219,8 +219,7 @@ impl OuterFixer {
         bytes: usize,
         fixed_id: bool,
         mode: OuterCsum,
-        partial: Option<(OffloadMeta, u16)>,
-        gso_size: usize,
+        plan: &Plan,
     ) -> OuterFixer {
         let o = &tl.outer;
         let word = |at: usize| u16::from_be_bytes([template[at], template[at + 1]]);
@@ -246,8 +245,8 @@ impl OuterFixer {
             mode,
             addr_sum,
             port_sum: ones_add(word(udp), word(udp + 2)),
-            id_stride: partial.map_or(1, |(_, units)| units),
-            wire_cap: if partial.is_some() { gso_size } else { usize::MAX },
+            id_stride: plan.id_stride(),
+            wire_cap: plan.wire_cap(),
         }
     }
 
@@ -443,9 +442,8 @@ pub(crate) fn segment<S: SegmentSink + ?Sized>(
         };
         (chunk, units as u16)
     });
-    let outer = OuterFixer::new(&seg.hdr, &tl, bytes, t.contains(GsoType::TCP_FIXEDID), mode, partial, gso_size);
     let frames = if partial.is_some() { 1 + usize::from(!payload_len.is_multiple_of(gso_size)) } else { segs };
-    let plan = Plan {
+    let mut plan = Plan {
         lay: inner,
         proto,
         gso_size,
@@ -458,9 +456,10 @@ pub(crate) fn segment<S: SegmentSink + ?Sized>(
         frag_headers: false,
         partial_in: matches!(meta.csum, ChecksumState::Partial { .. }),
         out_meta,
-        outer: Some(outer),
+        outer: None,
         partial,
     };
+    plan.outer = Some(OuterFixer::new(&seg.hdr, &tl, bytes, t.contains(GsoType::TCP_FIXEDID), mode, &plan));
     let segments = if partial.is_some() {
         let chunk = units * gso_size;
         let rest = payload_len - chunk;
