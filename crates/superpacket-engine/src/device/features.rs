@@ -789,8 +789,31 @@ pub fn target_caps(f: NetdevFeatures, dev: &DeviceFeatures, mtu: usize) -> Targe
     // is taken to offer all its features for inner headers too (as veth,
     // whose `hw_enc_features` are its features, does); without the tunnel
     // features tunnel superpackets are segmented in software (offload-rules 3.7).
-    if gso.intersects(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM) {
+    let tunnel_bits = GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM;
+    if gso.intersects(tunnel_bits) {
         caps = caps.with_enc(gso, caps.csum);
+    }
+    // GSO_PARTIAL (offload-rules 3.7): the tunnel types in the device's
+    // `features & gso_partial_features` are finished by the device from a
+    // chunk the segmenter leaves, as long as the effective features keep
+    // GSO_PARTIAL (`gso_features_check` and `harmonize_features` strip it
+    // with the other GSO features). Its inner features are the device's
+    // features, as for full tunnel GSO above.
+    if f.contains(F::GSO_PARTIAL) {
+        let partial = dev.features & dev.gso_partial_features;
+        let mut tunnel = GsoType::NONE;
+        for (feat, t) in [(F::GSO_UDP_TUNNEL, GsoType::UDP_TUNNEL), (F::GSO_UDP_TUNNEL_CSUM, GsoType::UDP_TUNNEL_CSUM)]
+        {
+            if partial.contains(feat) {
+                tunnel |= t;
+            }
+        }
+        if !tunnel.is_empty() {
+            caps = caps.with_gso_partial(tunnel);
+            if !gso.intersects(tunnel_bits) {
+                caps = caps.with_enc(gso, caps.csum);
+            }
+        }
     }
     caps.max_segs = dev.gso_max_segs;
     caps.gso_max_size = dev.gso_max_size;

@@ -437,6 +437,7 @@ impl Graph {
     pub fn add_port(&mut self, name: &str, driver: Box<dyn PortDriver>) -> Result<DeviceId, DeviceError> {
         let mut feat = DeviceFeatures::new(driver.hw_features());
         feat.vlan_features = driver.vlan_features();
+        feat.gso_partial_features = driver.gso_partial_features();
         self.add_device(name, Box::new(PortDevice::new(driver)), feat)
     }
 

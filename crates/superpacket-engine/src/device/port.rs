@@ -82,6 +82,13 @@ pub trait PortDriver: fmt::Debug + Send {
     fn vlan_features(&self) -> NetdevFeatures {
         self.hw_features() | NetdevFeatures::HIGHDMA
     }
+    /// Features the device offers only for GSO_PARTIAL packets
+    /// (`gso_partial_features`, 6.1): with `GSO_PARTIAL` among the hardware
+    /// features and a UDP tunnel feature here, the port gets GSO_PARTIAL
+    /// output for that tunnel type (offload-rules 3.7). Default none.
+    fn gso_partial_features(&self) -> NetdevFeatures {
+        NetdevFeatures::EMPTY
+    }
     /// The driver's `ndo_features_check` (6.2 step 5); default Linux's
     /// `vlan_features_check`.
     fn features_check(&self) -> FeaturesCheck {
@@ -204,6 +211,8 @@ pub struct MemoryDriver {
     pub vlan: NetdevFeatures,
     /// The features_check hook.
     pub check: FeaturesCheck,
+    /// `gso_partial_features` ([`PortDriver::gso_partial_features`]).
+    pub gso_partial: NetdevFeatures,
     /// What happens to segmented frames.
     pub mode: MemoryMode,
     /// Transmitted packets, oldest first.
@@ -225,6 +234,7 @@ impl MemoryDriver {
             hw,
             vlan: hw | NetdevFeatures::HIGHDMA,
             check: FeaturesCheck::Any,
+            gso_partial: NetdevFeatures::EMPTY,
             mode: MemoryMode::Capture,
             tx: VecDeque::new(),
             rx: VecDeque::new(),
@@ -271,6 +281,9 @@ impl PortDriver for MemoryDriver {
     }
     fn vlan_features(&self) -> NetdevFeatures {
         self.vlan
+    }
+    fn gso_partial_features(&self) -> NetdevFeatures {
+        self.gso_partial
     }
     fn features_check(&self) -> FeaturesCheck {
         self.check

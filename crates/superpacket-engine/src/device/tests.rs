@@ -181,6 +181,77 @@ fn effective_features_rules() {
     assert!(!e.intersects(F::CSUM_MASK | F::GSO_MASK));
     let caps = target_caps(any, &dev, 1500);
     assert!(caps.gso.contains(GsoType::TCPV4) && caps.sg && caps.csum.hw && caps.fraglist);
+    assert_eq!(caps.gso_partial, GsoType::NONE);
+}
+
+#[test]
+fn a_gso_partial_port_gets_a_chunk_and_the_remainder() {
+    // A driver declaring GSO_PARTIAL for VXLAN (no full tunnel GSO): a VXLAN
+    // superpacket of 10 x 1000 + 300 bytes reaches it as one chunk of 10
+    // units (a GSO_PARTIAL packet) and the 300-byte remainder.
+    let tunnels = F::GSO_UDP_TUNNEL | F::GSO_UDP_TUNNEL_CSUM;
+    let mut driver = MemoryDriver::new(F::SG | F::HW_CSUM | F::TSO | F::GSO_PARTIAL | tunnels);
+    driver.gso_partial = tunnels;
+    let mut g = Graph::new(StackMode::Passthrough);
+    let nic = g.add_port("nic", Box::new(driver)).unwrap();
+    let inner = Flow::new(FlowSpec::new(Transport::Tcp, false, 0)).superpacket(10_300, 1000, TcpFlags::PSH).unwrap();
+    let sp = superpacket::traffic::encapsulate(
+        &inner,
+        &superpacket::traffic::TunnelSpec::new(superpacket::packet::TunnelKind::Vxlan, false),
+    )
+    .unwrap();
+    g.transmit(nic, sp);
+    let out = tx_of(&mut g, nic);
+    assert_eq!(out.len(), 2);
+    assert!(out[0].meta.gso_type.contains(GsoType::PARTIAL | GsoType::UDP_TUNNEL | GsoType::TCPV4));
+    assert_eq!((out[0].meta.gso_size, out[0].meta.gso_segs), (1000, 10));
+    assert!(out[1].meta.gso_type.is_empty());
+    let hl = out[1].len() - 300;
+    assert_eq!(out[0].len(), hl + 10_000);
+    // Without gso_partial_features the same port segments in software.
+    let mut g = Graph::new(StackMode::Passthrough);
+    let nic = port(&mut g, "nic", F::SG | F::HW_CSUM | F::TSO | F::GSO_PARTIAL);
+    let sp = superpacket::traffic::encapsulate(
+        &inner,
+        &superpacket::traffic::TunnelSpec::new(superpacket::packet::TunnelKind::Vxlan, false),
+    )
+    .unwrap();
+    g.transmit(nic, sp);
+    assert_eq!(tx_of(&mut g, nic).len(), 11);
+}
+
+#[test]
+fn gso_partial_features_map_to_gso_partial_output() {
+    // A NIC with tunnel GSO only as GSO_PARTIAL (as Intel's drivers declare
+    // it): the tunnel features leave the effective features of a
+    // superpacket (6.2 step 2), and the segmenter is told to leave chunks.
+    let tunnels = F::GSO_UDP_TUNNEL | F::GSO_UDP_TUNNEL_CSUM;
+    let mut dev = DeviceFeatures::new(F::SG | F::HW_CSUM | F::TSO | F::TSO6 | F::GSO_PARTIAL | tunnels);
+    dev.gso_partial_features = tunnels;
+    let sp = Flow::new(FlowSpec::new(Transport::Tcp, false, 0)).superpacket(8000, 1000, TcpFlags::empty()).unwrap();
+    let f = effective_features(&dev, &PacketInfo::of(&sp), &FeaturesCheck::Any, StackMode::Passthrough);
+    assert!(!f.intersects(tunnels) && f.contains(F::GSO_PARTIAL));
+    let caps = target_caps(f, &dev, 1500);
+    assert_eq!(caps.gso_partial, GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM);
+    assert!(!caps.gso.intersects(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM));
+    assert!(caps.enc_gso.contains(GsoType::TCPV4) && caps.enc_csum.hw);
+    // Without GSO_PARTIAL among the features, or with it stripped by the
+    // GSO limits, no partial output.
+    let mut off = dev;
+    off.features = off.features.without(F::GSO_PARTIAL);
+    assert_eq!(
+        target_caps(
+            effective_features(&off, &PacketInfo::of(&sp), &FeaturesCheck::Any, StackMode::Passthrough),
+            &off,
+            1500
+        )
+        .gso_partial,
+        GsoType::NONE
+    );
+    let mut small = dev;
+    small.gso_max_segs = 4;
+    let f = effective_features(&small, &PacketInfo::of(&sp), &FeaturesCheck::Any, StackMode::Passthrough);
+    assert_eq!(target_caps(f, &small, 1500).gso_partial, GsoType::NONE);
 }
 
 // ------------------------------------------------- segmentation exactly once

@@ -167,6 +167,16 @@ pub fn ones_sum(data: &[u8]) -> u16 {
 /// the selected kernel (headers, tiny packets).
 pub const SMALL_LEN: usize = 64;
 
+/// Folds a 32-bit sum of 16-bit values (fewer than 65537 of them, so the
+/// sum cannot wrap) to 16 bits with end-around carry: the same value as
+/// [`ones_add`] applied to them one by one (0 only for an all-zero input),
+/// with one fold instead of one per addition.
+#[inline]
+pub fn fold32(acc: u32) -> u16 {
+    let a = (acc & 0xFFFF) + (acc >> 16);
+    ((a & 0xFFFF) + (a >> 16)) as u16
+}
+
 /// Ones' complement addition of two folded sums.
 #[inline]
 pub fn ones_add(a: u16, b: u16) -> u16 {
@@ -293,24 +303,22 @@ pub fn complete_partial(frame: &mut [u8], start: usize, offset: usize, zero_as_f
 /// [`ones_sum_at`], swap the result's bytes if `src` sits at an odd offset of
 /// the summed data.
 ///
+/// Inputs shorter than [`SMALL_LEN`] are copied and summed inline by the
+/// portable loop; longer ones by the kernel chosen once per process, called
+/// through a cached function pointer (as [`ones_sum`]): no feature check or
+/// selection per call.
+///
 /// # Panics
 /// If `dst` and `src` differ in length (a programming error).
 #[inline]
 pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u16 {
     assert_eq!(dst.len(), src.len(), "copy_and_sum needs equal lengths");
     #[cfg(target_arch = "x86_64")]
-    if src.len() >= 64 {
-        match Implementation::selected() {
-            Implementation::Avx512 | Implementation::Avx512Vnni => {
-                return fold_native(x86::copy_accumulate_avx512_checked(dst, src));
-            }
-            Implementation::Avx2 | Implementation::AvxVnni => {
-                return fold_native(x86::copy_accumulate_avx2_checked(dst, src));
-            }
-            _ => {}
-        }
+    if src.len() >= SMALL_LEN {
+        // SAFETY: the lengths are equal (asserted above).
+        return fold_native(unsafe { x86::copy_accumulate_selected(dst, src) });
     }
-    fold_native(portable::copy_accumulate(dst, src))
+    copy_and_sum_portable(dst, src)
 }
 
 /// The portable (scalar) [`copy_and_sum`]: the reference the SIMD version is
@@ -318,6 +326,7 @@ pub fn copy_and_sum(dst: &mut [u8], src: &[u8]) -> u16 {
 ///
 /// # Panics
 /// If `dst` and `src` differ in length.
+#[inline(never)]
 pub fn copy_and_sum_portable(dst: &mut [u8], src: &[u8]) -> u16 {
     assert_eq!(dst.len(), src.len(), "copy_and_sum needs equal lengths");
     fold_native(portable::copy_accumulate(dst, src))

@@ -773,6 +773,7 @@ pub(super) fn accumulate_avx512_vnni_checked(data: &[u8]) -> u64 {
 ///
 /// # Panics
 /// If the CPU lacks AVX2 or `dst.len() != src.len()`.
+#[cfg(test)]
 pub(super) fn copy_accumulate_avx2_checked(dst: &mut [u8], src: &[u8]) -> u64 {
     assert!(is_x86_feature_detected!("avx2"), "AVX2 copy-and-sum requested on a CPU without AVX2");
     assert_eq!(dst.len(), src.len(), "copy-and-sum needs equal lengths");
@@ -841,25 +842,63 @@ unsafe fn copy_accumulate_avx2(dst: &mut [u8], src: &[u8]) -> u64 {
         (f0, h0, f1, h1) = (zero, zero, zero, zero);
     }
     // Up to three whole vectors (each lane then holds at most
-    // `2 * AVX2_BLOCK_ITERS + 3` vectors: inside the exactness bound).
-    while off + 32 <= len {
-        // SAFETY: `off + 32 <= len` for both slices; they do not overlap.
-        let v = unsafe {
-            let v = _mm256_loadu_si256(s.add(off) as *const __m256i);
-            _mm256_storeu_si256(d.add(off) as *mut __m256i, v);
+    // `2 * AVX2_BLOCK_ITERS + 3` vectors: inside the exactness bound),
+    // straight-line: as a loop LLVM turns their copy into a `memcpy` call,
+    // with the accumulators spilled around it, once per call.
+    let whole = (len - off) / 32;
+    for k in 0..3 {
+        if k < whole {
+            // SAFETY: `off + 32 * (k + 1) <= len` for both slices (there are
+            // `whole` whole vectors from `off`); they do not overlap.
+            let v = unsafe {
+                let v = _mm256_loadu_si256(s.add(off + 32 * k) as *const __m256i);
+                _mm256_storeu_si256(d.add(off + 32 * k) as *mut __m256i, v);
+                v
+            };
+            f0 = _mm256_add_epi32(f0, v);
+            h0 = _mm256_add_epi32(h0, _mm256_srli_epi32(v, 16));
+        }
+    }
+    off += 32 * whole;
+    // Fewer than 32 bytes left from `off` (a multiple of 32, so even): one
+    // overlapping vector copies them (rewriting bytes already copied with
+    // the same values), and the bytes not yet summed are summed from a
+    // masked vector ending at the last even byte, plus at most one lone
+    // byte, as in `accumulate_avx2` (no scalar loop, no `memcpy` call).
+    let mut lone: u64 = 0;
+    let rem = len - off;
+    if rem > 0 {
+        // SAFETY: `len >= 32` (checked at entry), so the 32 bytes before
+        // `len` are inside both slices, which do not overlap.
+        let last_vec = unsafe {
+            let v = _mm256_loadu_si256(s.add(len - 32) as *const __m256i);
+            _mm256_storeu_si256(d.add(len - 32) as *mut __m256i, v);
             v
         };
-        f0 = _mm256_add_epi32(f0, v);
-        h0 = _mm256_add_epi32(h0, _mm256_srli_epi32(v, 16));
-        off += 32;
+        let end = len - rem % 2;
+        if end < len {
+            // A lone last byte is the first byte of a zero-padded word: on
+            // a little-endian host its native value is the byte itself.
+            lone = src[end] as u64;
+        }
+        let rest = end - off; // even, below 32
+        if rest > 0 {
+            // SAFETY: `end > off >= 32` (at least one whole vector was
+            // copied), so the 32 bytes before `end` are inside `src`;
+            // `rest + 32 <= 64` keeps the mask load inside `TAIL_MASK`. The
+            // mask keeps only the `rest` bytes not yet summed, and `end - 32`
+            // is even, so word parity is preserved.
+            let v = unsafe {
+                let v = if end == len { last_vec } else { _mm256_loadu_si256(s.add(end - 32) as *const __m256i) };
+                let m = _mm256_loadu_si256(TAIL_MASK.as_ptr().add(rest) as *const __m256i);
+                _mm256_and_si256(v, m)
+            };
+            f1 = _mm256_add_epi32(f1, v);
+            h1 = _mm256_add_epi32(h1, _mm256_srli_epi32(v, 16));
+        }
     }
-    // Fewer than 32 bytes left, starting at an even offset (a multiple of 32),
-    // so word parity is preserved: copy and sum them with the scalar code.
-    let tail = &src[off..];
-    dst[off..].copy_from_slice(tail);
-    let rest = super::portable::accumulate(tail);
     let last = reduce_avx2(_mm256_add_epi32(f0, f1), _mm256_add_epi32(h0, h1));
-    combine_u128(&[blocks_total, last, rest])
+    combine_u128(&[blocks_total, last, lone])
 }
 
 // ---------------------------------------------------------------- dispatch
@@ -909,6 +948,61 @@ fn kernel_for(imp: super::Implementation) -> Option<Kernel> {
     }
 }
 
+// ------------------------------------------------ fused copy + sum dispatch
+
+/// A fused copy-and-sum kernel without its checks: only ever called through
+/// [`COPY_SELECTED`], which holds kernels the CPU supports.
+///
+/// # Safety
+/// The CPU must have the kernel's features and `dst.len() == src.len()`.
+type CopyKernel = unsafe fn(&mut [u8], &[u8]) -> u64;
+
+/// The kernel [`copy_accumulate_selected`] calls: like [`SELECTED`], it
+/// starts as [`select_and_copy`], which stores the kernel of
+/// [`super::Implementation::selected`] on the first call, so that a copy
+/// costs one relaxed load and one indirect call instead of the selection,
+/// the feature checks and the length check per call (about 40 instructions,
+/// once per segment of linear GSO output).
+static COPY_SELECTED: AtomicPtr<()> = AtomicPtr::new(select_and_copy as CopyKernel as *mut ());
+
+/// Copies `src` into `dst` and accumulates it with the selected fused kernel.
+///
+/// # Safety
+/// `dst.len() == src.len()` (the kernels read and write `src.len()` bytes).
+#[inline]
+pub(super) unsafe fn copy_accumulate_selected(dst: &mut [u8], src: &[u8]) -> u64 {
+    let f = COPY_SELECTED.load(Ordering::Relaxed);
+    // SAFETY: `COPY_SELECTED` only ever holds a `CopyKernel` cast to a
+    // pointer: its initial value, or one stored by `select_and_copy` from
+    // `copy_kernel_for`, which returns only kernels whose CPU features are
+    // present; the caller guarantees equal lengths.
+    unsafe { std::mem::transmute::<*mut (), CopyKernel>(f)(dst, src) }
+}
+
+/// The initial [`COPY_SELECTED`] kernel: selects, stores and runs.
+///
+/// # Safety
+/// `dst.len() == src.len()`.
+unsafe fn select_and_copy(dst: &mut [u8], src: &[u8]) -> u64 {
+    let kernel = copy_kernel_for(super::Implementation::selected());
+    COPY_SELECTED.store(kernel as *mut (), Ordering::Relaxed);
+    // SAFETY: `copy_kernel_for` checked the CPU features; the caller
+    // guarantees equal lengths.
+    unsafe { kernel(dst, src) }
+}
+
+/// The fused kernel for `imp`: AVX-512 (F+BW) for the AVX-512 summation
+/// implementations, AVX2 for the AVX2 ones, else the portable loop (each
+/// only if the CPU has its features).
+fn copy_kernel_for(imp: super::Implementation) -> CopyKernel {
+    use super::Implementation as I;
+    match imp {
+        I::Avx512 | I::Avx512Vnni if has_avx512() => copy_accumulate_avx512,
+        I::Avx2 | I::AvxVnni if is_x86_feature_detected!("avx2") => copy_accumulate_avx2,
+        _ => super::portable::copy_accumulate,
+    }
+}
+
 // ------------------------------------------------ AVX-512 fused copy + sum
 
 /// 256-byte iterations of [`copy_accumulate_avx512`] between two widenings:
@@ -931,6 +1025,7 @@ fn reduce_avx512_full_high(full: __m512i, high: __m512i) -> u64 {
 ///
 /// # Panics
 /// If the CPU lacks AVX-512F/BW or `dst.len() != src.len()`.
+#[cfg(test)]
 pub(super) fn copy_accumulate_avx512_checked(dst: &mut [u8], src: &[u8]) -> u64 {
     assert!(has_avx512(), "AVX-512 copy-and-sum requested on a CPU without AVX-512F/BW");
     assert_eq!(dst.len(), src.len(), "copy-and-sum needs equal lengths");
@@ -995,17 +1090,23 @@ unsafe fn copy_accumulate_avx512(dst: &mut [u8], src: &[u8]) -> u64 {
         blocks_total += reduce_avx512_full_high(_mm512_add_epi32(f0, f1), _mm512_add_epi32(h0, h1));
         (f0, h0, f1, h1) = (zero, zero, zero, zero);
     }
-    while off + 64 <= len {
-        // SAFETY: `off + 64 <= len` for both slices; they do not overlap.
-        let v = unsafe {
-            let v = _mm512_loadu_si512(s.add(off) as *const __m512i);
-            _mm512_storeu_si512(d.add(off) as *mut __m512i, v);
-            v
-        };
-        f0 = _mm512_add_epi32(f0, v);
-        h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
-        off += 64;
+    // Up to three whole vectors, straight-line (as a loop LLVM turns their
+    // copy into a `memcpy` call, with the accumulators spilled around it).
+    let whole = (len - off) / 64;
+    for k in 0..3 {
+        if k < whole {
+            // SAFETY: `off + 64 * (k + 1) <= len` for both slices (there are
+            // `whole` whole vectors from `off`); they do not overlap.
+            let v = unsafe {
+                let v = _mm512_loadu_si512(s.add(off + 64 * k) as *const __m512i);
+                _mm512_storeu_si512(d.add(off + 64 * k) as *mut __m512i, v);
+                v
+            };
+            f0 = _mm512_add_epi32(f0, v);
+            h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
+        }
     }
+    off += 64 * whole;
     let rest = len - off; // below 64, from an even offset
     if rest > 0 {
         let mask: __mmask64 = (1u64 << rest) - 1;

@@ -55,8 +55,9 @@ pub enum Work {
         csum: GroChecksum,
     },
     /// GSO of the `bench peers` 64 KB TCP/IPv4 superpackets (45 segments)
-    /// for a target without offloads.
-    Gso(GsoOutput),
+    /// for a target without offloads, plain or (with `true`) inside VXLAN
+    /// over IPv4 (the `bench peers` VXLAN rows' superpackets).
+    Gso(GsoOutput, bool),
     /// In-order reassembly of 60000-byte UDP/IPv4 datagrams (41 fragments).
     Defrag,
     /// TCP superpackets (62,000 bytes, 1448-byte segments) bridged from
@@ -89,7 +90,7 @@ const fn gro(name: &'static str, udp: bool, flows: usize, csum: GroChecksum, bud
 }
 
 /// Every row, in the order they are printed.
-pub const ROWS: [Row; 16] = [
+pub const ROWS: [Row; 18] = [
     gro("gro_tcp4_1flow_trusted", false, 1, GroChecksum::Trusted, Some(450.0)),
     gro("gro_tcp4_1flow_verify", false, 1, GroChecksum::Verify, None),
     gro("gro_tcp4_64flows_trusted", false, 64, GroChecksum::Trusted, Some(600.0)),
@@ -98,8 +99,10 @@ pub const ROWS: [Row; 16] = [
     gro("gro_udp4_1flow_verify", true, 1, GroChecksum::Verify, None),
     gro("gro_udp4_64flows_trusted", true, 64, GroChecksum::Trusted, None),
     gro("gro_udp4_64flows_verify", true, 64, GroChecksum::Verify, None),
-    Row { name: "gso_tcp4_sg", work: Work::Gso(GsoOutput::ScatterGather), per: Per::Segment, budget: None },
-    Row { name: "gso_tcp4_linear", work: Work::Gso(GsoOutput::Linear), per: Per::Segment, budget: None },
+    Row { name: "gso_tcp4_sg", work: Work::Gso(GsoOutput::ScatterGather, false), per: Per::Segment, budget: None },
+    Row { name: "gso_tcp4_linear", work: Work::Gso(GsoOutput::Linear, false), per: Per::Segment, budget: None },
+    Row { name: "gso_vxlan_sg", work: Work::Gso(GsoOutput::ScatterGather, true), per: Per::Segment, budget: None },
+    Row { name: "gso_vxlan_linear", work: Work::Gso(GsoOutput::Linear, true), per: Per::Segment, budget: None },
     Row { name: "defrag_udp4", work: Work::Defrag, per: Per::Fragment, budget: None },
     Row { name: "graph_bridge", work: Work::Bridge, per: Per::Superpacket, budget: None },
     Row { name: "graph_router", work: Work::Router, per: Per::Superpacket, budget: None },
@@ -134,7 +137,7 @@ fn passes(quick: bool) -> usize {
 pub fn run(row: &Row, quick: bool, meter: &mut dyn Meter) -> Result<Counted, String> {
     match row.work {
         Work::Gro { udp, flows, csum } => Ok(run_gro(udp, flows, csum, quick, meter)),
-        Work::Gso(output) => run_gso(output, quick, meter),
+        Work::Gso(output, vxlan) => run_gso(output, vxlan, quick, meter),
         Work::Defrag => run_defrag(quick, meter),
         Work::Bridge => {
             let (g, entry, exit, templates) = bridge();
@@ -186,8 +189,9 @@ fn run_gro(udp: bool, flows: usize, csum: GroChecksum, quick: bool, meter: &mut 
     counted
 }
 
-fn run_gso(output: GsoOutput, quick: bool, meter: &mut dyn Meter) -> Result<Counted, String> {
-    let work = GsoWorkload::tcp4_64k(if quick { 2 } else { 8 });
+fn run_gso(output: GsoOutput, vxlan: bool, quick: bool, meter: &mut dyn Meter) -> Result<Counted, String> {
+    let count = if quick { 2 } else { 8 };
+    let work = if vxlan { GsoWorkload::vxlan_tcp4_64k(count) } else { GsoWorkload::tcp4_64k(count) };
     let caps = gso_caps(&work, output);
     let mut segmenter = Segmenter::new();
     let mut sink = CountingSink::new();

@@ -203,6 +203,16 @@ pub struct TargetCaps {
     /// (TUN). Every packet given to [`Segmenter::segment`] for this target is
     /// read as this medium, and its segments keep it.
     pub medium: Medium,
+    /// Tunnel GSO types (`UDP_TUNNEL`, `UDP_TUNNEL_CSUM`) the target finishes
+    /// from GSO_PARTIAL output: Linux's `NETIF_F_GSO_PARTIAL` with these in
+    /// `gso_partial_features`. A tunnel superpacket of such a type that the
+    /// target cannot take whole is cut into one chunk of a multiple of
+    /// `gso_size` (plus a remainder) with the lengths of one segment, which
+    /// the target segments itself (offload-rules 3.7 "GSO_PARTIAL"); the
+    /// inner GSO type must be in [`TargetCaps::gso`] ∩
+    /// [`TargetCaps::enc_gso`]. Default none.
+    #[cfg_attr(feature = "serde", serde(serialize_with = "ser_gso_type"))]
+    pub gso_partial: GsoType,
 }
 
 #[cfg(feature = "serde")]
@@ -227,7 +237,15 @@ impl TargetCaps {
             enc_gso: GsoType::NONE,
             enc_csum: CsumCaps::NONE,
             medium: Medium::Ethernet,
+            gso_partial: GsoType::NONE,
         }
+    }
+
+    /// With GSO_PARTIAL output for these tunnel GSO types (see
+    /// [`TargetCaps::gso_partial`]).
+    pub const fn with_gso_partial(mut self, tunnel: GsoType) -> TargetCaps {
+        self.gso_partial = tunnel;
+        self
     }
 
     /// With packets of `medium` (raw IP for a TUN device).
@@ -553,6 +571,37 @@ pub(crate) struct Plan {
     /// A tunnel superpacket's outer headers to fix per segment (`lay` is
     /// then the inner layout, offsets from the frame start).
     pub outer: Option<tunnel::OuterFixer>,
+    /// GSO_PARTIAL output: the metadata of the chunk that carries more than
+    /// `gso_size` bytes (a GSO packet for the target to finish) and the
+    /// number of `gso_size` units in it; `None` for ordinary segments.
+    pub partial: Option<(OffloadMeta, u16)>,
+}
+
+impl Plan {
+    /// The metadata of an output frame carrying `len` payload bytes: the
+    /// GSO_PARTIAL chunk's when it carries more than one segment's worth.
+    #[inline(always)]
+    fn frame_meta(&self, len: usize) -> OffloadMeta {
+        match self.partial {
+            Some((meta, _)) if len > self.gso_size => meta,
+            _ => self.out_meta,
+        }
+    }
+
+    /// The most payload bytes whose lengths a frame's headers state: one
+    /// segment's (`gso_size`) for GSO_PARTIAL output, where the headers of
+    /// a chunk describe one segment of it (Linux `inet_gso_segment`,
+    /// `ipv6_gso_segment`, `__skb_udp_tunnel_segment` with `gso_partial`);
+    /// unbounded otherwise.
+    pub(crate) fn wire_cap(&self) -> usize {
+        if self.partial.is_some() { self.gso_size } else { usize::MAX }
+    }
+
+    /// How far the IPv4 IDs of consecutive frames lie apart: the `gso_size`
+    /// units of a GSO_PARTIAL chunk (Linux: `id += gso_segs`), else 1.
+    pub(crate) fn id_stride(&self) -> u16 {
+        self.partial.map_or(1, |(_, units)| units)
+    }
 }
 
 impl Segmenter {
@@ -720,6 +769,7 @@ impl Segmenter {
             partial_in: matches!(meta.csum, ChecksumState::Partial { .. }),
             out_meta,
             outer: None,
+            partial: None,
         })
     }
 
@@ -753,30 +803,37 @@ impl Segmenter {
         let mut slices: [&[u8]; MAX_SG_SLICES] = [&[]; MAX_SG_SLICES];
         let mut offset = 0;
         let mut count = 0;
+        let mut k = fixer.for_len(plan.gso_size);
+        let mut ko = plan.outer.map(|o| o.for_len(hl, plan.gso_size));
         for (i, len) in lengths.enumerate() {
             count += 1;
             let at = offset;
             offset += len;
+            if len != k.len {
+                k = fixer.for_len(len);
+                ko = plan.outer.map(|o| o.for_len(hl, len));
+            }
             // Too many slices for one frame: `gather` leaves the cursor
             // where it was, and this one goes out linear.
             if caps.sg
                 && let Some((n, psum)) = cursor.gather(len, &mut slices, plan.sw_csum)
             {
-                let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, len, psum);
-                if let Some(outer) = &plan.outer {
-                    outer.fix(&mut self.hdr[..hl], i, hl + len, pseudo);
+                let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, &k, psum);
+                if let (Some(outer), Some(ko)) = (&plan.outer, &ko) {
+                    outer.fix(&mut self.hdr[..hl], i, ko, pseudo);
                 }
-                sink.sg_frame(&SgFrame { header: &self.hdr[..hl], payload: &slices[..n], meta: plan.out_meta });
+                let meta = plan.frame_meta(len);
+                sink.sg_frame(&SgFrame { header: &self.hdr[..hl], payload: &slices[..n], meta });
                 continue;
             }
             let buf = sink.linear_buffer(hl + len);
-            buf[..hl].copy_from_slice(&self.hdr[..hl]);
+            output::copy_header(&mut buf[..hl], &self.hdr[..hl]);
             let psum = cursor.copy_into(&mut buf[hl..hl + len], plan.sw_csum);
-            let pseudo = fixer.fix(&mut buf[..hl], i, at, len, psum);
-            if let Some(outer) = &plan.outer {
-                outer.fix(&mut buf[..hl], i, hl + len, pseudo);
+            let pseudo = fixer.fix(&mut buf[..hl], i, at, &k, psum);
+            if let (Some(outer), Some(ko)) = (&plan.outer, &ko) {
+                outer.fix(&mut buf[..hl], i, ko, pseudo);
             }
-            sink.linear_frame(hl + len, &plan.out_meta);
+            sink.linear_frame(hl + len, &plan.frame_meta(len));
         }
         count
     }
@@ -815,6 +872,10 @@ pub(crate) struct HeaderFixer {
     sw_csum: bool,
     fixed_id: bool,
     ip_id: u16,
+    /// [`Plan::id_stride`].
+    id_stride: u16,
+    /// [`Plan::wire_cap`].
+    wire_cap: usize,
     seq: u32,
     /// The TCP flag byte of the first, a middle and the last segment
     /// ([`tcp::segment_flags`], or the superpacket's with `keep_flags`),
@@ -883,6 +944,8 @@ impl HeaderFixer {
             sw_csum: plan.sw_csum,
             fixed_id: plan.fixed_id,
             ip_id: if lay.v6 { 0 } else { word(ip, 4) },
+            id_stride: plan.id_stride(),
+            wire_cap: plan.wire_cap(),
             seq: if tcp { u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]) } else { 0 },
             seg_flags: [flags_of(0), flags_of(1.min(n.saturating_sub(1))), flags_of(n.saturating_sub(1))],
             l4_hdr_len: lay.hdr_len - lay.l4_offset,
@@ -892,56 +955,121 @@ impl HeaderFixer {
         }
     }
 
+    /// The fields and partial sums that depend only on a segment's payload
+    /// length `len` (every segment but the last has the same): computed
+    /// once per length, so that [`HeaderFixer::fix`] adds only what changes
+    /// per segment (IPv4 ID, TCP sequence number and flags, payload sum).
+    #[inline]
+    pub(crate) fn for_len(&self, len: usize) -> SegLen {
+        use crate::csum::fold32;
+        let lay = &self.lay;
+        let l4_len = self.l4_hdr_len + len;
+        // The IP length states one segment of a GSO_PARTIAL chunk; the L4
+        // length and pseudo-header cover the whole chunk (Linux: the inner
+        // IP length from `gso_size`, `tcp_gso_segment`/`__udp_gso_segment`
+        // with `mss *= gso_segs`).
+        let wire = len.min(self.wire_cap);
+        let l3_field =
+            if lay.v6 { lay.hdr_len - lay.l3_offset - 40 + wire } else { lay.hdr_len - lay.l3_offset + wire };
+        // The L4 length came from an IP length: its halves and the other
+        // terms cannot overflow the u32.
+        let pseudo = fold32(u32::from(self.addr_sum) + (l4_len >> 16) as u32 + (l4_len & 0xFFFF) as u32);
+        let mut l4_part = u32::from(pseudo) + u32::from(self.l4_base);
+        if self.proto == GsoProtocol::UdpL4 {
+            l4_part += l4_len as u32 & 0xFFFF;
+        }
+        SegLen {
+            len,
+            l3_field: l3_field as u16,
+            l4_len: l4_len as u16,
+            ip_part: u32::from(self.ip_base) + (l3_field as u32 & 0xFFFF),
+            pseudo,
+            l4_part,
+        }
+    }
+
     /// Rewrites `hdr` (a copy of the template's `hdr_len` bytes) for segment
-    /// `i`, which starts `offset` bytes into the payload and carries `len`
-    /// bytes whose sum (at even parity) is `psum`. Returns the segment's L4
+    /// `i`, which starts `offset` bytes into the payload and carries `k.len`
+    /// bytes whose sum (at even parity) is `psum`; `k` is
+    /// [`HeaderFixer::for_len`] of that length. Returns the segment's L4
     /// pseudo-header sum (for a tunnel's outer checksum by LCO).
     /// Always inlined: called once per segment, a call's register saving
     /// and argument passing were a tenth of its cost.
+    ///
+    /// # Panics
+    /// If `hdr` is shorter than the template's header block (a programming error).
     #[inline(always)]
-    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, len: usize, psum: u16) -> u16 {
-        use crate::csum::ones_add;
+    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, k: &SegLen, psum: u16) -> u16 {
+        use crate::csum::fold32;
+        // Sums are taken in u32 and folded once (`fold32`: the value a chain
+        // of `ones_add` gives). Each header is borrowed as a fixed-size array
+        // (one bounds check, then constant offsets).
         let lay = &self.lay;
         let l3 = lay.l3_offset;
-        let l4_len = self.l4_hdr_len + len;
         if lay.v6 {
-            let pl = (lay.hdr_len - l3 - 40 + len) as u16;
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
+            let ip: &mut [u8; 40] = (&mut hdr[l3..l3 + 40]).try_into().expect("IPv6 header in the block");
+            ip[4..6].copy_from_slice(&k.l3_field.to_be_bytes());
         } else {
-            let tot = (lay.hdr_len - l3 + len) as u16;
+            let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("IPv4 header in the block");
             // offload-rules 3.2: ID + i unless FIXEDID; USO always increments (3.3).
-            let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(i as u16) };
-            let c = !ones_add(ones_add(self.ip_base, tot), id);
-            hdr[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
-            hdr[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            let id = if self.fixed_id {
+                self.ip_id
+            } else {
+                self.ip_id.wrapping_add((i as u16).wrapping_mul(self.id_stride))
+            };
+            let c = !fold32(k.ip_part + u32::from(id));
+            ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         let l4 = lay.l4_offset;
-        let hsum = match self.proto {
+        let value = match self.proto {
             GsoProtocol::TcpV4 | GsoProtocol::TcpV6 => {
+                let tcp: &mut [u8; 20] = (&mut hdr[l4..l4 + 20]).try_into().expect("TCP header in the block");
                 let seq = self.seq.wrapping_add(offset as u32);
                 let which = if i + 1 >= self.segs { 2 } else { usize::from(i > 0) };
                 let flags = self.seg_flags[which];
-                hdr[l4 + 4..l4 + 8].copy_from_slice(&seq.to_be_bytes());
-                hdr[l4 + 13] = flags;
-                ones_add(ones_add(self.l4_base, (seq >> 16) as u16), ones_add(seq as u16, flags as u16))
+                tcp[4..8].copy_from_slice(&seq.to_be_bytes());
+                tcp[13] = flags;
+                let value = if self.sw_csum {
+                    !fold32(k.l4_part + (seq >> 16) + (seq & 0xFFFF) + u32::from(flags) + u32::from(psum))
+                } else {
+                    k.pseudo
+                };
+                tcp[16..18].copy_from_slice(&value.to_be_bytes());
+                return k.pseudo;
             }
             GsoProtocol::UdpL4 => {
-                hdr[l4 + 4..l4 + 6].copy_from_slice(&(l4_len as u16).to_be_bytes());
-                ones_add(self.l4_base, l4_len as u16)
+                if self.sw_csum {
+                    udp::mangle_zero(!fold32(k.l4_part + u32::from(psum)))
+                } else {
+                    k.pseudo
+                }
             }
         };
-        let field = l4 + self.proto.csum_offset() as usize;
-        let pseudo = ones_add(self.addr_sum, len_sum(l4_len));
-        let value = if self.sw_csum {
-            let sum = ones_add(ones_add(pseudo, hsum), psum);
-            if self.proto == GsoProtocol::UdpL4 { udp::mangle_zero(!sum) } else { !sum }
-        } else {
-            pseudo
-        };
-        hdr[field..field + 2].copy_from_slice(&value.to_be_bytes());
-        pseudo
+        let udp: &mut [u8; 8] = (&mut hdr[l4..l4 + 8]).try_into().expect("UDP header in the block");
+        udp[4..6].copy_from_slice(&k.l4_len.to_be_bytes());
+        udp[6..8].copy_from_slice(&value.to_be_bytes());
+        k.pseudo
     }
+}
+
+/// What [`HeaderFixer::for_len`] computes for one segment payload length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SegLen {
+    /// The payload length these values are for.
+    pub(crate) len: usize,
+    /// IPv4 total length or IPv6 payload length.
+    l3_field: u16,
+    /// L4 length (written as the UDP length).
+    l4_len: u16,
+    /// IPv4 header sum without the ID (unfolded).
+    ip_part: u32,
+    /// L4 pseudo-header sum with this length.
+    pseudo: u16,
+    /// Pseudo-header plus the L4 header's fixed part (plus the UDP length
+    /// for UDP), unfolded.
+    l4_part: u32,
 }
 
 /// The pseudo-header contribution of an L4 length (32-bit for IPv6; the

@@ -274,9 +274,10 @@ impl<'a> PayloadCursor<'a> {
 
     /// Copies the next `dst.len()` bytes into `dst`, returning their sum
     /// (with `sum`; fused with the copy) at even parity.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn copy_into(&mut self, dst: &mut [u8], sum: bool) -> u16 {
-        // One source slice: one fused copy and sum, no walk.
+        // One source slice: one fused copy and sum, no walk; inlined into
+        // the per-segment loop like `gather`.
         if let Some(s) = self.take_contiguous(dst.len()) {
             if sum {
                 return copy_and_sum(dst, s);
@@ -284,6 +285,12 @@ impl<'a> PayloadCursor<'a> {
             dst.copy_from_slice(s);
             return 0;
         }
+        self.copy_walk(dst, sum)
+    }
+
+    /// [`PayloadCursor::copy_into`] across chunks and parts.
+    #[inline(never)]
+    fn copy_walk(&mut self, dst: &mut [u8], sum: bool) -> u16 {
         let mut got = 0;
         let mut psum = 0u16;
         while got < dst.len() {
@@ -299,4 +306,27 @@ impl<'a> PayloadCursor<'a> {
         }
         psum
     }
+}
+
+/// Copies a header block (`src`, as long as `dst`) without a call to
+/// `memcpy`: 16-byte moves and one overlapping last move. A frame's header
+/// block is a few dozen bytes, for which the library call and its size
+/// dispatch cost more than the copy (linear GSO output copies one per
+/// segment). Shorter blocks take the plain copy.
+///
+/// # Panics
+/// If the lengths differ (a programming error).
+#[inline(always)]
+pub(crate) fn copy_header(dst: &mut [u8], src: &[u8]) {
+    const W: usize = 16;
+    let n = src.len();
+    if n < W {
+        dst.copy_from_slice(src);
+        return;
+    }
+    assert_eq!(dst.len(), n, "copy_header needs equal lengths");
+    for (d, s) in dst.chunks_exact_mut(W).zip(src.chunks_exact(W)) {
+        d.copy_from_slice(s);
+    }
+    dst[n - W..].copy_from_slice(&src[n - W..]);
 }

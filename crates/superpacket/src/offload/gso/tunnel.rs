@@ -53,6 +53,17 @@
 //!   pseudo-header sum over the whole outer UDP length (Linux:
 //!   `partial = uh->check - skb->len`).
 //!
+//! GSO_PARTIAL output, for a target with the tunnel type in
+//! [`TargetCaps::gso_partial`] that cannot take the superpacket whole (and
+//! has SG, inner checksum offload and the inner GSO type as an encapsulated
+//! feature): one chunk of the largest multiple of `gso_size` (at least two
+//! units) plus the remainder; the chunk's IP and UDP lengths state one
+//! segment, the remainder's IPv4 IDs are advanced by the chunk's units, the
+//! inner checksum is left partial over the chunk's length and the outer UDP
+//! checksum is Linux's (pseudo-header of the chunk's real UDP length);
+//! offload-rules 3.7 "GSO_PARTIAL output", Linux `skb_segment` with
+//! `partial_segs`, `inet_gso_segment`, `__skb_udp_tunnel_segment`.
+//!
 //! A tunnel superpacket whose payload is not larger than `gso_size` is cut
 //! as one segment (lengths and checksums finished); Linux's TCP/UDP
 //! segmenters refuse it (EINVAL), but no Linux path builds one.
@@ -195,10 +206,21 @@ pub(crate) struct OuterFixer {
     addr_sum: u16,
     /// Sum of the outer UDP ports.
     port_sum: u16,
+    /// [`Plan::id_stride`].
+    id_stride: u16,
+    /// [`Plan::wire_cap`].
+    wire_cap: usize,
 }
 
 impl OuterFixer {
-    fn new(template: &[u8], tl: &TunnelLayout, bytes: usize, fixed_id: bool, mode: OuterCsum) -> OuterFixer {
+    fn new(
+        template: &[u8],
+        tl: &TunnelLayout,
+        bytes: usize,
+        fixed_id: bool,
+        mode: OuterCsum,
+        plan: &Plan,
+    ) -> OuterFixer {
         let o = &tl.outer;
         let word = |at: usize| u16::from_be_bytes([template[at], template[at + 1]]);
         let l3 = o.l3_offset;
@@ -223,46 +245,93 @@ impl OuterFixer {
             mode,
             addr_sum,
             port_sum: ones_add(word(udp), word(udp + 2)),
+            id_stride: plan.id_stride(),
+            wire_cap: plan.wire_cap(),
+        }
+    }
+
+    /// The outer fields and partial sums that depend only on the payload
+    /// length `len` of a frame whose header block is `hl` bytes (computed
+    /// once per length, as [`super::HeaderFixer::for_len`]).
+    ///
+    /// For a GSO_PARTIAL chunk the outer IP and UDP lengths state one
+    /// segment (`gso_size` payload bytes) while the outer UDP checksum
+    /// covers the chunk as it is: Linux writes `uh->len` from `gso_size`
+    /// but seeds the checksum with the chunk's length (`skb->len -
+    /// udp_offset`) before `gso_make_checksum` (offload-rules 3.7).
+    #[inline]
+    pub(crate) fn for_len(&self, hl: usize, len: usize) -> OuterLen {
+        use crate::csum::fold32;
+        let frame_len = hl + len;
+        let wire_len = hl + len.min(self.wire_cap);
+        let l3_field = if self.v6 { wire_len - self.l3 - 40 } else { wire_len - self.l3 } as u16;
+        let udp_len = frame_len - self.udp;
+        let udp_field = (wire_len - self.udp) as u16;
+        let pseudo = fold32(u32::from(self.addr_sum) + (udp_len >> 16) as u32 + (udp_len & 0xFFFF) as u32);
+        OuterLen {
+            l3_field,
+            ip_part: u32::from(self.ip_base) + u32::from(l3_field),
+            udp_field,
+            pseudo,
+            sw_part: u32::from(pseudo) + u32::from(self.port_sum) + u32::from(udp_field),
         }
     }
 
     /// Rewrites the outer headers of `hdr` (already holding the fixed inner
-    /// headers) for segment `i`, a frame of `frame_len` bytes whose inner
-    /// L4 pseudo-header sum is `inner_pseudo`.
-    #[inline]
-    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, frame_len: usize, inner_pseudo: u16) {
+    /// headers) for segment `i`, a frame with [`OuterFixer::for_len`] `k`
+    /// whose inner L4 pseudo-header sum is `inner_pseudo`.
+    ///
+    /// # Panics
+    /// If `hdr` is shorter than the template's header block (a programming error).
+    #[inline(always)]
+    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, k: &OuterLen, inner_pseudo: u16) {
+        use crate::csum::fold32;
         let l3 = self.l3;
         if self.v6 {
-            let pl = (frame_len - l3 - 40) as u16;
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&pl.to_be_bytes());
+            let ip: &mut [u8; 40] = (&mut hdr[l3..l3 + 40]).try_into().expect("outer IPv6 header in the block");
+            ip[4..6].copy_from_slice(&k.l3_field.to_be_bytes());
         } else {
-            let tot = (frame_len - l3) as u16;
-            let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(i as u16) };
-            let c = !ones_add(ones_add(self.ip_base, tot), id);
-            hdr[l3 + 2..l3 + 4].copy_from_slice(&tot.to_be_bytes());
-            hdr[l3 + 4..l3 + 6].copy_from_slice(&id.to_be_bytes());
-            hdr[l3 + 10..l3 + 12].copy_from_slice(&c.to_be_bytes());
+            let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("outer IPv4 header in the block");
+            let step = (i as u16).wrapping_mul(self.id_stride);
+            let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(step) };
+            let c = !fold32(k.ip_part + u32::from(id));
+            ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
+            ip[4..6].copy_from_slice(&id.to_be_bytes());
+            ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         let udp = self.udp;
-        let udp_len = frame_len - udp;
-        hdr[udp + 4..udp + 6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-        let pseudo = ones_add(self.addr_sum, len_sum(udp_len));
         let check = match self.mode {
             OuterCsum::Zero => 0,
-            OuterCsum::Partial => pseudo,
+            OuterCsum::Partial => k.pseudo,
             OuterCsum::Software => {
                 // Outer UDP header (checksum field as 0), tunnel header and
                 // inner headers up to the inner L4 header, then the inner L4
                 // bytes by LCO: they sum to the complement of their pseudo-header.
-                let mut sum = ones_add(ones_add(pseudo, self.port_sum), udp_len as u16);
-                sum = ones_add(sum, ones_sum(&hdr[udp + 8..self.inner_l4]));
                 let lco = !inner_pseudo;
-                sum = ones_add(sum, if (self.inner_l4 - udp) % 2 == 1 { lco.swap_bytes() } else { lco });
+                let lco = if (self.inner_l4 - udp) % 2 == 1 { lco.swap_bytes() } else { lco };
+                let sum = fold32(k.sw_part + u32::from(ones_sum(&hdr[udp + 8..self.inner_l4])) + u32::from(lco));
                 super::udp::mangle_zero(!sum)
             }
         };
-        hdr[udp + 6..udp + 8].copy_from_slice(&check.to_be_bytes());
+        let uh: &mut [u8; 8] = (&mut hdr[udp..udp + 8]).try_into().expect("outer UDP header in the block");
+        uh[4..6].copy_from_slice(&k.udp_field.to_be_bytes());
+        uh[6..8].copy_from_slice(&check.to_be_bytes());
     }
+}
+
+/// What [`OuterFixer::for_len`] computes for one payload length.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct OuterLen {
+    /// Outer IPv4 total length or IPv6 payload length.
+    l3_field: u16,
+    /// Outer IPv4 header sum without the ID (unfolded).
+    ip_part: u32,
+    /// The outer UDP length written.
+    udp_field: u16,
+    /// Outer pseudo-header sum with the frame's real UDP length.
+    pseudo: u16,
+    /// `pseudo` plus the ports and the UDP length field, unfolded.
+    sw_part: u32,
 }
 
 /// Validates and segments (or passes through) a tunnel superpacket; the
@@ -355,13 +424,31 @@ pub(crate) fn segment<S: SegmentSink + ?Sized>(
         encap: inner_offloaded.then_some(encap),
         ..OffloadMeta::default()
     };
-    let outer = OuterFixer::new(&seg.hdr, &tl, bytes, t.contains(GsoType::TCP_FIXEDID), mode);
-    let plan = Plan {
+    // GSO_PARTIAL (offload-rules 3.7): one chunk of the largest multiple of
+    // `gso_size` plus the remainder, for a target that finishes the inner
+    // segmentation; only worth it with at least two units in the chunk
+    // (Linux `skb_segment`: `partial_segs > 1`).
+    let units = payload_len / gso_size;
+    let partial = (units > 1
+        && units <= usize::from(u16::MAX)
+        && inner_offloaded
+        && partial_ok(caps, &tl, &meta, proto, segs, bytes, !pkt.frag_list().is_empty()))
+    .then(|| {
+        let chunk = OffloadMeta {
+            gso_type: t.without(GsoType::DODGY) | GsoType::PARTIAL,
+            gso_size: meta.gso_size,
+            gso_segs: units as u16,
+            ..out_meta
+        };
+        (chunk, units as u16)
+    });
+    let frames = if partial.is_some() { 1 + usize::from(!payload_len.is_multiple_of(gso_size)) } else { segs };
+    let mut plan = Plan {
         lay: inner,
         proto,
         gso_size,
         payload_len,
-        segs,
+        segs: frames,
         sw_csum: !inner_offloaded,
         fixed_id: t.contains(GsoType::TCP_FIXEDID_INNER) && proto == GsoProtocol::TcpV4,
         accecn: t.contains(GsoType::TCP_ACCECN),
@@ -369,10 +456,42 @@ pub(crate) fn segment<S: SegmentSink + ?Sized>(
         frag_headers: false,
         partial_in: matches!(meta.csum, ChecksumState::Partial { .. }),
         out_meta,
-        outer: Some(outer),
+        outer: None,
+        partial,
     };
-    let segments = seg.cut(pkt, caps, &plan, sink);
+    plan.outer = Some(OuterFixer::new(&seg.hdr, &tl, bytes, t.contains(GsoType::TCP_FIXEDID), mode, &plan));
+    let segments = if partial.is_some() {
+        let chunk = units * gso_size;
+        let rest = payload_len - chunk;
+        seg.cut_at(pkt, caps, &plan, sink, [chunk, rest].into_iter().filter(|&n| n > 0))
+    } else {
+        seg.cut(pkt, caps, &plan, sink)
+    };
     Ok(GsoOutcome::Segmented { segments, csum_completed: plan.sw_csum })
+}
+
+/// Whether the target takes this tunnel superpacket as GSO_PARTIAL output
+/// (Linux `__skb_gso_segment` keeps `NETIF_F_GSO_PARTIAL` only if
+/// `skb_gso_ok(skb, features | dev->features & gso_partial_features)`;
+/// `skb_segment` uses it only with SG and the inner checksum offloaded,
+/// which the caller checked): the tunnel bit in [`TargetCaps::gso_partial`],
+/// every other GSO bit a feature for inner headers, and the limits and
+/// outer-checksum rule of pass-through (`gso_features_check` and
+/// `harmonize_features` strip GSO_PARTIAL with the other GSO features).
+fn partial_ok(
+    caps: &TargetCaps,
+    tl: &TunnelLayout,
+    meta: &OffloadMeta,
+    proto: GsoProtocol,
+    segs: usize,
+    bytes: usize,
+    has_frag_list: bool,
+) -> bool {
+    let tunnel = GsoType::from_bits(meta.gso_type.bits() & TUNNEL_BITS.bits());
+    let with_partial = TargetCaps { gso: caps.gso | tunnel, enc_gso: caps.enc_gso | tunnel, ..*caps };
+    caps.sg
+        && caps.gso_partial.contains(tunnel)
+        && tunnel_features_ok(&with_partial, tl, meta, proto, segs, bytes, has_frag_list)
 }
 
 /// Whether the target segments this tunnel superpacket itself (offload-rules
@@ -380,6 +499,22 @@ pub(crate) fn segment<S: SegmentSink + ?Sized>(
 /// are `features & hw_enc_features`, then `skb_gso_ok` and
 /// `harmonize_features` on the outer protocol).
 fn tunnel_offloadable(
+    caps: &TargetCaps,
+    tl: &TunnelLayout,
+    meta: &OffloadMeta,
+    proto: GsoProtocol,
+    segs: usize,
+    bytes: usize,
+    has_frag_list: bool,
+) -> bool {
+    tunnel_features_ok(caps, tl, meta, proto, segs, bytes, has_frag_list)
+        && matches!(meta.csum, ChecksumState::Partial { .. } | ChecksumState::Unnecessary { .. })
+}
+
+/// [`tunnel_offloadable`] without the checksum-state condition (which
+/// decides between the target's GSO and software GSO, not whether
+/// software GSO may leave GSO_PARTIAL output).
+fn tunnel_features_ok(
     caps: &TargetCaps,
     tl: &TunnelLayout,
     meta: &OffloadMeta,
@@ -404,5 +539,4 @@ fn tunnel_offloadable(
         && segs <= caps.max_segs as usize
         && bytes < caps.gso_max_size
         && (!has_frag_list || caps.fraglist)
-        && matches!(meta.csum, ChecksumState::Partial { .. } | ChecksumState::Unnecessary { .. })
 }

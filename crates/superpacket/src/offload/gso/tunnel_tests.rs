@@ -546,3 +546,207 @@ fn tunnel_annotations_round_trip_and_validate() {
         }
     }
 }
+
+// ------------------------------------------------------------ GSO_PARTIAL
+
+/// A target that finishes tunnel segmentation from GSO_PARTIAL output:
+/// scatter-gather, checksums of inner headers, inner TSO/USO as
+/// encapsulated features, both tunnel types in `gso_partial` (and not as
+/// full tunnel GSO: the packet is not taken whole).
+fn partial_target() -> TargetCaps {
+    let inner = GsoType::TCPV4 | GsoType::TCPV6 | GsoType::UDP_L4 | GsoType::TCP_ECN;
+    TargetCaps::new(MTU)
+        .with_sg()
+        .with_csum(CsumCaps::HW)
+        .with_gso(inner)
+        .with_enc(inner, CsumCaps::HW)
+        .with_gso_partial(GsoType::UDP_TUNNEL | GsoType::UDP_TUNNEL_CSUM)
+}
+
+fn put16(f: &mut [u8], at: usize, v: u16) {
+    f[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Sets an IP header's length field (and for IPv4 the ID) and recomputes
+/// the IPv4 header checksum over the bytes.
+fn set_ip(f: &mut [u8], l3: usize, len: usize, id: Option<u16>) {
+    if f[l3] >> 4 == 6 {
+        put16(f, l3 + 4, (len - 40) as u16);
+        return;
+    }
+    put16(f, l3 + 2, len as u16);
+    if let Some(id) = id {
+        put16(f, l3 + 4, id);
+    }
+    put16(f, l3 + 10, 0);
+    let ihl = usize::from(f[l3] & 0x0f) * 4;
+    let c = crate::csum::checksum(&f[l3..l3 + ihl]);
+    put16(f, l3 + 10, c);
+}
+
+/// The L4 pseudo-header sum of the IP header at `l3` with L4 length `len`.
+fn pseudo_of(f: &[u8], l3: usize, proto: u8, len: usize) -> u16 {
+    if f[l3] >> 4 == 6 {
+        let a: [u8; 16] = f[l3 + 8..l3 + 24].try_into().unwrap();
+        let b: [u8; 16] = f[l3 + 24..l3 + 40].try_into().unwrap();
+        crate::csum::pseudo_header_v6(a, b, proto, len as u32)
+    } else {
+        let a: [u8; 4] = f[l3 + 12..l3 + 16].try_into().unwrap();
+        let b: [u8; 4] = f[l3 + 16..l3 + 20].try_into().unwrap();
+        crate::csum::pseudo_header_v4(a, b, proto, len as u16)
+    }
+}
+
+/// GSO_PARTIAL output built by hand from the rules (offload-rules 3.7
+/// "GSO_PARTIAL"), independently of the segmenter: the inner frames of a
+/// flow cut at `units * gso` (a chunk and the remainder, complete
+/// checksums, `Flow::frame`); then, per frame `i`, inner and outer IPv4 IDs
+/// `+ i * units`; for the chunk the inner and outer IP lengths and the
+/// outer UDP length of one `gso`-byte segment, the outer UDP checksum
+/// summed over the bytes with the pseudo-header of the chunk's real UDP
+/// length; last, the inner L4 checksum field left partial (pseudo-header
+/// sum of the frame's own inner L4 length).
+fn partial_expected(fam: Fam, t: &TunnelSpec, payload: usize, gso: usize, units: usize) -> Vec<Vec<u8>> {
+    let chunk = units * gso;
+    let inner = expected(fam.spec(0), payload, chunk, flags_of(fam), false);
+    let (proto, field) = if fam.is_tcp() { (6u8, 16) } else { (17u8, 6) };
+    inner
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let mut f = f.clone();
+            let l3 = 14;
+            let v6 = f[l3] >> 4 == 6;
+            let l4 = l3 + if v6 { 40 } else { 20 };
+            let l4_hdr = if fam.is_tcp() { usize::from(f[l4 + 12] >> 4) * 4 } else { 8 };
+            let carried = f.len() - l4 - l4_hdr;
+            let step = (i * units) as u16;
+            let id =
+                (!v6).then(|| u16::from_be_bytes([f[l3 + 4], f[l3 + 5]]).wrapping_sub(i as u16).wrapping_add(step));
+            let wire = carried.min(gso);
+            set_ip(&mut f, l3, l4 + l4_hdr + wire - l3, id);
+            let mut tt = *t;
+            tt.ip_id = t.ip_id.wrapping_add(step);
+            let mut o = encapsulate(&Packet::from_frame(&f), &tt).unwrap().to_vec();
+            let hl = o.len() - carried;
+            let udp = 14 + if o[14] >> 4 == 6 { 40 } else { 20 };
+            if carried > gso {
+                set_ip(&mut o, 14, hl + gso - 14, None);
+                put16(&mut o, udp + 4, (hl + gso - udp) as u16);
+                if t.udp_csum {
+                    put16(&mut o, udp + 6, 0);
+                    let real = o.len() - udp;
+                    let sum = crate::csum::ones_add(pseudo_of(&o, 14, 17, real), crate::csum::ones_sum(&o[udp..]));
+                    put16(&mut o, udp + 6, super::udp::mangle_zero(!sum));
+                }
+            }
+            let il4 = o.len() - (f.len() - l4);
+            let il3 = il4 - (l4 - l3);
+            let ps = pseudo_of(&o, il3, proto, o.len() - il4);
+            put16(&mut o, il4 + field, ps);
+            o
+        })
+        .collect()
+}
+
+#[test]
+fn gso_partial_output_matches_the_rules_byte_for_byte() {
+    // (payload, gso_size): remainder or not, two units (the least that is
+    // worth a chunk), many units.
+    let sizes = [(3 * 1000 + 77, 1000), (4 * 1000, 1000), (2 * 1400 + 1, 1400), (45 * 1448, 1448)];
+    let mut n = 0;
+    for kind in kinds() {
+        for outer_v6 in [false, true] {
+            for fam in Fam::ALL {
+                for csum in [false, true] {
+                    for (payload, gso) in sizes {
+                        let mut t = tunnel(kind, outer_v6, csum);
+                        t.ip_id = 0xfff0; // the stride crosses the 16-bit wrap
+                        let pkt = tunnel_superpacket(fam, &t, payload, gso as u16);
+                        let name = format!("{kind:?} outer v6 {outer_v6} {fam:?} csum {csum} {payload}/{gso}");
+                        let units = payload / gso;
+                        let frames_n = 1 + usize::from(!payload.is_multiple_of(gso));
+                        let (r, frames) = run(&pkt, &partial_target());
+                        assert_eq!(
+                            r,
+                            Ok(GsoOutcome::Segmented { segments: frames_n, csum_completed: false }),
+                            "{name}"
+                        );
+                        let got: Vec<Vec<u8>> = frames.iter().map(|f| f.data.clone()).collect();
+                        assert_eq!(got, partial_expected(fam, &t, payload, gso, units), "{name}");
+                        let tunnel_bit = if csum { GsoType::UDP_TUNNEL_CSUM } else { GsoType::UDP_TUNNEL };
+                        let inner_l4 = pkt.meta.encap.unwrap().inner_transport;
+                        for (i, f) in frames.iter().enumerate() {
+                            assert_eq!(f.meta.encap, pkt.meta.encap, "{name}: frame {i} keeps encap");
+                            assert_eq!(
+                                f.meta.csum,
+                                ChecksumState::Partial { start: inner_l4, offset: if fam.is_tcp() { 16 } else { 6 } },
+                                "{name}: frame {i} inner checksum left partial"
+                            );
+                            if i == 0 {
+                                assert_eq!(f.meta.gso_type, pkt.meta.gso_type | GsoType::PARTIAL, "{name}");
+                                assert_eq!((f.meta.gso_size, f.meta.gso_segs), (gso as u16, units as u16), "{name}");
+                                assert!(f.meta.gso_type.contains(tunnel_bit));
+                            } else {
+                                assert_eq!(
+                                    (f.meta.gso_type, f.meta.gso_size),
+                                    (GsoType::NONE, 0),
+                                    "{name}: the remainder"
+                                );
+                            }
+                        }
+                        // The target's segmentation of the chunk (cut at
+                        // gso_size, lengths from the bytes) gives what plain
+                        // software GSO gives: the chunk is the same stream.
+                        let payload_got: Vec<u8> = frames
+                            .iter()
+                            .flat_map(|f| {
+                                completed_inner_payload(&f.data, pkt.meta.encap.unwrap().inner_transport, fam)
+                            })
+                            .collect();
+                        assert_eq!(payload_got.len(), payload, "{name}");
+                        n += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert_eq!(n, 2 * 2 * 4 * 2 * 4);
+}
+
+/// The inner L4 payload of an output frame (after the inner L4 header).
+fn completed_inner_payload(f: &[u8], inner_l4: u16, fam: Fam) -> Vec<u8> {
+    let l4 = inner_l4 as usize;
+    let h = if fam.is_tcp() { usize::from(f[l4 + 12] >> 4) * 4 } else { 8 };
+    f[l4 + h..].to_vec()
+}
+
+#[test]
+fn gso_partial_only_where_linux_keeps_it() {
+    // (why, target, tunnel csum, payload, gso): each falls back to ordinary
+    // segments (one frame per gso_size).
+    let p = partial_target();
+    let cases: [(&str, TargetCaps, bool, usize, usize); 6] = [
+        ("fewer than two units in the chunk (partial_segs <= 1)", p, false, 1000 + 500, 1000),
+        ("no GSO_PARTIAL", TargetCaps { gso_partial: GsoType::NONE, ..p }, false, 3000, 1000),
+        ("GSO_PARTIAL for the other tunnel type", p.with_gso_partial(GsoType::UDP_TUNNEL_CSUM), false, 3000, 1000),
+        ("no scatter-gather (skb_segment needs SG)", TargetCaps { sg: false, ..p }, false, 3000, 1000),
+        ("inner checksum not offloaded", p.with_enc(p.enc_gso, CsumCaps::NONE), true, 3000, 1000),
+        ("inner TSO not an encapsulated feature", p.with_enc(GsoType::UDP_L4, CsumCaps::HW), false, 3000, 1000),
+    ];
+    for (why, caps, csum, payload, gso) in cases {
+        let t = tunnel(TunnelKind::Vxlan, false, csum);
+        let pkt = tunnel_superpacket(Fam::Tcp4, &t, payload, gso as u16);
+        let (r, frames) = run(&pkt, &caps);
+        let segs = payload.div_ceil(gso);
+        assert!(matches!(r, Ok(GsoOutcome::Segmented { segments, .. }) if segments == segs), "{why}: {r:?}");
+        assert!(frames.iter().all(|f| f.meta.gso_type.is_empty() && f.data.len() <= pkt.len()), "{why}");
+        let want = tunnel_expected(Fam::Tcp4, &t, payload, gso);
+        let got: Vec<Vec<u8>> = frames.iter().map(completed).collect();
+        assert_eq!(got, want, "{why}");
+    }
+    // A target that takes tunnel GSO whole still gets the superpacket whole.
+    let whole = TargetCaps { gso: p.gso | GsoType::UDP_TUNNEL, enc_gso: p.enc_gso | GsoType::UDP_TUNNEL, ..p };
+    let pkt = tunnel_superpacket(Fam::Tcp4, &tunnel(TunnelKind::Vxlan, false, false), 3000, 1000);
+    assert_eq!(run(&pkt, &whole).0, Ok(GsoOutcome::PassedThrough));
+}
