@@ -295,7 +295,8 @@ fn measure_datapath(
             out.push((w, Err(e)));
             break;
         }
-        let counters = workload::DatapathCounters { cpu_seconds: &|| middle.cpu_seconds(), ring_drops: &|| middle.ring_drops() };
+        let counters =
+            workload::DatapathCounters { cpu_seconds: &|| middle.cpu_seconds(), ring_drops: &|| middle.ring_drops() };
         let r = workload::measure(&lab, w, seconds, &counters)
             .map_err(|e| format!("{} through {}: {e}{}", w.describe(), dp.heading(), middle.diagnostics()));
         // superpacket must carry every workload; a peer that cannot is a finding, not the end of the run.
@@ -417,9 +418,17 @@ pub fn side_by_side(s: &ScenarioResult) -> String {
         let extra: &[(&str, &str)] = if w.is_tcp() {
             &[("retrans_per_s", "retransmits/s"), ("ring_drops_per_s", "engine ring drops/s")]
         } else {
-            &[("lost_pct", "lost %"), ("ring_drops_per_s", "engine ring drops/s"), ("rcvbuf_drops_per_s", "receiver buffer drops/s")]
+            &[
+                ("lost_pct", "lost %"),
+                ("ring_drops_per_s", "engine ring drops/s"),
+                ("rcvbuf_drops_per_s", "receiver buffer drops/s"),
+            ]
         };
-        let figures = [("gbps", "Gbit/s"), ("engine_cpu_s_per_gb", "engine CPU s/GB"), ("machine_cpu_s_per_gb", "machine CPU s/GB")];
+        let figures = [
+            ("gbps", "Gbit/s"),
+            ("engine_cpu_s_per_gb", "engine CPU s/GB"),
+            ("machine_cpu_s_per_gb", "machine CPU s/GB"),
+        ];
         for &(fig, label) in figures.iter().chain(extra) {
             out += &format!("  {:<40}", format!("{} {label}", w.key()));
             for dp in Datapath::ALL {
