@@ -106,11 +106,13 @@ fn run(dp: Datapath, workers: usize, w: Workload, secs: f64, reps: usize) -> Res
         };
         let lost = if s.sent_segments > 0 { s.lost as f64 * 100.0 / s.sent_segments as f64 } else { 0.0 };
         println!(
-            "{} {} workers={workers} gbps={:.2} lost%={lost:.1} engine_cpu_s_per_gb={:.3} machine_cpu_s_per_gb={:.3} \
+            "{} {} workers={workers} gbps={:.2} lost%={lost:.1} lost={} sent={} engine_cpu_s_per_gb={:.3} machine_cpu_s_per_gb={:.3} \
              retrans={} ring_drops={} rcvbuf_drops={}",
             dp.key(),
             w.key(),
             s.gbps,
+            s.lost,
+            s.sent_segments,
             s.datapath_cpu_s.map_or(0.0, |c| s.per_gb(c)),
             s.per_gb(s.machine_cpu_s),
             s.retransmits,
