@@ -14,7 +14,8 @@
 //! `krouter` (the kernel); `WORKLOAD`: `tcp1`, `tcp4`, `tcp1_mtu`,
 //! `udp_gso`, `udp_mtu`. Environment: `RING=N` RX ring frames of the
 //! engine's ports (default: the bench's), `GRO=1` GRO on the engine's
-//! ports, `BYPASS=1` `qdisc_bypass` on them, `VERBOSE=1` the engine's
+//! ports, `BYPASS=1` `qdisc_bypass` on them, `NICE=N` the engine's worker
+//! threads reniced to N once started, `VERBOSE=1` the engine's
 //! counters, the receiver's UDP counters and the middle's links after each
 //! transfer.
 
@@ -91,6 +92,9 @@ fn run(dp: Datapath, workers: usize, w: Workload, secs: f64, reps: usize) -> Res
             None
         }
     };
+    if let Some(nice) = std::env::var("NICE").ok().and_then(|n| n.parse::<i32>().ok()) {
+        renice_workers(nice);
+    }
     let verbose = std::env::var_os("VERBOSE").is_some();
     let cpu = || engine.as_ref().map(|e| Ok(e.snapshot().cpu_seconds));
     let ring = || engine.as_ref().map(|e| e.snapshot().devices.iter().map(|d| d.get("driver.rx_kernel_drops")).sum());
@@ -141,6 +145,20 @@ fn run(dp: Datapath, workers: usize, w: Workload, secs: f64, reps: usize) -> Res
         e.stop().map_err(|e| e.to_string())?;
     }
     result
+}
+
+/// Gives the engine's worker threads (named `sp-worker-N`) the nice value `nice`.
+fn renice_workers(nice: i32) {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else { return };
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        let Some(tid) = t.file_name().to_str().and_then(|s| s.parse::<libc::id_t>().ok()) else { continue };
+        if comm.starts_with("sp-worker") {
+            // SAFETY: setpriority takes plain integers; a thread id is a valid PRIO_PROCESS target.
+            let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) };
+            eprintln!("worker thread {tid}: nice {nice} ({})", if rc == 0 { "set" } else { "refused" });
+        }
+    }
 }
 
 fn main() -> ExitCode {
