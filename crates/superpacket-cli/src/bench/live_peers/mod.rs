@@ -29,7 +29,7 @@
 //! Figures per workload and datapath (`<workload>_<datapath>_...`):
 //! `gbps` (receiver goodput), `retrans_per_s` (TCP: the sender
 //! namespace's `RetransSegs`), `lost_pct` (UDP: segments sent that never
-//! arrived), `engine_cpu_s_per_gb` (the engine's worker CPU time, or
+//! arrived), `engine_cpu_s_per_gb` (the engine's workers' CPU time, or
 //! `ovs-vswitchd`'s process CPU time; none for the kernel, whose work runs
 //! in the senders' and receivers' own contexts),
 //! `machine_cpu_s_per_gb` (every CPU's busy time from `/proc/stat`: the
@@ -518,7 +518,7 @@ pub static LIVE_PEERS: Scenario = Scenario {
              with 64 KB writes, TCP with 1448-byte writes, UDP_SEGMENT/UDP_GRO in 64 KB sends and 1400-byte \
              datagrams, from the project's generator (every byte checked).",
     real: "Everything: the kernel's TCP and UDP stacks, veths, AF_PACKET, the real ovs-vswitchd, the kernel's \
-           bridge and forwarding. Engine CPU is the engine's worker time (or ovs-vswitchd's process CPU); \
+           bridge and forwarding. Engine CPU is the engine's workers' CPU time (or ovs-vswitchd's process CPU); \
            machine CPU is every CPU's busy time from /proc/stat.",
     simulated: "Nothing. Senders, receivers and the datapath share the machine's CPUs; machine CPU includes \
                 anything else running (see the load average).",
