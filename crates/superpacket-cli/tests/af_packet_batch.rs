@@ -50,7 +50,9 @@ use superpacket::packet::virtio::{
 use superpacket::traffic::{Addrs, Flow, FlowSpec, Transport};
 use superpacket::validate::{Medium, validate_frame};
 use superpacket::wire::TcpFlags;
-use superpacket_engine::device::port_io::{IoEndpoint, PACKET_SOCKET_FEATURES, PacketPortOptions, Received};
+use superpacket_engine::device::port_io::{
+    IoEndpoint, PACKET_SOCKET_FEATURES, PacketPortOptions, RX_KERNEL_FULL, Received,
+};
 use superpacket_engine::device::{
     Graph, IoPortDriver, NetdevFeatures, PacketSocketDriver, PortDriver, StackMode, TapDriver,
 };
@@ -314,6 +316,12 @@ fn superpackets_are_lent_from_the_ring_and_given_back() {
         counters.insert(k, v);
     });
     assert_eq!(counters["rx_kernel_drops"], 4, "{counters:?}");
+    // The same 4 reach the port's drop counters with their reason, once.
+    let mut drops = Vec::new();
+    drv.take_drops(&mut |reason, n| drops.push((reason, n)));
+    assert_eq!(drops, vec![(RX_KERNEL_FULL, 4)]);
+    drv.take_drops(&mut |reason, n| drops.push((reason, n)));
+    assert_eq!(drops.len(), 1, "reported once: {drops:?}");
 
     // Dropping the lent packets gives their frames back: the ring receives 8 again.
     drop(got);

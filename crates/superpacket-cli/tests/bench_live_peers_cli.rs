@@ -90,11 +90,25 @@ fn quick_run_measures_every_datapath() {
             } else {
                 positive(&name("engine_cpu_s_per_gb"));
             }
-            let extra = if w.is_tcp() { name("retrans_per_s") } else { name("lost_pct") };
-            let v = value(&extra).unwrap_or_else(|| panic!("no figure {extra}"));
-            assert!(v.is_finite() && v >= 0.0, "{extra} = {v}");
+            let mut extra = vec![if w.is_tcp() { name("retrans_per_s") } else { name("lost_pct") }];
+            if !w.is_tcp() {
+                extra.push(name("rcvbuf_drops_per_s"));
+            }
+            // Where superpacket lost packets: its ports' full rings, read from the kernel.
+            let ring = value(&name("ring_drops_per_s"));
+            if dp.is_superpacket() {
+                extra.push(name("ring_drops_per_s"));
+            } else {
+                assert_eq!(ring, None, "{}: a peer has no engine ring", name("ring_drops_per_s"));
+            }
+            for extra in extra {
+                let v = value(&extra).unwrap_or_else(|| panic!("no figure {extra}"));
+                assert!(v.is_finite() && v >= 0.0, "{extra} = {v}");
+            }
         }
     }
+    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    assert_eq!(value("sp_workers"), Some(cpus as f64), "one engine worker per CPU available");
     let keys = s["key_figures"].as_array().unwrap();
     assert!(!keys.is_empty());
     for k in keys.iter().filter(|k| !k["baseline"].as_str().unwrap().contains("_ovs_")) {

@@ -141,17 +141,31 @@ impl PeersLab {
     /// # Errors
     /// The file cannot be read or has no such counter.
     pub fn sender_retransmits(&self) -> Result<u64, IoError> {
-        // /proc/net follows the main thread's namespace; /proc/thread-self/net the entering thread's.
-        let text = self
-            .sender
-            .enter_scoped(|| std::fs::read_to_string("/proc/thread-self/net/snmp"))?
-            .map_err(|source| IoError::Syscall { call: "read", what: "/proc/thread-self/net/snmp".into(), source })?;
-        snmp_counter(&text, "Tcp", "RetransSegs").ok_or_else(|| IoError::Syscall {
-            call: "parse",
-            what: "RetransSegs in /proc/net/snmp".into(),
-            source: std::io::ErrorKind::InvalidData.into(),
-        })
+        snmp_in(&self.sender, "Tcp", "RetransSegs")
     }
+
+    /// UDP datagrams the receiver's namespace dropped so far because a
+    /// socket's receive buffer was full (`RcvbufErrors` of its
+    /// `/proc/net/snmp`).
+    ///
+    /// # Errors
+    /// The file cannot be read or has no such counter.
+    pub fn receiver_rcvbuf_errors(&self) -> Result<u64, IoError> {
+        snmp_in(&self.receiver, "Udp", "RcvbufErrors")
+    }
+}
+
+/// Counter `name` of protocol `proto` in the `/proc/net/snmp` of `ns`.
+fn snmp_in(ns: &NetNs, proto: &str, name: &str) -> Result<u64, IoError> {
+    // /proc/net follows the main thread's namespace; /proc/thread-self/net the entering thread's.
+    let text = ns
+        .enter_scoped(|| std::fs::read_to_string("/proc/thread-self/net/snmp"))?
+        .map_err(|source| IoError::Syscall { call: "read", what: "/proc/thread-self/net/snmp".into(), source })?;
+    snmp_counter(&text, proto, name).ok_or_else(|| IoError::Syscall {
+        call: "parse",
+        what: format!("{proto} {name} in /proc/net/snmp"),
+        source: std::io::ErrorKind::InvalidData.into(),
+    })
 }
 
 /// Counter `name` of protocol `proto` in `/proc/net/snmp` text (a header

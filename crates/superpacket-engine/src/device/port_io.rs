@@ -83,7 +83,11 @@
 //! Errors on transmit are [`DriverError`]s whose `reason` the graph counts
 //! as a drop on the port; errors in the segmenter's output, in batched
 //! sends and on receive are counted by the driver ([`IoPortStats::drops`])
-//! and reported to the graph through [`PortDriver::take_drops`].
+//! and reported to the graph through [`PortDriver::take_drops`]. Packets
+//! the kernel dropped before the engine saw them, because the socket's RX
+//! ring or receive queue was full (AF_PACKET `PACKET_STATISTICS`), are read
+//! when the counters are published ([`PortDriver::driver_counters`]) and
+//! reported the same way, as [`RX_KERNEL_FULL`].
 //!
 //! Features come from what the kernel accepted:
 //!
@@ -467,8 +471,18 @@ pub struct IoPortDriver<E: IoEndpoint> {
     gone: bool,
     reopen: Option<Reopener<E>>,
     books: Books,
+    /// Packets the kernel dropped at the socket so far (read at every publish).
     kernel_drops: Cell<u64>,
+    /// Of those, the ones already reported through [`PortDriver::take_drops`].
+    kernel_drops_reported: u64,
 }
+
+/// Drop reason of packets the kernel dropped at a port's socket because
+/// its RX ring or receive queue was full (the worker did not drain it in
+/// time): counted on the port like the engine's own drops, so that a loss
+/// in front of the engine has a reason too (docs/benchmarks.md, "Workers,
+/// rings and AF_XDP").
+pub const RX_KERNEL_FULL: &str = "rx-kernel-full";
 
 impl<E: IoEndpoint> fmt::Debug for IoPortDriver<E> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -521,6 +535,7 @@ impl<E: IoEndpoint> IoPortDriver<E> {
             reopen: None,
             books: Books { stats: IoPortStats::default(), pending: Vec::with_capacity(8) },
             kernel_drops: Cell::new(0),
+            kernel_drops_reported: 0,
         }
     }
 
@@ -922,9 +937,17 @@ impl<E: IoEndpoint> PortDriver for IoPortDriver<E> {
         }
         self.recv_single()
     }
+    /// The driver's own drops, then the kernel's drops at the socket read
+    /// since the last call ([`RX_KERNEL_FULL`]; no system call here: they are
+    /// read when the counters are published).
     fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
         for (reason, n) in self.books.pending.drain(..) {
             report(reason, n);
+        }
+        let seen = self.kernel_drops.get();
+        if seen > self.kernel_drops_reported {
+            report(RX_KERNEL_FULL, seen - self.kernel_drops_reported);
+            self.kernel_drops_reported = seen;
         }
     }
     fn poll_fd(&self) -> Option<RawFd> {
@@ -937,7 +960,8 @@ impl<E: IoEndpoint> PortDriver for IoPortDriver<E> {
     /// `rx_superpackets` (what reached or came from the kernel),
     /// `tx_batches`, `rx_batches`, `tx_queued` (frames waiting for the next
     /// flush), `reopens`, `rx_kernel_drops` (packets the kernel dropped
-    /// because the socket queue or RX ring was full, read from the socket),
+    /// because the socket queue or RX ring was full, read from the socket;
+    /// also reported as drops with reason [`RX_KERNEL_FULL`]),
     /// and what the kernel accepted: `offloads_accepted` (the `TUN_F_*`
     /// flags, 0 for AF_PACKET), `udp_tunnel_gso` and `udp_tunnel_gso_csum`
     /// (1 when UDP tunnel GSO, plain or with the outer checksum, was

@@ -9,7 +9,7 @@
 //!
 //! | key | datapath | addressing |
 //! |---|---|---|
-//! | `sp_bridge` | superpacket, a bridge of two AF_PACKET ports (in-process engine, one worker) | bridged |
+//! | `sp_bridge` | superpacket, a bridge of two AF_PACKET ports (in-process engine, [`engine_workers`] workers, rings of [`RX_RING_FRAMES`]) | bridged |
 //! | `sp_router` | superpacket, a router with the two AF_PACKET ports as interfaces | routed |
 //! | `sp_nat` | the same router with masquerade out of the receiver's side | routed |
 //! | `ovs` | Open vSwitch 3.1 `ovs-vswitchd`, a `netdev` (userspace) bridge with `userspace-tso-enable=true`, the veth ends as ports ([`ovs`]) | bridged |
@@ -29,13 +29,18 @@
 //! Figures per workload and datapath (`<workload>_<datapath>_...`):
 //! `gbps` (receiver goodput), `retrans_per_s` (TCP: the sender
 //! namespace's `RetransSegs`), `lost_pct` (UDP: segments sent that never
-//! arrived), `engine_cpu_s_per_gb` (the engine's worker CPU time, or
+//! arrived), `engine_cpu_s_per_gb` (the engine's workers' CPU time, or
 //! `ovs-vswitchd`'s process CPU time; none for the kernel, whose work runs
-//! in the senders' and receivers' own contexts) and
+//! in the senders' and receivers' own contexts),
 //! `machine_cpu_s_per_gb` (every CPU's busy time from `/proc/stat`: the
 //! generator's own sockets included, the same for every datapath, and
-//! anything else running on the machine). `integrity_ok` is 1 when every
-//! stream of the run arrived intact.
+//! anything else running on the machine), and where packets were lost:
+//! `ring_drops_per_s` (superpacket: packets the kernel dropped because a
+//! port's AF_PACKET ring was full, `PACKET_STATISTICS`) and
+//! `rcvbuf_drops_per_s` (UDP: datagrams the receiver's namespace dropped
+//! with a full socket buffer, `RcvbufErrors`). `integrity_ok` is 1 when
+//! every stream of the run arrived intact; `sp_workers` is the engine's
+//! worker count.
 //!
 //! Open vSwitch not installed: its figures are missing, the comparisons
 //! with it say so, and a line on stderr says what to install; the other
@@ -128,7 +133,7 @@ pub fn topology(dp: Datapath, ns: &str) -> Option<String> {
     let port = |name: &str, dev: &str, addr: Option<&str>| {
         let addresses = addr.map(|a| format!("addresses = [\"{a}\"]\n")).unwrap_or_default();
         format!(
-            "[[device]]\nname = \"{name}\"\nkind = \"port\"\ndriver = {{ kind = \"af_packet\", interface = \"{dev}\", netns = \"{ns}\" }}\n{addresses}\n"
+            "[[device]]\nname = \"{name}\"\nkind = \"port\"\ndriver = {{ kind = \"af_packet\", interface = \"{dev}\", netns = \"{ns}\", ring = {RX_RING_FRAMES} }}\n{addresses}\n"
         )
     };
     match dp {
@@ -145,6 +150,34 @@ pub fn topology(dp: Datapath, ns: &str) -> Option<String> {
         ),
         Datapath::Ovs | Datapath::KernelBridge | Datapath::KernelRouter => None,
     }
+}
+
+/// RX ring frames of every superpacket port here (the topology key `ring`;
+/// the engine's default is 128). Measured on this machine with two
+/// workers, unpaced 1400-byte UDP, 2 s per transfer, load 6-8 (three
+/// interleaved runs each): 128 frames lost 62-75% of the datagrams, every
+/// one of them dropped by the kernel at a full ring (`tp_drops`), 512 lost
+/// 23-36%, 1024 lost 0-2%; one TCP stream in 1448-byte writes went from
+/// 0.85-1.01 to 1.43-2.17 Gbit/s and the engine's CPU per GB from 1.6-1.9 to
+/// 0.87-1.07 s (fuller batches per wake-up). The forwarding of the kernel
+/// paths runs in the sender's own context, which paces it; the engine's
+/// worker runs on its own, and a ring must hold what arrives while it waits
+/// for a CPU. Cost: 1024 frames of 68 KiB (68 MiB) per socket, one socket per
+/// port and worker (docs/benchmarks.md, "Live peers").
+pub const RX_RING_FRAMES: usize = 1024;
+
+/// The engine counter (per port, summed over workers) of packets the kernel
+/// dropped because the port's RX ring was full.
+const RING_DROPS_COUNTER: &str = "driver.rx_kernel_drops";
+
+/// Engine workers superpacket runs with: one per CPU this process may run
+/// on (`sched_getaffinity` and cgroup quota, through
+/// [`std::thread::available_parallelism`]), as an operator would start it
+/// and as the kernel bridge and router use every CPU (each packet is
+/// forwarded on the CPU that sends it). The AF_PACKET ports of the workers
+/// share a `PACKET_FANOUT_HASH` group, so a flow stays on one worker.
+pub fn engine_workers() -> usize {
+    std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
 /// One workload through one datapath: its sample, or why it could not be carried.
@@ -166,7 +199,7 @@ impl Middle {
                 // Counters published every 10 ms: the CPU time read around a transfer is that fresh.
                 let config =
                     EngineConfig { publish_interval: std::time::Duration::from_millis(10), ..Default::default() };
-                let opts = EngineOptions { config, ..EngineOptions::default() };
+                let opts = EngineOptions { workers: engine_workers(), config, ..EngineOptions::default() };
                 Engine::start(&topo, &opts).map(Middle::Engine).map_err(|e| e.to_string())
             }
             Datapath::Ovs => ovs::Ovs::start(&lab.middle, &[MID_S, MID_R], dir).map(Middle::Ovs),
@@ -180,6 +213,16 @@ impl Middle {
             Middle::Engine(e) => Some(Ok(e.snapshot().cpu_seconds)),
             Middle::Ovs(o) => Some(o.cpu_seconds()),
             Middle::Kernel => None,
+        }
+    }
+
+    /// Packets the kernel dropped so far because an engine port's AF_PACKET
+    /// ring was full (`PACKET_STATISTICS`, every worker's socket; `None`
+    /// for the peers).
+    fn ring_drops(&self) -> Option<u64> {
+        match self {
+            Middle::Engine(e) => Some(e.snapshot().devices.iter().map(|d| d.get(RING_DROPS_COUNTER)).sum()),
+            Middle::Ovs(_) | Middle::Kernel => None,
         }
     }
 
@@ -252,7 +295,9 @@ fn measure_datapath(
             out.push((w, Err(e)));
             break;
         }
-        let r = workload::measure(&lab, w, seconds, &|| middle.cpu_seconds())
+        let counters =
+            workload::DatapathCounters { cpu_seconds: &|| middle.cpu_seconds(), ring_drops: &|| middle.ring_drops() };
+        let r = workload::measure(&lab, w, seconds, &counters)
             .map_err(|e| format!("{} through {}: {e}{}", w.describe(), dp.heading(), middle.diagnostics()));
         // superpacket must carry every workload; a peer that cannot is a finding, not the end of the run.
         let fatal = r.is_err() && dp.is_superpacket();
@@ -290,8 +335,12 @@ pub fn push_samples(r: &mut BenchReport, dp: Datapath, samples: &[Measured]) {
             r.push(format!("{w}_{d}_engine_cpu_s_per_gb"), s.per_gb(cpu), "CPU s/GB");
         }
         r.push(format!("{w}_{d}_machine_cpu_s_per_gb"), s.per_gb(s.machine_cpu_s), "CPU s/GB");
+        if let Some(n) = s.ring_drops {
+            r.push(format!("{w}_{d}_ring_drops_per_s"), n as f64 / s.secs, "/s");
+        }
         if s.sent_segments > 0 {
             r.push(format!("{w}_{d}_lost_pct"), s.lost as f64 * 100.0 / s.sent_segments as f64, "%");
+            r.push(format!("{w}_{d}_rcvbuf_drops_per_s"), s.rcvbuf_drops as f64 / s.secs, "/s");
         } else {
             r.push(format!("{w}_{d}_retrans_per_s"), s.retransmits as f64 / s.secs, "/s");
         }
@@ -331,6 +380,7 @@ pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     }
     measured.sort_by_key(|(dp, _)| Datapath::ALL.iter().position(|d| d == dp));
     let mut r = BenchReport::new("live-peers");
+    r.push("sp_workers", engine_workers() as f64, "workers");
     for (dp, samples) in &measured {
         push_samples(&mut r, *dp, samples);
     }
@@ -353,20 +403,33 @@ pub const COMPARED: [(Datapath, Datapath); 3] = [
 /// Figures side by side: one row per workload and figure, one column per
 /// datapath (means over the runs), then the ratios of [`COMPARED`].
 pub fn side_by_side(s: &ScenarioResult) -> String {
-    let mut out = format!("\nlive-peers side by side (means over {} run(s)):\n", s.runs_ok);
+    let workers = s.mean("sp_workers");
+    let mut out = format!(
+        "\nlive-peers side by side (means over {} run(s); superpacket with {} worker(s), one per CPU available):\n",
+        s.runs_ok,
+        if workers.is_finite() { super::format_value(workers) } else { "?".to_string() }
+    );
     out += &format!("  {:<40}", "workload / figure");
     for dp in Datapath::ALL {
         out += &format!(" {:>10}", dp.heading());
     }
     out += "\n";
     for w in Workload::ALL {
-        let extra = if w.is_tcp() { ("retrans_per_s", "retransmits/s") } else { ("lost_pct", "lost %") };
-        for (fig, label) in [
+        let extra: &[(&str, &str)] = if w.is_tcp() {
+            &[("retrans_per_s", "retransmits/s"), ("ring_drops_per_s", "engine ring drops/s")]
+        } else {
+            &[
+                ("lost_pct", "lost %"),
+                ("ring_drops_per_s", "engine ring drops/s"),
+                ("rcvbuf_drops_per_s", "receiver buffer drops/s"),
+            ]
+        };
+        let figures = [
             ("gbps", "Gbit/s"),
             ("engine_cpu_s_per_gb", "engine CPU s/GB"),
             ("machine_cpu_s_per_gb", "machine CPU s/GB"),
-            extra,
-        ] {
+        ];
+        for &(fig, label) in figures.iter().chain(extra) {
             out += &format!("  {:<40}", format!("{} {label}", w.key()));
             for dp in Datapath::ALL {
                 let v = s.mean(&format!("{}_{}_{fig}", w.key(), dp.key()));
@@ -450,12 +513,12 @@ pub static LIVE_PEERS: Scenario = Scenario {
     original: "Issue 26: throughput at least 1.5x OVS userspace and 1.0x the kernel bridge; machine CPU per GB at \
                most 0.5x OVS's and 1.25x the kernel bridge's.",
     models: "Two network namespaces joined by two veths through a middle namespace where the datapath under test \
-             runs: superpacket (bridge, router, router + NAT; AF_PACKET ports, one worker), Open vSwitch 3.1's \
+             runs: superpacket (bridge, router, router + NAT; AF_PACKET ports, one worker per CPU), Open vSwitch 3.1's \
              netdev datapath with userspace TSO, the kernel bridge and the kernel router. TCP 1 and 4 streams \
              with 64 KB writes, TCP with 1448-byte writes, UDP_SEGMENT/UDP_GRO in 64 KB sends and 1400-byte \
              datagrams, from the project's generator (every byte checked).",
     real: "Everything: the kernel's TCP and UDP stacks, veths, AF_PACKET, the real ovs-vswitchd, the kernel's \
-           bridge and forwarding. Engine CPU is the engine's worker time (or ovs-vswitchd's process CPU); \
+           bridge and forwarding. Engine CPU is the engine's workers' CPU time (or ovs-vswitchd's process CPU); \
            machine CPU is every CPU's busy time from /proc/stat.",
     simulated: "Nothing. Senders, receivers and the datapath share the machine's CPUs; machine CPU includes \
                 anything else running (see the load average).",
@@ -483,6 +546,8 @@ mod tests {
             sent_segments: 0,
             datapath_cpu_s: Some(1.0),
             machine_cpu_s: 3.0,
+            ring_drops: Some(4),
+            rcvbuf_drops: 0,
             intact: true,
         }
     }
@@ -497,6 +562,8 @@ mod tests {
         assert_eq!(r.get("tcp1_sp_bridge_engine_cpu_s_per_gb"), Some(0.5));
         assert_eq!(r.get("tcp1_sp_bridge_machine_cpu_s_per_gb"), Some(1.5));
         assert_eq!(r.get("tcp1_ovs_retrans_per_s"), Some(5.0));
+        assert_eq!(r.get("tcp1_sp_bridge_ring_drops_per_s"), Some(2.0));
+        assert_eq!(r.get("udp_mtu_sp_bridge_rcvbuf_drops_per_s"), None, "TCP samples have no UDP loss");
         for p in LIVE_PEERS.pairs {
             assert!(r.get(p.baseline).is_some() && r.get(p.candidate).is_some(), "{}", p.label);
         }
@@ -515,6 +582,7 @@ mod tests {
                 Some(t) => {
                     Topology::parse(&t).unwrap_or_else(|e| panic!("{dp:?}: {e}\n{t}"));
                     assert!(t.contains("netns = \"ns-x\""));
+                    assert!(t.contains(&format!("ring = {RX_RING_FRAMES}")));
                 }
                 None => assert!(matches!(dp, Datapath::Ovs | Datapath::KernelBridge | Datapath::KernelRouter)),
             }

@@ -93,6 +93,12 @@ pub struct Sample {
     pub datapath_cpu_s: Option<f64>,
     /// Busy CPU seconds of the whole machine (every CPU, `/proc/stat`).
     pub machine_cpu_s: f64,
+    /// Packets the kernel dropped at the datapath's own receive rings
+    /// (superpacket's AF_PACKET ports; `None`: the datapath has none we read).
+    pub ring_drops: Option<u64>,
+    /// UDP datagrams the receiver's namespace dropped with a full socket
+    /// buffer (`RcvbufErrors`; 0 for TCP).
+    pub rcvbuf_drops: u64,
     /// Every byte arrived as sent (TCP), no corrupt segment and some arrived (UDP).
     pub intact: bool,
 }
@@ -126,8 +132,16 @@ pub fn busy_ticks(stat: &str) -> Option<u64> {
     (v.len() >= 4).then(|| at(0) + at(1) + at(2) + at(5) + at(6) + at(7))
 }
 
-/// Runs `workload` for `seconds` from the lab's sender to its receiver;
-/// `datapath_cpu` reads the datapath's CPU clock (`None`: the kernel's).
+/// The datapath's own counters, read before and after a transfer.
+pub struct DatapathCounters<'a> {
+    /// Its CPU clock, seconds (`None`: the kernel's, not separable).
+    pub cpu_seconds: &'a dyn Fn() -> Option<Result<f64, String>>,
+    /// Packets the kernel dropped at its receive rings ([`Sample::ring_drops`]).
+    pub ring_drops: &'a dyn Fn() -> Option<u64>,
+}
+
+/// Runs `workload` for `seconds` from the lab's sender to its receiver,
+/// reading `datapath`'s counters around it.
 ///
 /// # Errors
 /// A transfer failing (a datapath that does not forward times out), or a
@@ -136,12 +150,14 @@ pub fn measure(
     lab: &PeersLab,
     workload: Workload,
     seconds: f64,
-    datapath_cpu: &dyn Fn() -> Option<Result<f64, String>>,
+    datapath: &DatapathCounters<'_>,
 ) -> Result<Sample, String> {
     let limit = Limit::Duration(Duration::from_secs_f64(seconds));
     let to = IpAddr::V4(lab.addressing.receiver());
     let retrans0 = lab.sender_retransmits().map_err(|e| e.to_string())?;
-    let cpu0 = datapath_cpu().transpose()?;
+    let rcvbuf0 = lab.receiver_rcvbuf_errors().map_err(|e| e.to_string())?;
+    let ring0 = (datapath.ring_drops)();
+    let cpu0 = (datapath.cpu_seconds)().transpose()?;
     let machine0 = machine_busy_seconds()?;
     let mut s = match workload {
         Workload::Tcp1 | Workload::Tcp4 | Workload::TcpMtu => {
@@ -168,17 +184,22 @@ pub fn measure(
                 sent_segments: t.sender.segments,
                 datapath_cpu_s: None,
                 machine_cpu_s: 0.0,
+                ring_drops: None,
+                rcvbuf_drops: 0,
                 intact: t.no_corruption() && t.receiver.counts.unique > 0,
             }
         }
     };
     s.machine_cpu_s = machine_busy_seconds()? - machine0;
-    s.datapath_cpu_s = match (cpu0, datapath_cpu().transpose()?) {
+    s.datapath_cpu_s = match (cpu0, (datapath.cpu_seconds)().transpose()?) {
         (Some(a), Some(b)) => Some(b - a),
         _ => None,
     };
+    s.ring_drops = ring0.zip((datapath.ring_drops)()).map(|(a, b)| b.saturating_sub(a));
     if workload.is_tcp() {
         s.retransmits = lab.sender_retransmits().map_err(|e| e.to_string())?.saturating_sub(retrans0);
+    } else {
+        s.rcvbuf_drops = lab.receiver_rcvbuf_errors().map_err(|e| e.to_string())?.saturating_sub(rcvbuf0);
     }
     if s.bytes == 0 {
         return Err(format!("{}: nothing arrived", workload.describe()));
@@ -211,6 +232,8 @@ fn tcp_streams(lab: &PeersLab, to: IpAddr, n: u16, cfg: &TcpConfig) -> Result<Sa
         sent_segments: 0,
         datapath_cpu_s: None,
         machine_cpu_s: 0.0,
+        ring_drops: None,
+        rcvbuf_drops: 0,
         intact: transfers.iter().all(TcpTransfer::intact),
     })
 }
