@@ -29,12 +29,16 @@
 //! own graph from the same topology: TAPs and TUNs are opened multi-queue (one queue
 //! per worker; the kernel picks a TX queue by flow hash, the RSS of a TAP)
 //! and AF_PACKET sockets join a `PACKET_FANOUT_HASH` group, so each flow
-//! stays on one worker. State is per worker, so topologies with NAT (a
-//! connection's two directions hash differently after translation), with a
-//! router (its neighbour table: an ARP reply may be hashed to another worker
-//! than the one waiting for it) or with pcap ports (one file) need a single
-//! worker; [`Engine::start`] refuses them. Bridges work with several workers:
-//! an FDB miss floods, which is correct if slower.
+//! stays on one worker. Most state is per worker; the state a flow's
+//! packets may need on any worker is shared: the connection table of NAT
+//! (a connection's two directions hash differently after translation;
+//! [`crate::device::conntrack`], sharded locks) and the router's neighbour
+//! table (an ARP or NDP reply may reach another worker than the one holding
+//! packets for it; [`crate::device::neighbours`], per-worker copies
+//! refreshed from a shared table). Topologies with pcap ports (one file)
+//! need a single worker; [`Engine::start`] refuses them with several.
+//! Bridges keep an FDB per worker: an FDB miss floods, which is correct if
+//! slower.
 
 pub mod control;
 pub mod privileges;
