@@ -326,6 +326,7 @@ pub struct VhostUserDriver {
     /// for a notification (`None`: not yet on this connection).
     rx_signalled: Option<u16>,
     tx_scratch: virtq::TxScratch,
+    rx_scratch: virtq::RxScratch,
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
     stats: Stats,
@@ -421,6 +422,7 @@ impl VhostUserDriver {
             signal_tx: false,
             rx_signalled: None,
             tx_scratch: virtq::TxScratch::new(),
+            rx_scratch: virtq::RxScratch::new(),
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
             stats: Stats::default(),
@@ -718,7 +720,7 @@ impl VhostUserDriver {
             return Err(Place::Drop("vhost-queue-disabled"));
         }
         let mem = a.mem.memory();
-        let r = virtq::push_rx(st.get_queue_mut(), &*mem, &hb[..hdr_len], parts, len, mrg);
+        let r = virtq::push_rx(st.get_queue_mut(), &*mem, &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg);
         drop(st);
         match r {
             Ok(placed) => {

@@ -328,20 +328,45 @@ pub struct RxPlaced {
     pub bytes: usize,
 }
 
-/// The writable buffers of one receive chain.
-struct RxChainBufs {
-    head: u16,
-    bufs: [(GuestAddress, u32); MAX_RX_DESCS],
-    n: usize,
-    /// The chain had more than [`MAX_RX_DESCS`] descriptors.
-    capped: bool,
+/// What [`push_rx`] keeps between calls, so that placing a frame neither
+/// allocates (once warm) nor clears per-call arrays: the writable buffers
+/// of the chain being filled and the chains the frame used. Its contents
+/// never outlive one call (each call clears them before use).
+#[derive(Debug)]
+pub struct RxScratch {
+    /// (guest address, length) of the current chain's first
+    /// [`MAX_RX_DESCS`] writable descriptors, each checked to lie in guest
+    /// memory.
+    bufs: Vec<(GuestAddress, u32)>,
+    /// (head, bytes written) of every chain of the frame so far.
+    used: Vec<(u16, u32)>,
 }
 
-fn rx_chain<M: GuestMemory>(q: &mut Queue, mem: &M) -> Result<Option<RxChainBufs>, QueueFault> {
+impl RxScratch {
+    /// Room for [`MAX_RX_DESCS`] buffers and [`MAX_RX_CHAINS`] chains.
+    pub fn new() -> RxScratch {
+        RxScratch { bufs: Vec::with_capacity(MAX_RX_DESCS), used: Vec::with_capacity(MAX_RX_CHAINS) }
+    }
+}
+
+impl Default for RxScratch {
+    fn default() -> RxScratch {
+        RxScratch::new()
+    }
+}
+
+/// Takes the next chain of receive queue `q`, records its first
+/// [`MAX_RX_DESCS`] buffers in `bufs` (cleared first) and returns its head
+/// and whether it had more descriptors than that (capped).
+fn rx_chain<M: GuestMemory>(
+    q: &mut Queue,
+    mem: &M,
+    bufs: &mut Vec<(GuestAddress, u32)>,
+) -> Result<Option<(u16, bool)>, QueueFault> {
     let Some(chain) = next_head(q, mem)? else { return Ok(None) };
-    let mut c =
-        RxChainBufs { head: chain.head_index(), bufs: [(GuestAddress(0), 0); MAX_RX_DESCS], n: 0, capped: false };
-    let (mut descs, mut last_next) = (0usize, true);
+    let head = chain.head_index();
+    bufs.clear();
+    let (mut descs, mut last_next, mut capped) = (0usize, true, false);
     for d in chain {
         descs += 1;
         last_next = d.has_next();
@@ -351,30 +376,31 @@ fn rx_chain<M: GuestMemory>(q: &mut Queue, mem: &M) -> Result<Option<RxChainBufs
         if d.len() > 0 && !mem.check_range(d.addr(), d.len() as usize, vm_memory::Permissions::Write) {
             return Err(QueueFault::Address);
         }
-        if c.n < MAX_RX_DESCS {
-            c.bufs[c.n] = (d.addr(), d.len());
-            c.n += 1;
+        if bufs.len() < MAX_RX_DESCS {
+            bufs.push((d.addr(), d.len()));
         } else {
-            c.capped = true;
+            capped = true;
         }
     }
     if descs == 0 || last_next {
         return Err(QueueFault::Chain);
     }
-    Ok(Some(c))
+    Ok(Some((head, capped)))
 }
 
 /// Places the frame `hdr` + `parts` (`len` bytes of frame after the
 /// header) in receive queue `q`: in one chain, or (`mrg`) in as many as it
 /// needs, the header's `num_buffers` (bytes 10 and 11 of a 12-byte `hdr`)
 /// set to the number used. The chains are added to the used ring; the
-/// caller notifies the guest.
+/// caller notifies the guest. `scratch` is working space only (see
+/// [`RxScratch`]).
 ///
 /// # Errors
 /// [`RxRefused`]; on `NoRoom` and `TooBig` every chain taken was given back.
 pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
     q: &mut Queue,
     mem: &M,
+    scratch: &mut RxScratch,
     hdr: &'h [u8],
     parts: impl Iterator<Item = &'a [u8]>,
     len: usize,
@@ -382,8 +408,8 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
 ) -> Result<RxPlaced, RxRefused> {
     let need = hdr.len() + len;
     let max_chains = if mrg { MAX_RX_CHAINS } else { 1 };
-    let mut used = [(0u16, 0u32); MAX_RX_CHAINS];
-    let mut nused = 0;
+    let RxScratch { bufs, used } = scratch;
+    used.clear();
     let mut written = 0usize;
     // Where bytes 10 and 11 of the header (num_buffers) landed.
     let mut nb_addr: [Option<GuestAddress>; 2] = [None, None];
@@ -395,22 +421,22 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
         }
     };
     while written < need {
-        if nused == max_chains {
-            give_back(q, nused);
+        if used.len() == max_chains {
+            give_back(q, used.len());
             return Err(RxRefused::TooBig);
         }
-        let chain = match rx_chain(q, mem) {
+        let (head, capped) = match rx_chain(q, mem, bufs) {
             Ok(Some(c)) => c,
             Ok(None) => {
-                give_back(q, nused);
+                give_back(q, used.len());
                 // Every buffer of the ring was not enough: waiting for more
                 // would wait forever.
-                return Err(if nused >= usize::from(q.size()) { RxRefused::TooBig } else { RxRefused::NoRoom });
+                return Err(if used.len() >= usize::from(q.size()) { RxRefused::TooBig } else { RxRefused::NoRoom });
             }
             Err(f) => return Err(RxRefused::Fault(f)),
         };
         let mut in_chain = 0u32;
-        'bufs: for &(addr, blen) in &chain.bufs[..chain.n] {
+        'bufs: for &(addr, blen) in bufs.iter() {
             let mut off = 0u32;
             while off < blen {
                 if cur.is_empty() {
@@ -434,23 +460,26 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
                 written += n;
             }
         }
-        used[nused] = (chain.head, in_chain);
-        nused += 1;
-        if in_chain == 0 || (chain.capped && written < need) {
+        used.push((head, in_chain));
+        if in_chain == 0 || (capped && written < need) {
             // A chain without room (zero-length buffers): refuse the frame
             // rather than spin on it. A chain with uncounted descriptors
             // would not be the last one, and not be used to its full length.
-            give_back(q, nused);
+            give_back(q, used.len());
             return Err(RxRefused::TooBig);
         }
     }
     if let [Some(lo), Some(hi)] = nb_addr {
-        let nb = (nused as u16).to_le_bytes();
-        write_guest(mem, lo, &nb[..1])?;
-        write_guest(mem, hi, &nb[1..])?;
+        let nb = (used.len() as u16).to_le_bytes();
+        if lo.checked_add(1) == Some(hi) {
+            write_guest(mem, lo, &nb)?;
+        } else {
+            write_guest(mem, lo, &nb[..1])?;
+            write_guest(mem, hi, &nb[1..])?;
+        }
     }
-    publish_used(q, mem, &used[..nused])?;
-    Ok(RxPlaced { chains: nused, bytes: written })
+    publish_used(q, mem, used)?;
+    Ok(RxPlaced { chains: used.len(), bytes: written })
 }
 
 /// Puts `chains` (head, bytes written) in the used ring and then moves the
