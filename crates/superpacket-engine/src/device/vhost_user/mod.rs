@@ -914,15 +914,22 @@ impl PortDriver for VhostUserDriver {
                 }
                 TxStep::Empty => {}
             }
-            // Idle: take the wake-up, give back used buffers, sleep with
-            // kicks enabled unless frames slipped in meanwhile.
-            if self.shared().wake[self.qp].take() {
-                self.stats.wakeups += 1;
-            }
+            // Idle: give back used buffers; while busy polling, come back
+            // next round with kicks off; else take the wake-up and sleep
+            // with kicks enabled unless frames slipped in meanwhile. The
+            // wake-up is not read while polling: with kicks off it is
+            // rarely signalled, and reading it is a system call per empty
+            // poll (per engine round), which at two frames a round was
+            // most of a frame's cost in the loop (docs/benchmarks.md,
+            // "vhost-user backends"). A connection change is seen through
+            // the generation (`refresh`), not the descriptor.
             self.signal_pending();
             if self.keep_polling() {
                 self.polling = true;
                 return None;
+            }
+            if self.shared().wake[self.qp].take() {
+                self.stats.wakeups += 1;
             }
             if self.stopped[1] || !self.enable_tx_kicks() {
                 return None;

@@ -9,7 +9,7 @@ use crate::device::vhost_user::{VhostUserDriver, VhostUserOptions};
 use std::time::Instant;
 use superpacket::csum::complete_partial;
 use superpacket::packet::pool::COPYBREAK;
-use superpacket::packet::{ChecksumState, DEFAULT_HEADROOM, GsoType, Packet};
+use superpacket::packet::{ChecksumState, GsoType, Packet};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::wire::TcpFlags;
 
@@ -267,13 +267,12 @@ fn the_transmit_policy_picks_the_form_and_the_port_gets_the_same_bytes() {
 }
 
 /// Warm steady state in both directions, a lone packet and a superpacket
-/// with each strategy, batched and not: the frontend never allocates, and
-/// the port only as every port receives (`superpacket::packet::pool`): a
-/// frame of at most `COPYBREAK` bytes gets a packet of its own size (an
-/// MTU frame must not pin a pool buffer), a superpacket a recycled pool
+/// with each strategy, batched and not: neither the frontend nor the port
+/// allocates (`superpacket::packet::pool`): a frame of at most `COPYBREAK`
+/// bytes gets a recycled small buffer, a superpacket a recycled pool
 /// buffer.
 #[test]
-fn steady_state_allocates_only_the_ports_copybreak_packets() {
+fn steady_state_allocates_nothing() {
     let mut p = pair(VirtioUserConfig::ALL_FEATURES);
     let mut f = Flow::new(FlowSpec::new(Transport::Tcp, false, 4));
     let frames: Vec<(Vec<u8>, OffloadMeta)> =
@@ -312,9 +311,7 @@ fn steady_state_allocates_only_the_ports_copybreak_packets() {
                 run(&mut p, s);
             }
         });
-        // Each run sends every frame twice (lone and batched).
-        assert_eq!(info.count_total, 20 * 2 * small, "{s:?}: {info:?}");
-        assert!(info.bytes_max as usize <= DEFAULT_HEADROOM + COPYBREAK, "{s:?}: {info:?}");
+        assert_eq!(info.count_total, 0, "{s:?}: {info:?}");
     }
 }
 
