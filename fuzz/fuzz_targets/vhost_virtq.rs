@@ -57,6 +57,10 @@ fuzz_target!(|data: &[u8]| {
                         if let Ok(f) = c.frame {
                             assert!(f.packet.len() <= virtq::MAX_TX_CHAIN - 12);
                         }
+                        // The port publishes per burst; here every few frames.
+                        if c.descs % 3 == 0 && virtq::publish_used_idx(&tx, &m).is_err() {
+                            break;
+                        }
                     }
                     Ok(None) | Err(_) => break,
                 }
@@ -89,6 +93,9 @@ fuzz_target!(|data: &[u8]| {
                 Ok(placed) => {
                     assert_eq!(placed.bytes, hdr.len() + frame.len());
                     assert!(placed.chains >= 1 && placed.chains <= if mrg { MAX_RX_CHAINS } else { 1 });
+                    if placed.chains % 2 == 1 && virtq::publish_used_idx(&rx, &m).is_err() {
+                        break;
+                    }
                 }
                 Err(_) => break,
             }

@@ -322,9 +322,9 @@ pub struct VhostUserDriver {
     polling: bool,
     signal_rx: bool,
     signal_tx: bool,
-    /// The receive queue's used index when the guest was last considered
-    /// for a notification (`None`: not yet on this connection).
-    rx_signalled: Option<u16>,
+    /// Each queue's (receive, transmit) used index when the guest was last
+    /// considered for a notification (`None`: not yet on this connection).
+    signalled: [Option<u16>; 2],
     tx_scratch: virtq::TxScratch,
     rx_scratch: virtq::RxScratch,
     lin: Vec<u8>,
@@ -420,7 +420,7 @@ impl VhostUserDriver {
             polling: false,
             signal_rx: false,
             signal_tx: false,
-            rx_signalled: None,
+            signalled: [None; 2],
             tx_scratch: virtq::TxScratch::new(),
             rx_scratch: virtq::RxScratch::new(),
             lin: Vec::new(),
@@ -498,7 +498,7 @@ impl VhostUserDriver {
             self.rx_kicks_on = true;
             self.signal_rx = false;
             self.signal_tx = false;
-            self.rx_signalled = None;
+            self.signalled = [None; 2];
             let n = self.backlog.len() as u64;
             if n > 0 && next.is_none() {
                 self.backlog.clear();
@@ -624,45 +624,34 @@ impl VhostUserDriver {
         }
     }
 
-    /// Notifies the guest of used buffers on queue `which` if it wants to be.
+    /// Publishes the used elements of queue `which` (0 receive, 1
+    /// transmit) written since the last call and notifies the guest if it
+    /// wants to be: once per burst (an empty poll or the end of the engine
+    /// round), not per frame ([`virtq`]'s invariants). The elements are
+    /// written by `virtq::write_used`, not `add_used`, so the `EVENT_IDX`
+    /// check is ours ([`virtq::wants_notification`]; `virtio-queue`'s also
+    /// ignores `VIRTQ_AVAIL_F_NO_INTERRUPT` without `EVENT_IDX`).
     fn signal(&mut self, which: usize) {
         let Some(a) = &self.active else { return };
-        if which == 0 {
-            // The receive queue's used entries are published by
-            // `virtq::publish_used`, not `add_used`: the EVENT_IDX check is ours.
-            let st = a.rx.get_ref();
-            let mem = a.mem.memory();
-            let q = st.get_queue();
-            let now = q.next_used();
-            let want = match self.rx_signalled {
-                None => Ok(true),
-                Some(since) => virtq::wants_notification(q, &*mem, since),
-            };
-            self.rx_signalled = Some(now);
-            match want {
-                Ok(true) => {
-                    if st.signal_used_queue().is_ok() {
-                        self.stats.calls_sent += 1;
-                    }
-                }
-                Ok(false) => {}
-                Err(f) => {
-                    drop(st);
-                    self.stop_queue(0, f);
+        let st = if which == 0 { a.rx.get_ref() } else { a.tx.get_ref() };
+        let mem = a.mem.memory();
+        let q = st.get_queue();
+        let want = virtq::publish_used_idx(q, &*mem).and_then(|()| match self.signalled[which] {
+            None => Ok(true),
+            Some(since) => virtq::wants_notification(q, &*mem, since),
+        });
+        self.signalled[which] = Some(q.next_used());
+        match want {
+            Ok(true) => {
+                if st.signal_used_queue().is_ok() {
+                    self.stats.calls_sent += 1;
                 }
             }
-            return;
-        }
-        let mut st = a.tx.get_mut();
-        let mem = a.mem.memory();
-        // virtio-queue's check ignores VIRTQ_AVAIL_F_NO_INTERRUPT without EVENT_IDX.
-        let notify = if st.get_queue().event_idx_enabled() {
-            st.get_queue_mut().needs_notification(&*mem).map_err(|_| QueueFault::Address)
-        } else {
-            virtq::interrupts_suppressed(st.get_queue(), &*mem).map(|off| !off)
-        };
-        if matches!(notify, Ok(true)) && st.signal_used_queue().is_ok() {
-            self.stats.calls_sent += 1;
+            Ok(false) => {}
+            Err(f) => {
+                drop(st);
+                self.stop_queue(which, f);
+            }
         }
     }
 

@@ -132,10 +132,14 @@ fn take_frame_imports_the_header_and_copies_the_frame_once() {
         "{:?}",
         f.packet.meta
     );
+    // The chain is in the used ring; the index waits for the burst's end.
+    assert_eq!((used_idx(&m), q.next_used(), used_elem(&m, 0)), (0, 1, (0, 0)));
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!(used_idx(&m), 1);
     for n in [2u16, 3] {
         let c = virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().unwrap();
         assert!(c.frame.is_err(), "chain {n}: {:?}", c.frame);
+        virtq::publish_used_idx(&q, &m).unwrap();
         assert_eq!(used_idx(&m), n, "the chain is given back");
     }
     assert!(virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().is_none());
@@ -254,6 +258,8 @@ fn mergeable_buffers_carry_a_frame_over_several_chains() {
     let placed =
         virtq::push_rx(&mut q, &m, &mut rxs, &hdr, [&frame[..100], &frame[100..]].into_iter(), 250, true).unwrap();
     assert_eq!((placed.chains, placed.bytes), (3, 262));
+    assert_eq!((used_idx(&m), q.next_used()), (0, 3), "written, not yet published");
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!(used_idx(&m), 3);
     assert_eq!((used_elem(&m, 0), used_elem(&m, 1), used_elem(&m, 2)), ((0, 100), (1, 100), (2, 62)));
     let mut got = vec![0u8; 300];
@@ -277,6 +283,7 @@ fn mergeable_buffers_carry_a_frame_over_several_chains() {
     assert_eq!(q.next_avail(), 3);
     let placed = virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..50]), 50, false).unwrap();
     assert_eq!(placed.chains, 1);
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!(used_idx(&m), 4);
 }
 
@@ -296,6 +303,8 @@ fn a_frames_chains_are_published_together_and_notified_per_event_idx() {
     let frame = [7u8; 388];
     let placed = virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 388, true).unwrap();
     assert_eq!(placed.chains, 4);
+    assert_eq!((used_idx(&m), q.next_used()), (0, 4));
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!((used_idx(&m), q.next_used()), (4, 4));
     for i in 0..4 {
         assert_eq!(used_elem(&m, i), (i as u32, 100));

@@ -226,7 +226,11 @@ fn the_transmit_queue_fills_and_empties_again() {
     for _ in 0..64 {
         assert_eq!(port_recv(&mut p.port).to_vec(), frame);
     }
-    // The port gives chains back as it takes them; the queue has room again.
+    // The port gives chains back per burst: at the end of the engine round
+    // (flush) or at an empty poll, not per frame; then the queue has room.
+    let e = p.fe.send(&hdr, &[&frame], DescLayout::Direct, false).unwrap_err();
+    assert!(matches!(e, VirtioUserError::TxFull), "{e}");
+    p.port.flush();
     p.fe.send(&hdr, &[&frame], DescLayout::Direct, false).unwrap();
     assert_eq!(port_recv(&mut p.port).to_vec(), frame);
     assert_eq!(p.fe.stats().tx_frames, 65);
