@@ -26,6 +26,7 @@ BIN=$(realpath "${1:?usage: $0 BIN SECONDS [time|syscalls|callgrind]}")
 SECS=${2:?seconds}
 MODE=${3:-time}
 OUT=${OUT:-$(mktemp -d /tmp/vhost-loop-profile.XXXXXX)}
+mkdir -p "$OUT"
 WARMUP=5
 [ "$MODE" = callgrind ] && WARMUP=15
 cpus=($(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' | while IFS=- read -r a b; do seq "$a" "${b:-$a}"; done))
@@ -88,7 +89,7 @@ case "$MODE" in
     time) sleep "$SECS" ;;
     syscalls) perf stat --per-thread -e raw_syscalls:sys_enter,context-switches,task-clock -p "$EPID" \
         -o "$OUT/perf-stat.txt" -- sleep "$SECS" ;;
-    callgrind) callgrind_control -z "$EPID" > /dev/null; sleep "$SECS"; callgrind_control -d "$EPID" > /dev/null ;;
+    callgrind) callgrind_control -z "$EPID" > /dev/null 2>&1; sleep "$SECS"; callgrind_control -d "$EPID" > /dev/null 2>&1 ;;
     *) echo "unknown mode $MODE" >&2; exit 2 ;;
 esac
 p1=$(polled) c1=$(cpu_ticks) t1=$(date +%s.%N)
@@ -100,6 +101,6 @@ awk -v p="$((p1 - p0))" -v c="$((c1 - c0))" -v t0="$t0" -v t1="$t1" -v hz="$hz" 
         dt, p, p / dt / 1e6, cpu, cpu / dt, cpu / p * 1e9, out }'
 if [ "$MODE" = callgrind ]; then
     for f in "$OUT"/callgrind.out.*; do
-        awk -v p="$((p1 - p0))" '/^summary:/ { printf "callgrind: %d instructions, %.0f per frame\n", $2, $2 / p }' "$f"
+        awk -v p="$((p1 - p0))" '/^summary:/ { printf "callgrind: %.0f instructions, %.0f per frame\n", $2, $2 / p }' "$f"
     done
 fi
