@@ -75,6 +75,14 @@ fn fe_recv(p: &mut Pair, buf: &mut [u8]) -> RxFrame {
     }
 }
 
+/// Whether descriptor `fd` has input (a zero-timeout wait of an epoll
+/// instance of its own).
+fn readable(fd: std::os::fd::RawFd) -> bool {
+    let mut ep = crate::io::event::Epoll::new(1).unwrap();
+    ep.add(fd, 0).unwrap();
+    ep.wait(Duration::ZERO, |_| {}).unwrap() == 1
+}
+
 fn counter(port: &VhostUserDriver, name: &str) -> u64 {
     let mut v = None;
     port.driver_counters(&mut |n, x| {
@@ -335,16 +343,26 @@ fn a_busy_polling_port_keeps_the_guests_kicks_off_until_its_window_runs_out() {
     };
     let window = Duration::from_millis(20);
     let mut p = pair_with_port(|o| VhostUserOptions { busy_poll: window, ..o }, |c| c);
-    send_kicked(&mut p);
+    assert!(send_kicked(&mut p));
+    // The kick reaches the port's wake-up descriptor through its control thread.
+    let fd = p.port.poll_fd().unwrap();
+    let t0 = Instant::now();
+    while !readable(fd) {
+        assert!(t0.elapsed() < T, "the kick never woke the port");
+        std::thread::sleep(Duration::from_millis(1));
+    }
     assert_eq!(port_recv(&mut p.port).to_vec(), frame);
     assert!(p.port.recv().is_none());
     assert!(p.port.wants_poll(), "inside the window the worker polls again");
+    // Polling reads no descriptor (no system call per empty poll).
+    assert!(readable(fd) && counter(&p.port, "wakeups") == 0, "the wake-up was read while polling");
     assert!(!send_kicked(&mut p), "inside the window the guest does not kick");
     assert_eq!(port_recv(&mut p.port).to_vec(), frame);
     assert!(p.port.recv().is_none());
     std::thread::sleep(window * 3);
     assert!(p.port.recv().is_none());
     assert!(!p.port.wants_poll(), "after the window the worker may sleep");
+    assert!(!readable(fd) && counter(&p.port, "wakeups") == 1, "the window's end takes the wake-up");
     assert!(send_kicked(&mut p), "after the window the guest kicks");
     assert_eq!(port_recv(&mut p.port).to_vec(), frame);
 
