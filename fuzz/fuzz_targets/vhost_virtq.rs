@@ -11,7 +11,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use superpacket_engine::device::vhost_user::virtq::{self, MAX_RX_CHAINS, TxScratch};
+use superpacket_engine::device::vhost_user::virtq::{self, MAX_RX_CHAINS, RxScratch, TxScratch};
 use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
@@ -57,6 +57,10 @@ fuzz_target!(|data: &[u8]| {
                         if let Ok(f) = c.frame {
                             assert!(f.packet.len() <= virtq::MAX_TX_CHAIN - 12);
                         }
+                        // The port publishes per burst; here every few frames.
+                        if c.descs % 3 == 0 && virtq::publish_used_idx(&tx, &m).is_err() {
+                            break;
+                        }
                     }
                     Ok(None) | Err(_) => break,
                 }
@@ -82,11 +86,16 @@ fuzz_target!(|data: &[u8]| {
     if let Some(mut rx) = queue(&m, size(head[7]), &head[8..14]) {
         let hdr = [0u8; 12];
         let frame = vec![0x5a; 1 + usize::from(head[15]) * 24];
+        // One scratch for every frame, as the port keeps one.
+        let mut scratch = RxScratch::new();
         for _ in 0..8 {
-            match virtq::push_rx(&mut rx, &m, &hdr, std::iter::once(&frame[..]), frame.len(), mrg) {
+            match virtq::push_rx(&mut rx, &m, &mut scratch, &hdr, std::iter::once(&frame[..]), frame.len(), mrg) {
                 Ok(placed) => {
                     assert_eq!(placed.bytes, hdr.len() + frame.len());
                     assert!(placed.chains >= 1 && placed.chains <= if mrg { MAX_RX_CHAINS } else { 1 });
+                    if placed.chains % 2 == 1 && virtq::publish_used_idx(&rx, &m).is_err() {
+                        break;
+                    }
                 }
                 Err(_) => break,
             }

@@ -287,7 +287,7 @@ pub struct Packet {
 impl Drop for Packet {
     #[inline]
     fn drop(&mut self) {
-        if self.storage.capacity() == pool::POOL_BUFFER_LEN {
+        if pool::is_pool_capacity(self.storage.capacity()) {
             pool::recycle(std::mem::take(&mut self.storage));
         }
         if self.segments.items.capacity() != 0 {
@@ -425,11 +425,19 @@ impl Packet {
     /// (zeros, or the stale bytes of a recycled buffer), with
     /// [`DEFAULT_HEADROOM`]: for drivers that copy a frame from memory
     /// they cannot borrow as one slice (a guest's buffers, read through
-    /// `vm-memory`) straight into the packet. Buffers are chosen as by
-    /// [`Packet::from_frame_pooled`].
+    /// `vm-memory`) straight into the packet. A superpacket gets a pool
+    /// buffer as by [`Packet::from_frame_pooled`]; a frame of up to
+    /// [`pool::COPYBREAK`] bytes a recycled small buffer
+    /// ([`pool::take_small_buffer`]: no allocation per frame once warm).
     pub fn with_linear_len_pooled(len: usize) -> Packet {
         let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + len);
-        let storage = if Packet::fits_pool_buffer(len) { pool::take_buffer() } else { vec![0; tail] };
+        let storage = if Packet::fits_pool_buffer(len) {
+            pool::take_buffer()
+        } else if tail <= pool::SMALL_BUFFER_LEN {
+            pool::take_small_buffer()
+        } else {
+            vec![0; tail]
+        };
         Packet::with_storage(storage, head, tail)
     }
 

@@ -322,10 +322,11 @@ pub struct VhostUserDriver {
     polling: bool,
     signal_rx: bool,
     signal_tx: bool,
-    /// The receive queue's used index when the guest was last considered
-    /// for a notification (`None`: not yet on this connection).
-    rx_signalled: Option<u16>,
+    /// Each queue's (receive, transmit) used index when the guest was last
+    /// considered for a notification (`None`: not yet on this connection).
+    signalled: [Option<u16>; 2],
     tx_scratch: virtq::TxScratch,
+    rx_scratch: virtq::RxScratch,
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
     stats: Stats,
@@ -419,8 +420,9 @@ impl VhostUserDriver {
             polling: false,
             signal_rx: false,
             signal_tx: false,
-            rx_signalled: None,
+            signalled: [None; 2],
             tx_scratch: virtq::TxScratch::new(),
+            rx_scratch: virtq::RxScratch::new(),
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
             stats: Stats::default(),
@@ -496,7 +498,7 @@ impl VhostUserDriver {
             self.rx_kicks_on = true;
             self.signal_rx = false;
             self.signal_tx = false;
-            self.rx_signalled = None;
+            self.signalled = [None; 2];
             let n = self.backlog.len() as u64;
             if n > 0 && next.is_none() {
                 self.backlog.clear();
@@ -622,45 +624,34 @@ impl VhostUserDriver {
         }
     }
 
-    /// Notifies the guest of used buffers on queue `which` if it wants to be.
+    /// Publishes the used elements of queue `which` (0 receive, 1
+    /// transmit) written since the last call and notifies the guest if it
+    /// wants to be: once per burst (an empty poll or the end of the engine
+    /// round), not per frame ([`virtq`]'s invariants). The elements are
+    /// written by `virtq::write_used`, not `add_used`, so the `EVENT_IDX`
+    /// check is ours ([`virtq::wants_notification`]; `virtio-queue`'s also
+    /// ignores `VIRTQ_AVAIL_F_NO_INTERRUPT` without `EVENT_IDX`).
     fn signal(&mut self, which: usize) {
         let Some(a) = &self.active else { return };
-        if which == 0 {
-            // The receive queue's used entries are published by
-            // `virtq::publish_used`, not `add_used`: the EVENT_IDX check is ours.
-            let st = a.rx.get_ref();
-            let mem = a.mem.memory();
-            let q = st.get_queue();
-            let now = q.next_used();
-            let want = match self.rx_signalled {
-                None => Ok(true),
-                Some(since) => virtq::wants_notification(q, &*mem, since),
-            };
-            self.rx_signalled = Some(now);
-            match want {
-                Ok(true) => {
-                    if st.signal_used_queue().is_ok() {
-                        self.stats.calls_sent += 1;
-                    }
-                }
-                Ok(false) => {}
-                Err(f) => {
-                    drop(st);
-                    self.stop_queue(0, f);
+        let st = if which == 0 { a.rx.get_ref() } else { a.tx.get_ref() };
+        let mem = a.mem.memory();
+        let q = st.get_queue();
+        let want = virtq::publish_used_idx(q, &*mem).and_then(|()| match self.signalled[which] {
+            None => Ok(true),
+            Some(since) => virtq::wants_notification(q, &*mem, since),
+        });
+        self.signalled[which] = Some(q.next_used());
+        match want {
+            Ok(true) => {
+                if st.signal_used_queue().is_ok() {
+                    self.stats.calls_sent += 1;
                 }
             }
-            return;
-        }
-        let mut st = a.tx.get_mut();
-        let mem = a.mem.memory();
-        // virtio-queue's check ignores VIRTQ_AVAIL_F_NO_INTERRUPT without EVENT_IDX.
-        let notify = if st.get_queue().event_idx_enabled() {
-            st.get_queue_mut().needs_notification(&*mem).map_err(|_| QueueFault::Address)
-        } else {
-            virtq::interrupts_suppressed(st.get_queue(), &*mem).map(|off| !off)
-        };
-        if matches!(notify, Ok(true)) && st.signal_used_queue().is_ok() {
-            self.stats.calls_sent += 1;
+            Ok(false) => {}
+            Err(f) => {
+                drop(st);
+                self.stop_queue(which, f);
+            }
         }
     }
 
@@ -718,7 +709,7 @@ impl VhostUserDriver {
             return Err(Place::Drop("vhost-queue-disabled"));
         }
         let mem = a.mem.memory();
-        let r = virtq::push_rx(st.get_queue_mut(), &*mem, &hb[..hdr_len], parts, len, mrg);
+        let r = virtq::push_rx(st.get_queue_mut(), &*mem, &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg);
         drop(st);
         match r {
             Ok(placed) => {
@@ -912,15 +903,22 @@ impl PortDriver for VhostUserDriver {
                 }
                 TxStep::Empty => {}
             }
-            // Idle: take the wake-up, give back used buffers, sleep with
-            // kicks enabled unless frames slipped in meanwhile.
-            if self.shared().wake[self.qp].take() {
-                self.stats.wakeups += 1;
-            }
+            // Idle: give back used buffers; while busy polling, come back
+            // next round with kicks off; else take the wake-up and sleep
+            // with kicks enabled unless frames slipped in meanwhile. The
+            // wake-up is not read while polling: with kicks off it is
+            // rarely signalled, and reading it is a system call per empty
+            // poll (per engine round), which at two frames a round was
+            // most of a frame's cost in the loop (docs/benchmarks.md,
+            // "vhost-user backends"). A connection change is seen through
+            // the generation (`refresh`), not the descriptor.
             self.signal_pending();
             if self.keep_polling() {
                 self.polling = true;
                 return None;
+            }
+            if self.shared().wake[self.qp].take() {
+                self.stats.wakeups += 1;
             }
             if self.stopped[1] || !self.enable_tx_kicks() {
                 return None;

@@ -132,10 +132,14 @@ fn take_frame_imports_the_header_and_copies_the_frame_once() {
         "{:?}",
         f.packet.meta
     );
+    // The chain is in the used ring; the index waits for the burst's end.
+    assert_eq!((used_idx(&m), q.next_used(), used_elem(&m, 0)), (0, 1, (0, 0)));
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!(used_idx(&m), 1);
     for n in [2u16, 3] {
         let c = virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().unwrap();
         assert!(c.frame.is_err(), "chain {n}: {:?}", c.frame);
+        virtq::publish_used_idx(&q, &m).unwrap();
         assert_eq!(used_idx(&m), n, "the chain is given back");
     }
     assert!(virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().is_none());
@@ -242,6 +246,7 @@ fn hostile_chains_stop_the_queue_without_a_panic() {
 
 #[test]
 fn mergeable_buffers_carry_a_frame_over_several_chains() {
+    let mut rxs = virtq::RxScratch::new();
     let m = mem();
     let mut q = queue(&m);
     for i in 0..4u16 {
@@ -250,8 +255,11 @@ fn mergeable_buffers_carry_a_frame_over_several_chains() {
     offer(&m, &[0, 1, 2, 3]);
     let hdr = [0x11u8; 12];
     let frame: Vec<u8> = (0..250u32).map(|i| i as u8).collect();
-    let placed = virtq::push_rx(&mut q, &m, &hdr, [&frame[..100], &frame[100..]].into_iter(), 250, true).unwrap();
+    let placed =
+        virtq::push_rx(&mut q, &m, &mut rxs, &hdr, [&frame[..100], &frame[100..]].into_iter(), 250, true).unwrap();
     assert_eq!((placed.chains, placed.bytes), (3, 262));
+    assert_eq!((used_idx(&m), q.next_used()), (0, 3), "written, not yet published");
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!(used_idx(&m), 3);
     assert_eq!((used_elem(&m, 0), used_elem(&m, 1), used_elem(&m, 2)), ((0, 100), (1, 100), (2, 62)));
     let mut got = vec![0u8; 300];
@@ -262,13 +270,20 @@ fn mergeable_buffers_carry_a_frame_over_several_chains() {
     assert_eq!(u16::from_le_bytes([got[10], got[11]]), 3, "num_buffers");
     assert_eq!(&got[12..262], &frame[..]);
     // One chain left (100 bytes): a 250-byte frame waits, the chain given back.
-    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 250, true), Err(RxRefused::NoRoom));
+    assert_eq!(
+        virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 250, true),
+        Err(RxRefused::NoRoom)
+    );
     assert_eq!(q.next_avail(), 3);
     // Without MRG_RXBUF a frame must fit one chain.
-    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 250, false), Err(RxRefused::TooBig));
+    assert_eq!(
+        virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 250, false),
+        Err(RxRefused::TooBig)
+    );
     assert_eq!(q.next_avail(), 3);
-    let placed = virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..50]), 50, false).unwrap();
+    let placed = virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..50]), 50, false).unwrap();
     assert_eq!(placed.chains, 1);
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!(used_idx(&m), 4);
 }
 
@@ -277,6 +292,7 @@ fn mergeable_buffers_carry_a_frame_over_several_chains() {
 /// together"); the guest is notified per `EVENT_IDX` of the receive queue.
 #[test]
 fn a_frames_chains_are_published_together_and_notified_per_event_idx() {
+    let mut rxs = virtq::RxScratch::new();
     let m = mem();
     let mut q = queue(&m);
     for i in 0..8u16 {
@@ -285,8 +301,10 @@ fn a_frames_chains_are_published_together_and_notified_per_event_idx() {
     offer(&m, &[0, 1, 2, 3, 4, 5, 6, 7]);
     let hdr = [0u8; 12];
     let frame = [7u8; 388];
-    let placed = virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 388, true).unwrap();
+    let placed = virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 388, true).unwrap();
     assert_eq!(placed.chains, 4);
+    assert_eq!((used_idx(&m), q.next_used()), (0, 4));
+    virtq::publish_used_idx(&q, &m).unwrap();
     assert_eq!((used_idx(&m), q.next_used()), (4, 4));
     for i in 0..4 {
         assert_eq!(used_elem(&m, i), (i as u32, 100));
@@ -320,6 +338,7 @@ fn a_frames_chains_are_published_together_and_notified_per_event_idx() {
 /// waited for (the guest cannot ever offer more).
 #[test]
 fn a_frame_larger_than_the_whole_ring_is_too_big() {
+    let mut rxs = virtq::RxScratch::new();
     let m = mem();
     let mut q = queue(&m);
     let heads: Vec<u16> = (0..SIZE).collect();
@@ -328,7 +347,7 @@ fn a_frame_larger_than_the_whole_ring_is_too_big() {
     }
     offer(&m, &heads);
     let frame = [3u8; 2000];
-    let r = virtq::push_rx(&mut q, &m, &[0u8; 12], std::iter::once(&frame[..]), 2000, true);
+    let r = virtq::push_rx(&mut q, &m, &mut rxs, &[0u8; 12], std::iter::once(&frame[..]), 2000, true);
     assert_eq!(r, Err(RxRefused::TooBig));
     assert_eq!((q.next_avail(), used_idx(&m)), (0, 0));
 }
@@ -337,6 +356,7 @@ fn a_frame_larger_than_the_whole_ring_is_too_big() {
 /// frame (every chain but the last must be filled to its full length).
 #[test]
 fn a_chain_with_uncounted_descriptors_only_ends_a_frame() {
+    let mut rxs = virtq::RxScratch::new();
     const TABLE: u64 = 0x6000;
     let m = mem();
     let mut q = queue(&m);
@@ -350,14 +370,18 @@ fn a_chain_with_uncounted_descriptors_only_ends_a_frame() {
     offer(&m, &[0, 1]);
     let hdr = [0u8; 12];
     let frame = [1u8; 400];
-    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 400, true), Err(RxRefused::TooBig));
+    assert_eq!(
+        virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 400, true),
+        Err(RxRefused::TooBig)
+    );
     assert_eq!((q.next_avail(), used_idx(&m)), (0, 0));
-    let placed = virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..200]), 200, true).unwrap();
+    let placed = virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..200]), 200, true).unwrap();
     assert_eq!((placed.chains, used_elem(&m, 0)), (1, (0, 212)));
 }
 
 #[test]
 fn hostile_receive_chains_stop_the_queue() {
+    let mut rxs = virtq::RxScratch::new();
     let hdr = [0u8; 12];
     let frame = [0u8; 60];
     for (what, flags, addr, want) in [
@@ -369,7 +393,7 @@ fn hostile_receive_chains_stop_the_queue() {
         desc(&m, 0, addr, 100, flags, 0);
         offer(&m, &[0]);
         assert_eq!(
-            virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 60, true),
+            virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 60, true),
             Err(RxRefused::Fault(want)),
             "{what}"
         );
@@ -380,7 +404,10 @@ fn hostile_receive_chains_stop_the_queue() {
     let mut q = queue(&m);
     desc(&m, 0, 0x4000, 0, F_WRITE, 0);
     offer(&m, &[0]);
-    assert_eq!(virtq::push_rx(&mut q, &m, &hdr, std::iter::once(&frame[..]), 60, true), Err(RxRefused::TooBig));
+    assert_eq!(
+        virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 60, true),
+        Err(RxRefused::TooBig)
+    );
 }
 
 #[test]

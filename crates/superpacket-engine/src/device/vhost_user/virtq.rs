@@ -18,6 +18,12 @@
 //!   used, already in the used ring) or gives every chain it took back to
 //!   the available ring (`next_avail` rewound): no half-written frame is
 //!   ever published.
+//! - [`take_frame`] and [`push_rx`] write used elements but leave the used
+//!   index to the caller ([`publish_used_idx`], once per burst, before
+//!   notifying the guest), as DPDK's vhost does: the index shares a cache
+//!   line the guest polls from another CPU, and a store to it per frame
+//!   moved that line across CPUs per frame. The index only ever moves to a
+//!   frame boundary, so every buffer of a frame becomes used at once.
 
 use super::guest_copy::{read_guest, write_guest};
 use std::sync::atomic::Ordering;
@@ -227,8 +233,9 @@ pub struct TakenChain {
 
 /// Takes the next chain of transmit queue `q` as one frame behind a
 /// `hdr_len`-byte `virtio_net_hdr` (12: `virtio_net_hdr_v1` or with
-/// `num_buffers`; 10: the legacy one), and gives the chain back (used
-/// ring, 0 bytes written) once its bytes are copied. `Ok(None)` when the
+/// `num_buffers`; 10: the legacy one), and gives the chain back (a used
+/// element, 0 bytes written; the used index is the caller's to publish,
+/// [`publish_used_idx`]) once its bytes are copied. `Ok(None)` when the
 /// guest made no chain available.
 ///
 /// One copy: the header is read first and parsed; only a header that
@@ -249,7 +256,7 @@ pub fn take_frame<M: GuestMemory>(
     let Some(chain) = pop_tx(q, mem, scratch)? else { return Ok(None) };
     let descs = chain.descs;
     let copied = copy_frame(mem, scratch, &chain, hdr_len);
-    complete(q, mem, chain.head, 0)?;
+    write_used(q, mem, &[(chain.head, 0)])?;
     let (packet, hdr) = match copied? {
         Ok(c) => c,
         Err(reason) => return Ok(Some(TakenChain { descs, frame: Err(reason) })),
@@ -291,13 +298,14 @@ fn copy_frame<M: GuestMemory>(
     Ok(Ok((packet, hdr)))
 }
 
-/// Puts chain `head` in the used ring with `len` bytes written.
+/// Puts chain `head` in the used ring with `len` bytes written and
+/// publishes it ([`publish_used`]).
 ///
 /// # Errors
 /// [`QueueFault::Address`]: the used ring is outside guest memory (or the
 /// head index outside the queue).
 pub fn complete<M: GuestMemory>(q: &mut Queue, mem: &M, head: u16, len: u32) -> Result<(), QueueFault> {
-    q.add_used(mem, head, len).map_err(|_| QueueFault::Address)
+    publish_used(q, mem, &[(head, len)])
 }
 
 /// Why a frame was not placed in a receive queue.
@@ -328,20 +336,45 @@ pub struct RxPlaced {
     pub bytes: usize,
 }
 
-/// The writable buffers of one receive chain.
-struct RxChainBufs {
-    head: u16,
-    bufs: [(GuestAddress, u32); MAX_RX_DESCS],
-    n: usize,
-    /// The chain had more than [`MAX_RX_DESCS`] descriptors.
-    capped: bool,
+/// What [`push_rx`] keeps between calls, so that placing a frame neither
+/// allocates (once warm) nor clears per-call arrays: the writable buffers
+/// of the chain being filled and the chains the frame used. Its contents
+/// never outlive one call (each call clears them before use).
+#[derive(Debug)]
+pub struct RxScratch {
+    /// (guest address, length) of the current chain's first
+    /// [`MAX_RX_DESCS`] writable descriptors, each checked to lie in guest
+    /// memory.
+    bufs: Vec<(GuestAddress, u32)>,
+    /// (head, bytes written) of every chain of the frame so far.
+    used: Vec<(u16, u32)>,
 }
 
-fn rx_chain<M: GuestMemory>(q: &mut Queue, mem: &M) -> Result<Option<RxChainBufs>, QueueFault> {
+impl RxScratch {
+    /// Room for [`MAX_RX_DESCS`] buffers and [`MAX_RX_CHAINS`] chains.
+    pub fn new() -> RxScratch {
+        RxScratch { bufs: Vec::with_capacity(MAX_RX_DESCS), used: Vec::with_capacity(MAX_RX_CHAINS) }
+    }
+}
+
+impl Default for RxScratch {
+    fn default() -> RxScratch {
+        RxScratch::new()
+    }
+}
+
+/// Takes the next chain of receive queue `q`, records its first
+/// [`MAX_RX_DESCS`] buffers in `bufs` (cleared first) and returns its head
+/// and whether it had more descriptors than that (capped).
+fn rx_chain<M: GuestMemory>(
+    q: &mut Queue,
+    mem: &M,
+    bufs: &mut Vec<(GuestAddress, u32)>,
+) -> Result<Option<(u16, bool)>, QueueFault> {
     let Some(chain) = next_head(q, mem)? else { return Ok(None) };
-    let mut c =
-        RxChainBufs { head: chain.head_index(), bufs: [(GuestAddress(0), 0); MAX_RX_DESCS], n: 0, capped: false };
-    let (mut descs, mut last_next) = (0usize, true);
+    let head = chain.head_index();
+    bufs.clear();
+    let (mut descs, mut last_next, mut capped) = (0usize, true, false);
     for d in chain {
         descs += 1;
         last_next = d.has_next();
@@ -351,30 +384,32 @@ fn rx_chain<M: GuestMemory>(q: &mut Queue, mem: &M) -> Result<Option<RxChainBufs
         if d.len() > 0 && !mem.check_range(d.addr(), d.len() as usize, vm_memory::Permissions::Write) {
             return Err(QueueFault::Address);
         }
-        if c.n < MAX_RX_DESCS {
-            c.bufs[c.n] = (d.addr(), d.len());
-            c.n += 1;
+        if bufs.len() < MAX_RX_DESCS {
+            bufs.push((d.addr(), d.len()));
         } else {
-            c.capped = true;
+            capped = true;
         }
     }
     if descs == 0 || last_next {
         return Err(QueueFault::Chain);
     }
-    Ok(Some(c))
+    Ok(Some((head, capped)))
 }
 
 /// Places the frame `hdr` + `parts` (`len` bytes of frame after the
 /// header) in receive queue `q`: in one chain, or (`mrg`) in as many as it
 /// needs, the header's `num_buffers` (bytes 10 and 11 of a 12-byte `hdr`)
-/// set to the number used. The chains are added to the used ring; the
-/// caller notifies the guest.
+/// set to the number used. The chains are added to the used ring
+/// ([`write_used`]); the caller publishes the used index
+/// ([`publish_used_idx`]) and notifies the guest. `scratch` is working
+/// space only (see [`RxScratch`]).
 ///
 /// # Errors
 /// [`RxRefused`]; on `NoRoom` and `TooBig` every chain taken was given back.
 pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
     q: &mut Queue,
     mem: &M,
+    scratch: &mut RxScratch,
     hdr: &'h [u8],
     parts: impl Iterator<Item = &'a [u8]>,
     len: usize,
@@ -382,8 +417,8 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
 ) -> Result<RxPlaced, RxRefused> {
     let need = hdr.len() + len;
     let max_chains = if mrg { MAX_RX_CHAINS } else { 1 };
-    let mut used = [(0u16, 0u32); MAX_RX_CHAINS];
-    let mut nused = 0;
+    let RxScratch { bufs, used } = scratch;
+    used.clear();
     let mut written = 0usize;
     // Where bytes 10 and 11 of the header (num_buffers) landed.
     let mut nb_addr: [Option<GuestAddress>; 2] = [None, None];
@@ -395,22 +430,22 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
         }
     };
     while written < need {
-        if nused == max_chains {
-            give_back(q, nused);
+        if used.len() == max_chains {
+            give_back(q, used.len());
             return Err(RxRefused::TooBig);
         }
-        let chain = match rx_chain(q, mem) {
+        let (head, capped) = match rx_chain(q, mem, bufs) {
             Ok(Some(c)) => c,
             Ok(None) => {
-                give_back(q, nused);
+                give_back(q, used.len());
                 // Every buffer of the ring was not enough: waiting for more
                 // would wait forever.
-                return Err(if nused >= usize::from(q.size()) { RxRefused::TooBig } else { RxRefused::NoRoom });
+                return Err(if used.len() >= usize::from(q.size()) { RxRefused::TooBig } else { RxRefused::NoRoom });
             }
             Err(f) => return Err(RxRefused::Fault(f)),
         };
         let mut in_chain = 0u32;
-        'bufs: for &(addr, blen) in &chain.bufs[..chain.n] {
+        'bufs: for &(addr, blen) in bufs.iter() {
             let mut off = 0u32;
             while off < blen {
                 if cur.is_empty() {
@@ -434,28 +469,46 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
                 written += n;
             }
         }
-        used[nused] = (chain.head, in_chain);
-        nused += 1;
-        if in_chain == 0 || (chain.capped && written < need) {
+        used.push((head, in_chain));
+        if in_chain == 0 || (capped && written < need) {
             // A chain without room (zero-length buffers): refuse the frame
             // rather than spin on it. A chain with uncounted descriptors
             // would not be the last one, and not be used to its full length.
-            give_back(q, nused);
+            give_back(q, used.len());
             return Err(RxRefused::TooBig);
         }
     }
     if let [Some(lo), Some(hi)] = nb_addr {
-        let nb = (nused as u16).to_le_bytes();
-        write_guest(mem, lo, &nb[..1])?;
-        write_guest(mem, hi, &nb[1..])?;
+        let nb = (used.len() as u16).to_le_bytes();
+        if lo.checked_add(1) == Some(hi) {
+            write_guest(mem, lo, &nb)?;
+        } else {
+            write_guest(mem, lo, &nb[..1])?;
+            write_guest(mem, hi, &nb[1..])?;
+        }
     }
-    publish_used(q, mem, &used[..nused])?;
-    Ok(RxPlaced { chains: nused, bytes: written })
+    write_used(q, mem, used)?;
+    Ok(RxPlaced { chains: used.len(), bytes: written })
 }
 
 /// Puts `chains` (head, bytes written) in the used ring and then moves the
 /// used index past all of them with one release store: the guest sees
-/// every buffer of a frame used at once, never the first few.
+/// every buffer of a frame used at once, never the first few
+/// ([`write_used`], then [`publish_used_idx`]).
+///
+/// # Errors
+/// [`QueueFault::Address`]: the used ring is outside guest memory (or a
+/// head index outside the queue).
+pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
+    write_used(q, mem, chains)?;
+    publish_used_idx(q, mem)
+}
+
+/// Writes `chains` (head, bytes written) into the used ring after the
+/// entries written so far and moves the queue's `next_used` past them,
+/// without storing the used index: the guest does not see them until
+/// [`publish_used_idx`]. Callers write whole frames only, so that the
+/// index, whenever published, is at a frame boundary.
 ///
 /// Virtio 1.2, 5.1.6.4.2 (device requirements, processing of incoming
 /// packets): "The device MUST use all buffers used by a single receive
@@ -470,7 +523,7 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
 /// # Errors
 /// [`QueueFault::Address`]: the used ring is outside guest memory (or a
 /// head index outside the queue).
-pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
+pub fn write_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
     let size = q.size();
     if size == 0 {
         return Err(QueueFault::Address);
@@ -489,20 +542,28 @@ pub fn publish_used<M: GuestMemory>(q: &mut Queue, mem: &M, chains: &[(u16, u32)
         write_guest(mem, at, &elem)?;
         next += std::num::Wrapping(1);
     }
-    let idx = ring.checked_add(2).ok_or(QueueFault::Address)?;
-    // Release: the frame's bytes and the used elements are visible before
-    // the index that announces them.
-    mem.store(next.0.to_le(), idx, Ordering::Release).map_err(|_| QueueFault::Address)?;
     q.set_next_used(next.0);
     Ok(())
+}
+
+/// Publishes every used element written so far ([`write_used`]): stores
+/// the queue's `next_used` as the used index, a release store, so the
+/// frames' bytes and the elements are visible before the index that
+/// announces them.
+///
+/// # Errors
+/// [`QueueFault::Address`]: the used ring is outside guest memory.
+pub fn publish_used_idx<M: GuestMemory>(q: &Queue, mem: &M) -> Result<(), QueueFault> {
+    let idx = GuestAddress(q.used_ring()).checked_add(2).ok_or(QueueFault::Address)?;
+    mem.store(q.next_used().to_le(), idx, Ordering::Release).map_err(|_| QueueFault::Address)
 }
 
 /// Whether the guest wants a notification for the used entries published
 /// since `since` (the used index at the last check): with
 /// `VIRTIO_RING_F_EVENT_IDX` (virtio 1.2, 2.7.10) only when `used_event`
 /// was passed; without it, unless the guest set
-/// `VIRTQ_AVAIL_F_NO_INTERRUPT` ([`interrupts_suppressed`]). Used for the
-/// receive queue, whose entries [`publish_used`] writes itself, so
+/// `VIRTQ_AVAIL_F_NO_INTERRUPT` ([`interrupts_suppressed`]). Used for both
+/// data queues, whose entries [`write_used`] writes itself, so
 /// `virtio-queue`'s own count of added entries does not see them.
 ///
 /// # Errors
