@@ -7,6 +7,8 @@
 //!
 //! [`Template`]: super::template::Template
 
+use super::counters::FlushReason;
+use super::flow::Position;
 use super::parse::GroHeaders;
 use super::{Gro, Incoming, hint, ip, tcp, tunnel};
 use crate::packet::Packet;
@@ -33,11 +35,13 @@ impl Gro {
     /// aggregate's (1.2, 2.6); at the inner level the IP length ending the
     /// UDP payload (no inner padding), some TCP payload and the IPv4 header
     /// checksum; then the checksums ([`Gro::verify_tunnel`]) and the merge
-    /// rules left at both levels ([`tcp::can_merge_same_headers`]: size,
-    /// both IPv4 ID rules, sequence, append).
+    /// rules left at both levels ([`tcp::same_headers_before_append`]: size,
+    /// both IPv4 ID rules, sequence; then the append, whose size limit
+    /// alone restarts the aggregate, [`Gro::restart_tunnel`]).
     ///
-    /// Returns whether it dealt with the packet (merged, or delivered for a
-    /// bad checksum, as the full path would before its lookup); if not,
+    /// Returns whether it dealt with the packet (merged, held as the next
+    /// aggregate after the size limit, or delivered for a bad checksum, as
+    /// the full path would before its lookup); if not,
     /// nothing has changed but the packet's checksum state (verified, as
     /// the full path would leave it) and the full path decides.
     ///
@@ -106,9 +110,13 @@ impl Gro {
             let Some(b) = frame.get(at.l3() as usize..).and_then(|ip| ip.first_chunk()) else { return false };
             Some((&t.outer_ip, t.outer_fixed_id, b))
         };
-        let Some(latches) = tcp::can_merge_same_headers(p, frame, &n, &self.cfg, outer) else {
+        let Some(latches) = tcp::same_headers_before_append(p, frame, &n, &self.cfg, outer) else {
             return false;
         };
+        if tcp::append_rule(p, &n, &self.cfg).is_err() {
+            self.restart_tunnel(pkt, n, found, hint);
+            return true;
+        }
         let e = tunnel::OuterLevel { outer_l3: at.l3() };
         let w = tcp::word3(&frame[l4..]);
         self.tcp_merge(pkt, &n, found, latches, w, &e);
@@ -117,5 +125,42 @@ impl Gro {
             self.fast_merges += 1;
         }
         true
+    }
+
+    /// What the full path does with a segment `n` of the tunnel aggregate
+    /// at `at` that fails only its size limit (offload-rules 1.3 (h) at the
+    /// inner level, 2.6; its checksums verified, its tunnel hint `hint`):
+    /// the aggregate is flushed ([`FlushReason::SizeLimit`]) and the segment
+    /// held as the next one of its flow in the same bucket (`n.hash` picked
+    /// it). Its inner key, outer identity, identity hash, tunnel kind and
+    /// offsets are the old aggregate's: the template covers every byte they
+    /// are built from, and [`tunnel::OuterAt::entry`] checked the outer
+    /// checksum's zeroness ([`TunnelId::csum`]). Out of line: once per
+    /// 64 KB aggregate, which the full path costs about 1200 instructions
+    /// more (both parses, key, identity hash, lookup, merge rules).
+    ///
+    /// [`TunnelId::csum`]: tunnel::TunnelId::csum
+    #[inline(never)]
+    fn restart_tunnel(&mut self, pkt: &mut Packet, n: Incoming, at: Position, hint: hint::Hint) {
+        let p = self.table.get(at);
+        let Some(t) = p.tunnel.as_ref() else { return };
+        let tin = tunnel::TunnelIn {
+            kind: t.kind,
+            outer_v6: t.outer_v6,
+            outer_l3: t.outer_l3 as u16,
+            outer_l4: t.outer_l4 as u16,
+            inner_mac: t.inner_mac as u16,
+        };
+        let outer = tunnel::Outer { t: tin, id: t.id, identity_hash: t.identity_hash, agg_len: n.l3 - t.outer_l3 + n.l3_len };
+        let n = Incoming { key: p.key, key_hash: p.key_hash, ..n };
+        self.flush_at(at, FlushReason::SizeLimit);
+        self.hold(pkt, &n, at.bucket, &outer);
+        if let Some(slot) = self.table.newest(at.bucket) {
+            self.tunnel_cache.note(hint, slot);
+        }
+        #[cfg(test)]
+        {
+            self.tunnel_fast_restarts += 1;
+        }
     }
 }
