@@ -818,6 +818,9 @@ fn tunnel_configs() -> impl Strategy<Value = GroConfig> {
                 .with_tunnel(GENEVE_PORT, TunnelKind::Geneve)
         ),
         Just(GroConfig { max_size: 9000, ..config() }),
+        // Two or three segments of 1400 bytes: the size limit restarts
+        // aggregates on the fast path (`Gro::restart_tunnel`).
+        Just(GroConfig { max_size: 4000, ..config() }),
         Just(GroConfig { lro: true, lro_queue_max: 16, ..config() }),
     ]
 }
@@ -835,8 +838,8 @@ proptest! {
     /// levels, broken outer UDP and inner checksums, wrong outer UDP and IP
     /// lengths, padding, zeroed outer
     /// checksums and flipped header bits; every checksum state (a complete
-    /// sum right or wrong), with or without receive hashes, under nine
-    /// configurations (a small size limit and LRO's sorted batches among
+    /// sum right or wrong), with or without receive hashes, under ten
+    /// configurations (small size limits and LRO's sorted batches among
     /// them): the same packets and counters with the fast path as without
     /// it.
     #[test]
