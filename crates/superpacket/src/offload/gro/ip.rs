@@ -42,7 +42,7 @@ pub fn ipv4_header_ok(hdr: &[u8]) -> bool {
 /// (about 7 instructions fewer than the four folds, per IPv4 header).
 #[inline(always)]
 fn sum_is_all_ones(acc: u64) -> bool {
-    acc != 0 && acc % 0xFFFF == 0
+    acc != 0 && acc.is_multiple_of(0xFFFF)
 }
 
 /// Outcome of the IP-layer entry checks for an accepted packet.
