@@ -49,8 +49,8 @@ impl Gro {
     /// headers without options at both levels, has a copy of its own with
     /// the offsets as constants ([`TunnelLayout::VXLAN_IPV4`]), as the plain
     /// fast path has for its usual layout: its header reads need no bounds
-    /// check of their own (45 instructions per packet less for one VXLAN
-    /// flow, docs/benchmarks.md "VXLAN rows").
+    /// check of their own (about 30 instructions per packet less for one
+    /// VXLAN flow, docs/benchmarks.md "VXLAN rows").
     ///
     /// Plain packets pay only the test before it in [`Gro::gro_one`] (a TCP
     /// segment has a plain hint, and nothing is tried without a tunnel
