@@ -49,7 +49,7 @@ impl Gro {
     /// checked as the full path checks it: the entry (1.2: the IP length
     /// ends the frame, so no padding; some payload; a good IPv4 header
     /// checksum; not a GSO packet), the merge rules left
-    /// ([`tcp::can_merge_same_headers`]: size, ID, sequence, append) and
+    /// ([`tcp::same_headers_before_append`]: size, ID, sequence; then the append) and
     /// the L4 checksum ([`Gro::verify_l4`]).
     ///
     /// A segment that passes every rule but the append (h), the size limit,

@@ -31,8 +31,18 @@ pub fn ipv4_header_ok(hdr: &[u8]) -> bool {
         return false;
     };
     let w = |i: usize| ne32(hdr, i) as u64;
-    let acc = w(0) + w(4) + w(8) + w(12) + w(16);
-    csum::fold64(acc) == 0xFFFF
+    sum_is_all_ones(w(0) + w(4) + w(8) + w(12) + w(16))
+}
+
+/// `csum::fold64(acc) == 0xFFFF`, without the fold: folding (end-around
+/// carries) keeps a sum's value modulo 0xFFFF (2^16 and 2^32 are 1 modulo
+/// 0xFFFF) and keeps a non-zero sum non-zero, ending in 1..=0xFFFF, so it
+/// ends in 0xFFFF exactly when the sum is a non-zero multiple of 0xFFFF. The
+/// compiler tests that divisibility with one multiply and one compare
+/// (about 7 instructions fewer than the four folds, per IPv4 header).
+#[inline(always)]
+fn sum_is_all_ones(acc: u64) -> bool {
+    acc != 0 && acc.is_multiple_of(0xFFFF)
 }
 
 /// Outcome of the IP-layer entry checks for an accepted packet.
@@ -187,5 +197,48 @@ pub fn pseudo_sum(frame: &[u8], l3: usize, v6: bool, protocol: u8, l4_len: usize
         let src: [u8; 4] = ip[12..16].try_into().expect("4 bytes");
         let dst: [u8; 4] = ip[16..20].try_into().expect("4 bytes");
         csum::pseudo_header_v4(src, dst, protocol, l4_len as u16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The sums five 32-bit words can make, at the edges: zero, the
+    /// multiples of 0xFFFF and their neighbours, the largest.
+    #[test]
+    fn all_ones_test_agrees_with_the_fold_at_the_edges() {
+        let max = 5 * u64::from(u32::MAX);
+        let mut sums = vec![0, 1, max - 1, max];
+        for k in [1u64, 2, 3, 0x1_0001, 0x2_0002, max / 0xFFFF] {
+            sums.extend([k * 0xFFFF - 1, k * 0xFFFF, k * 0xFFFF + 1]);
+        }
+        for acc in sums {
+            assert_eq!(sum_is_all_ones(acc), csum::fold64(acc) == 0xFFFF, "{acc:#x}");
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 4096, ..ProptestConfig::default() })]
+
+        /// Any sum of five 32-bit words, and any 20 bytes as a header: the
+        /// divisibility test says what the fold says.
+        #[test]
+        fn all_ones_test_agrees_with_the_fold(acc in 0..=5 * u64::from(u32::MAX), hdr in any::<[u8; 20]>(), fix in any::<bool>()) {
+            prop_assert_eq!(sum_is_all_ones(acc), csum::fold64(acc) == 0xFFFF);
+            let mut hdr = hdr;
+            if fix {
+                // A header with its checksum set right.
+                hdr[10..12].fill(0);
+                let c = !csum::fold64((0..5).map(|i| u64::from(ne32(&hdr, 4 * i))).sum());
+                hdr[10..12].copy_from_slice(&c.to_ne_bytes());
+            }
+            let fold = csum::fold64((0..5).map(|i| u64::from(ne32(&hdr, 4 * i))).sum()) == 0xFFFF;
+            prop_assert_eq!(ipv4_header_ok(&hdr), fold);
+            if fix {
+                prop_assert!(ipv4_header_ok(&hdr));
+            }
+        }
     }
 }

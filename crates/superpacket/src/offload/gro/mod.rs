@@ -433,6 +433,10 @@ pub struct Gro {
     /// Packets the tunnel fast path merged (tests check that it is taken).
     #[cfg(test)]
     fast_merges: u64,
+    /// Aggregates the tunnel fast path started after the size limit ended
+    /// the one before (tests check that it is taken).
+    #[cfg(test)]
+    tunnel_fast_restarts: u64,
 }
 
 impl Default for Gro {
@@ -458,6 +462,8 @@ impl Gro {
             plain_fast: true,
             #[cfg(test)]
             fast_merges: 0,
+            #[cfg(test)]
+            tunnel_fast_restarts: 0,
             #[cfg(test)]
             plain_fast_merges: 0,
             #[cfg(test)]

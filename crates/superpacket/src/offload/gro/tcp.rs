@@ -171,32 +171,18 @@ pub fn append_rule(p: &Held, n: &Incoming, cfg: &GroConfig) -> Result<(), FlushR
 
 /// [`can_merge`] for a segment of a non-fraglist aggregate whose headers are
 /// known equal to the aggregate's first packet's wherever the rules want
-/// them equal (a tunnel header template, offload-rules 2.6): word 3 (so no
+/// them equal (a header template, offload-rules 1.3, 2.6): word 3 (so no
 /// FIN or PSH, which the first packet had not), the ACK number, the options,
-/// and TTL, TOS and DF or traffic class and hop limit at each IP level. What
-/// is left is evaluated as [`can_merge`] does: the payload size (e), the
+/// and TTL, TOS and DF or traffic class and hop limit at each IP level.
+/// What is left before the append (h) is evaluated as [`can_merge`] does,
+/// in its order: the CWR rule of older kernels, the payload size (e), the
 /// IPv4 IDs of the inner header and of the outer one (`outer`: the
 /// aggregate's first outer header, its latch, and the new packet's outer
-/// header), the CWR rule of older kernels, contiguity (f) and the append
-/// (h). `None` where [`can_merge`] fails (its reason is then found by it).
-#[inline(always)]
-pub fn can_merge_same_headers(
-    p: &Held,
-    nl: &[u8],
-    n: &Incoming,
-    cfg: &GroConfig,
-    outer: Option<(&[u8; 20], bool, &[u8; 20])>,
-) -> Option<(bool, bool)> {
-    let latches = same_headers_before_append(p, nl, n, cfg, outer)?;
-    append_rule(p, n, cfg).ok()?;
-    Some(latches)
-}
-
-/// [`can_merge_same_headers`] without the append (h): every rule before
-/// it, in [`can_merge`]'s order. A segment that passes these and fails
-/// only the append is refused for the size limit
-/// ([`FlushReason::SizeLimit`], a flush mark being excluded by the
-/// template), so its caller can flush the aggregate for that reason as
+/// header) and contiguity (f). `None` where [`can_merge`] fails (its reason
+/// is then found by it). The caller checks the append ([`append_rule`]): a
+/// segment that passes these and fails only the append is refused for the
+/// size limit ([`FlushReason::SizeLimit`], a flush mark being excluded by
+/// the template), so its caller can flush the aggregate for that reason as
 /// [`can_merge`] would.
 #[inline(always)]
 pub fn same_headers_before_append(

@@ -178,12 +178,14 @@ impl OuterAt {
         self.l3
     }
 
-    /// The outer offsets of a held aggregate `t`: those of a packet whose
-    /// masked headers equal its first packet's (a header [`Template`]
-    /// covers the layout), before any check of that packet's lengths.
+    /// The outer offsets of a held aggregate (its IP header at `l3`, its
+    /// UDP header at `l4`, both below 64 KB as [`TunnelHeld`] records them,
+    /// its version and tunnel kind): those of a packet whose masked headers
+    /// equal its first packet's (a header [`Template`] covers the layout),
+    /// before any check of that packet's lengths.
     #[inline(always)]
-    pub(crate) fn of_held(t: &TunnelHeld) -> OuterAt {
-        OuterAt { l3: t.outer_l3 as u16, l4: t.outer_l4 as u16, v6: t.outer_v6, kind: t.kind, flush_mark: false }
+    pub(crate) fn held_at(l3: usize, l4: usize, v6: bool, kind: TunnelKind) -> OuterAt {
+        OuterAt { l3: l3 as u16, l4: l4 as u16, v6, kind, flush_mark: false }
     }
 
     /// The outer entry checks of the plain path's parse and IP layer

@@ -720,6 +720,42 @@ fn tunnel_fast_path_takes_a_flows_later_segments() {
     assert_eq!(out, fast);
 }
 
+/// The size limit ends a tunnel aggregate in the fast path: a bulk flow in
+/// VXLAN (checksums trusted or verified, with or without a receive hash)
+/// starts its next aggregate there (`Gro::restart_tunnel`), and gives the
+/// packets and counters of an engine without the fast path.
+#[test]
+fn tunnel_fast_path_restarts_at_the_size_limit() {
+    let s = Shape { kind: TunnelKind::Vxlan, geneve_opts: 0, outer_v6: false, inner: Transport::Tcp, inner_v6: false };
+    for csum in [ChecksumState::Unnecessary { level: 1 }, ChecksumState::None] {
+        for rss in [None, Some(0x1234_5678)] {
+            let mut f = tflow(&s, 3);
+            let burst: Vec<Packet> = (0..100)
+                .map(|_| {
+                    let mut p = Packet::from_frame(&f.frame(1400, TcpFlags::empty()).unwrap());
+                    p.meta.csum = csum;
+                    p.meta.rss_hash = rss;
+                    p
+                })
+                .collect();
+            let mut g = Gro::new(config());
+            let mut pkts = burst.clone();
+            g.receive_burst(&mut pkts);
+            // 46 segments of 1400 bytes reach the 64 KB limit: two restarts.
+            assert_eq!((g.tunnel_fast_restarts, g.fast_merges), (2, 97), "{csum:?} {rss:?}");
+            g.flush();
+            let fast: Vec<_> = g.drain_delivered().map(|p| (bytes(&p), p.meta)).collect();
+            let fast_counters = *g.counters();
+            assert_eq!(fast.len(), 3);
+            let mut full = Gro::new(config());
+            full.tunnel_fast = false;
+            let (out, counters) = deliver(full, &[burst]);
+            assert_eq!(out, fast, "{csum:?} {rss:?}");
+            assert_eq!(counters, fast_counters, "{csum:?} {rss:?}");
+        }
+    }
+}
+
 /// One arrival of [`tunnel_fast_path_decides_as_the_full_path_under_edits`].
 #[derive(Debug, Clone)]
 struct TunnelEv {
@@ -782,6 +818,9 @@ fn tunnel_configs() -> impl Strategy<Value = GroConfig> {
                 .with_tunnel(GENEVE_PORT, TunnelKind::Geneve)
         ),
         Just(GroConfig { max_size: 9000, ..config() }),
+        // Two or three segments of 1400 bytes: the size limit restarts
+        // aggregates on the fast path (`Gro::restart_tunnel`).
+        Just(GroConfig { max_size: 4000, ..config() }),
         Just(GroConfig { lro: true, lro_queue_max: 16, ..config() }),
     ]
 }
@@ -799,8 +838,8 @@ proptest! {
     /// levels, broken outer UDP and inner checksums, wrong outer UDP and IP
     /// lengths, padding, zeroed outer
     /// checksums and flipped header bits; every checksum state (a complete
-    /// sum right or wrong), with or without receive hashes, under nine
-    /// configurations (a small size limit and LRO's sorted batches among
+    /// sum right or wrong), with or without receive hashes, under ten
+    /// configurations (small size limits and LRO's sorted batches among
     /// them): the same packets and counters with the fast path as without
     /// it.
     #[test]
