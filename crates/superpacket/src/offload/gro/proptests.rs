@@ -409,3 +409,60 @@ fn plain_fast_path_starts_the_next_aggregate_at_the_size_limit() {
         }
     }
 }
+
+/// The first segment of a flow after its aggregate was delivered (at the
+/// end of a burst) starts the next aggregate on the plain fast path, in
+/// the slot of the last one, as the full path would: 64 interleaved flows
+/// (`bench peers`' workload: each flow's segments in every other burst
+/// position), four bursts of 128, IPv4, IPv6 and tagged, trusted and to
+/// verify, in Linux's 8 x 8 table (whose buckets overflow: evictions) and
+/// in a 64 x 8 one, with and without receive hashes. The same packets and
+/// counters as without the fast path.
+#[test]
+fn plain_fast_path_starts_a_flows_next_aggregate_after_a_burst() {
+    for csum in [ChecksumState::Unnecessary { level: 0 }, ChecksumState::None] {
+        for v in [&VARIANTS[0], &VARIANTS[3], &VARIANTS[2]] {
+            for buckets in [8, 64] {
+                for rss in [false, true] {
+                    let mut flows: Vec<_> = (0..64).map(|i| flow(v, Transport::Tcp, i)).collect();
+                    let bursts: Vec<Vec<Packet>> = (0..4)
+                        .map(|_| {
+                            (0..128)
+                                .map(|i| {
+                                    let frame = flows[i % 64].frame(1000, TcpFlags::empty()).unwrap();
+                                    let mut p = Packet::from_frame(&frame);
+                                    p.meta.csum = csum;
+                                    p.meta.rss_hash = rss.then(|| 0x9E37_79B9u32.wrapping_mul(i as u32 % 64 + 1));
+                                    p
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    let cfg = GroConfig { buckets, ..GroConfig::default() };
+                    let ctx = format!("{} {csum:?} {buckets} buckets, rss {rss}", v.name);
+                    let mut g = Gro::new(cfg);
+                    let mut out = Vec::new();
+                    let mut bytes = Vec::new();
+                    for burst in &bursts {
+                        g.receive_burst(&mut burst.clone());
+                        g.flush();
+                        for p in g.drain_delivered() {
+                            let meta = capture_bytes(&p, Medium::Ethernet, &mut bytes);
+                            out.push((bytes.clone(), meta));
+                        }
+                    }
+                    // Every burst after the first: each flow's first segment
+                    // (unless a hint entry two flows share sends it the full
+                    // way, or, in the 8 x 8 table, its slot went to another
+                    // flow's aggregate that evicted one).
+                    let least = if buckets == 64 { 3 * 48 } else { 48 };
+                    assert!(g.plain_fast_starts >= least, "{ctx}: {} starts", g.plain_fast_starts);
+                    let full = Gro { plain_fast: false, ..Gro::new(cfg) };
+                    let (full_out, counters) = delivered_by(full, &bursts);
+                    assert_eq!(out, full_out, "{ctx}");
+                    assert_eq!(&counters, g.counters(), "{ctx}");
+                }
+            }
+        }
+    }
+}
