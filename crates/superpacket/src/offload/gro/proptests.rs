@@ -466,3 +466,32 @@ fn plain_fast_path_starts_a_flows_next_aggregate_after_a_burst() {
         }
     }
 }
+
+/// The plain fast path starts an aggregate in a free slot only when the
+/// flow has none held in the bucket its hash picks: with receive hashes
+/// that change between segments of one flow (so it has aggregates in two
+/// buckets), a segment whose hint names the slot of the flow's delivered
+/// aggregate (ended by PSH) joins the one still held, as on the full path.
+#[test]
+fn plain_fast_path_starts_no_second_aggregate_of_a_flow_in_a_bucket() {
+    let mut f = flow(&VARIANTS[0], Transport::Tcp, 5);
+    let burst: Vec<Packet> = [(1, TcpFlags::empty()), (2, TcpFlags::empty()), (1, TcpFlags::empty()), (1, TcpFlags::PSH)]
+        .into_iter()
+        .chain([(2, TcpFlags::empty()); 3])
+        .map(|(rss, flags)| {
+            let mut p = Packet::from_frame(&f.frame(1000, flags).unwrap());
+            p.meta.csum = ChecksumState::Unnecessary { level: 0 };
+            p.meta.rss_hash = Some(rss);
+            p
+        })
+        .collect();
+    let (fast, fast_counters) = delivered_by(Gro::default(), std::slice::from_ref(&burst));
+    let (full, full_counters) = delivered_by(Gro { plain_fast: false, ..Gro::default() }, &[burst]);
+    assert_eq!(fast, full);
+    assert_eq!(fast_counters, full_counters);
+    let segs: Vec<u16> = full.iter().map(|(_, m)| m.gso_segs).collect();
+    // The 1st segment (bucket 1) is flushed out of order by the 3rd, which
+    // the PSH of the 4th ends; the 2nd (bucket 2) is flushed out of order
+    // by the 5th, held while the 4th's slot is free, and the 6th and 7th join it.
+    assert_eq!(segs, [0, 2, 0, 3]);
+}
