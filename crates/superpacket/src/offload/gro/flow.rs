@@ -143,7 +143,7 @@ impl FirstHeaders {
     /// the offsets its parse found; a TCP header is at most 60 bytes).
     /// A frame with 60 bytes from its TCP header on (a full-sized segment)
     /// has both copied as fixed-size blocks, without `memcpy` calls.
-    #[inline]
+    #[inline(always)]
     pub fn copy_from(&mut self, frame: &[u8], l3: usize, l4: usize, payload: usize, tcp: bool) {
         if tcp
             && let (Some(ip), Some(t)) =
@@ -343,12 +343,16 @@ impl FlowTable {
     /// mark, is never a plain key, whatever its key hash).
     #[inline(always)]
     pub fn holds_plain(&self, b: usize, key: &FlowKey, key_hash: u32, ext: &[u8]) -> bool {
-        self.row(b).iter().any(|&slot| {
-            let held = &self.slots[slot as usize];
-            held.key_hash == key_hash
+        for &slot in self.row(b) {
+            let Some(held) = self.slots.get(slot as usize) else { continue };
+            if held.key_hash == key_hash
                 && held.key.same(key)
                 && (key.ext_len() == 0 || held.pkt.linear().get(held.l3 + 40..held.l4) == Some(ext))
-        })
+            {
+                return true;
+            }
+        }
+        false
     }
 
     /// [`FlowTable::find`] for a tunnel packet (its inner key, inner IPv6
@@ -475,7 +479,7 @@ impl FlowTable {
     /// [`FlowTable::insert`] picks one, and `false` says so. A full bucket
     /// first loses its oldest aggregate, handed to `evict`, whose slot is
     /// then free.
-    #[inline]
+    #[inline(always)]
     pub fn insert_at(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> (&mut Held, bool) {
         if !self.is_free(slot) {
             return (self.insert(b, evict), false);
