@@ -450,7 +450,7 @@ impl FlowTable {
     /// empty packet). A full bucket first loses its oldest aggregate, handed
     /// to `evict` in its slot (see [`FlowTable::remove_with`]), whose slot
     /// is then reused.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> &mut Held {
         let slot = if self.lens[b] >= self.depth {
             let oldest = self.unlink(b, 0);
@@ -481,8 +481,8 @@ impl FlowTable {
     /// then free.
     #[inline(always)]
     pub fn insert_at(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> (&mut Held, bool) {
-        if !self.is_free(slot) {
-            return (self.insert(b, evict), false);
+        if !self.free.has(slot) {
+            return (self.insert_elsewhere(b, evict), false);
         }
         if self.lens[b] >= self.depth {
             let oldest = self.unlink(b, 0);
@@ -495,6 +495,14 @@ impl FlowTable {
         self.rows[b * self.depth + len] = slot;
         self.lens[b] = len + 1;
         (&mut self.slots[slot as usize], true)
+    }
+
+    /// [`FlowTable::insert`] out of line, for [`FlowTable::insert_at`]
+    /// when its slot is taken (its callers check it is not).
+    #[cold]
+    #[inline(never)]
+    fn insert_elsewhere(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> &mut Held {
+        self.insert(b, evict)
     }
 
     /// Removes every aggregate, bucket by bucket, oldest first within a
@@ -551,7 +559,9 @@ impl FlowTable {
 #[derive(Debug)]
 struct FreeSlots {
     stack: Vec<u32>,
-    /// Each slot's index in `stack` ([`NOT_HELD`] when it is not free).
+    /// Each free slot's index in `stack`, written when it is pushed or
+    /// moved; stale for a slot that is not free (a pop leaves it: one
+    /// store less per new aggregate), which [`FreeSlots::has`] sees.
     at: Vec<u32>,
 }
 
@@ -580,31 +590,28 @@ impl FreeSlots {
 
     #[inline]
     fn pop(&mut self) -> Option<u32> {
-        let slot = self.stack.pop()?;
-        if let Some(at) = self.at.get_mut(slot as usize) {
-            *at = NOT_HELD;
-        }
-        Some(slot)
+        self.stack.pop()
+    }
+
+    /// Whether `slot` is free (its recorded place in the stack holds it).
+    #[inline(always)]
+    fn has(&self, slot: u32) -> bool {
+        self.at.get(slot as usize).and_then(|&i| self.stack.get(i as usize)) == Some(&slot)
     }
 
     /// Takes the free slot `slot` out (the top of the stack moves to its
     /// place); nothing if it is not free.
     #[inline]
     fn claim(&mut self, slot: u32) {
-        let Some(&i) = self.at.get(slot as usize) else { return };
-        if i == NOT_HELD {
+        if !self.has(slot) {
             return;
         }
+        let i = self.at[slot as usize];
         let Some(top) = self.stack.pop() else { return };
         if top != slot {
-            if let Some(place) = self.stack.get_mut(i as usize) {
-                *place = top;
-            }
-            if let Some(at) = self.at.get_mut(top as usize) {
-                *at = i;
-            }
+            self.stack[i as usize] = top;
+            self.at[top as usize] = i;
         }
-        self.at[slot as usize] = NOT_HELD;
     }
 }
 

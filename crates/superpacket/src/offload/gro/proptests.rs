@@ -475,16 +475,17 @@ fn plain_fast_path_starts_a_flows_next_aggregate_after_a_burst() {
 #[test]
 fn plain_fast_path_starts_no_second_aggregate_of_a_flow_in_a_bucket() {
     let mut f = flow(&VARIANTS[0], Transport::Tcp, 5);
-    let burst: Vec<Packet> = [(1, TcpFlags::empty()), (2, TcpFlags::empty()), (1, TcpFlags::empty()), (1, TcpFlags::PSH)]
-        .into_iter()
-        .chain([(2, TcpFlags::empty()); 3])
-        .map(|(rss, flags)| {
-            let mut p = Packet::from_frame(&f.frame(1000, flags).unwrap());
-            p.meta.csum = ChecksumState::Unnecessary { level: 0 };
-            p.meta.rss_hash = Some(rss);
-            p
-        })
-        .collect();
+    let burst: Vec<Packet> =
+        [(1, TcpFlags::empty()), (2, TcpFlags::empty()), (1, TcpFlags::empty()), (1, TcpFlags::PSH)]
+            .into_iter()
+            .chain([(2, TcpFlags::empty()); 3])
+            .map(|(rss, flags)| {
+                let mut p = Packet::from_frame(&f.frame(1000, flags).unwrap());
+                p.meta.csum = ChecksumState::Unnecessary { level: 0 };
+                p.meta.rss_hash = Some(rss);
+                p
+            })
+            .collect();
     let (fast, fast_counters) = delivered_by(Gro::default(), std::slice::from_ref(&burst));
     let (full, full_counters) = delivered_by(Gro { plain_fast: false, ..Gro::default() }, &[burst]);
     assert_eq!(fast, full);
