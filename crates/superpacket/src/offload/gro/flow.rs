@@ -626,6 +626,42 @@ mod tests {
         Some(FlowKey::build(frame, &h))
     }
 
+    /// A slot taken out of the free stack by number is free no more, the
+    /// others stay free, and every slot is handed out once: claims, pops
+    /// and pushes mixed, checked against a set.
+    #[test]
+    fn free_slots_claim_pop_and_push_keep_each_slot_once() {
+        let mut f = FreeSlots::all(8);
+        let mut free: std::collections::BTreeSet<u32> = (0..8).collect();
+        let check = |f: &FreeSlots, free: &std::collections::BTreeSet<u32>| {
+            for s in 0..8 {
+                assert_eq!(f.has(s), free.contains(&s), "slot {s}");
+            }
+            assert_eq!(f.len(), free.len());
+        };
+        for step in 0..200u32 {
+            let s = step.wrapping_mul(7) % 8;
+            match step % 3 {
+                0 => {
+                    f.claim(s);
+                    free.remove(&s);
+                }
+                1 => {
+                    if let Some(p) = f.pop() {
+                        assert!(free.remove(&p), "slot {p} handed out twice");
+                    }
+                }
+                _ => {
+                    if !free.contains(&s) {
+                        f.push(s);
+                        free.insert(s);
+                    }
+                }
+            }
+            check(&f, &free);
+        }
+    }
+
     /// `same` (which skips words an untagged IPv4 key leaves zero) agrees
     /// with comparing all 64 bytes, for keys of every shape and for every
     /// header byte of the frame changed.

@@ -686,6 +686,13 @@ impl Gro {
     /// plain hint, noted for the next packet of its flow).
     #[inline(never)]
     fn gro_full(&mut self, pkt: &mut Packet, hash: Option<u32>, hint: Option<hint::Hint>) {
+        // The first segment of a flow whose last aggregate was delivered
+        // may start the next one without the parse (`fast.rs`).
+        if let Some(h) = hint
+            && self.plain_start(pkt, h, hash)
+        {
+            return;
+        }
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
