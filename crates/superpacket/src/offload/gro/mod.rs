@@ -29,7 +29,7 @@
 //! | file | rules |
 //! |---|---|
 //! | `mod.rs` | entry (parse once, trim padding, checksum), flow lookup, outcome matrix, flushes, delivery order (offload-rules 1.1, 1.3 outcome matrix, 9.1.1, 9.1.4) |
-//! | `fast.rs` | the plain fast path: a TCP segment that matches the template of the aggregate its flow went to last (1.1, 1.2, 1.3; the full path is the reference) |
+//! | `fast.rs` | the plain fast path: a TCP segment that matches the template of the aggregate its flow went to last, or starts its flow's next aggregate in the slot of its delivered last one (1.1, 1.2, 1.3; the full path is the reference) |
 //! | `template.rs`, `hint.rs` | header templates (masked compare against an aggregate's first packet) and the slot hints of both fast paths |
 //! | `flow.rs` | flow key, held aggregate, bounded table 8 x 8 (1.1) |
 //! | `ip.rs` | IPv4/IPv6 early rejection, TTL/TOS/DF/ID latch and TC/hop limit rules, length rewrite (1.2, 1.3 (b), 1.4) |
