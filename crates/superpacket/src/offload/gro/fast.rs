@@ -11,6 +11,7 @@ use super::counters::FlushReason;
 use super::flow::Position;
 use super::hint::Hint;
 use super::parse::GroHeaders;
+use super::tcp::W3_CLOSING;
 use super::{ChecksumState, Gro, Incoming, Plain, hint, ip, tcp};
 use crate::packet::Packet;
 use crate::wire::Medium;
@@ -129,6 +130,118 @@ impl Gro {
             self.plain_fast_merges += 1;
         }
         true
+    }
+}
+
+impl Gro {
+    /// The fast path of a plain TCP segment (hint `hint`, receive hash
+    /// `hash`) whose hint names a free slot: the first segment of a flow
+    /// after its last aggregate was delivered (at the end of a burst, say).
+    /// The slot still describes that aggregate (its key, key hash, offsets
+    /// `o`, shape and first header bytes, [`HeadCopy`]). If the segment's
+    /// masked headers equal those bytes (so its flow key is that key: the
+    /// template covers every byte the key is built from, offload-rules
+    /// 1.1), it passes the entry checks the template leaves open ([`entry`],
+    /// 1.2), has none of the flags that keep a segment from starting an
+    /// aggregate (1.3 outcome matrix) and its flow has no aggregate held in
+    /// the bucket its hash picks ([`FlowTable::find`], as the full path
+    /// looks), the full path would hold it as a new aggregate: so it is
+    /// held ([`Gro::hold`]) with that key, without the parse, the key build
+    /// and its hash. A bad L4 checksum delivers it, as the full path does
+    /// before its lookup.
+    ///
+    /// Returns whether it dealt with the packet; if not, nothing has
+    /// changed and the full path decides.
+    ///
+    /// Tried first on the full path ([`Gro::gro_full`]), after the merge
+    /// path ([`Gro::plain_fast`]) left the packet: the merge path's code
+    /// stays as it was (with the start in it, one trusted flow cost 2.4
+    /// instructions per packet more).
+    ///
+    /// [`FlowTable::find`]: super::flow::FlowTable::find
+    #[inline(always)]
+    pub(super) fn plain_start(&mut self, pkt: &mut Packet, hint: Hint, hash: Option<u32>) -> bool {
+        if !self.plain_fast || pkt.meta.is_gso() {
+            return false;
+        }
+        let slot = self.plain_hints.slot(hint);
+        let Some(p) = self.table.slot(slot) else { return false };
+        let o = Layout { l3: p.l3, l4: p.l4, v6: p.v6 };
+        if o == Layout::ETHERNET_IPV4 {
+            self.plain_start_at(pkt, slot, Layout::ETHERNET_IPV4, hint, hash)
+        } else {
+            self.plain_start_at(pkt, slot, o, hint, hash)
+        }
+    }
+
+    #[inline(always)]
+    fn plain_start_at(&mut self, pkt: &mut Packet, slot: u32, o: Layout, hint: Hint, hash: Option<u32>) -> bool {
+        if !self.table.is_free(slot) {
+            return false;
+        }
+        let Some(p) = self.table.slot(slot) else { return false };
+        let frame = pkt.linear();
+        match self.templates.get(p.shape) {
+            Some(template) if template.matches(&p.head.0, frame) => {}
+            _ => return false,
+        }
+        let Some(n) = entry(o, p.payload, frame) else { return false };
+        if tcp::word3(&frame[n.l4..]) & W3_CLOSING != 0 {
+            return false;
+        }
+        let want = hash.or(pkt.meta.rss_hash).unwrap_or(p.key_hash);
+        let b = self.table.bucket_of(want);
+        let ext: &[u8] = if p.key.ext_len() != 0 { &frame[n.l3 + 40..n.l4] } else { &[] };
+        if self.table.holds_plain(b, &p.key, p.key_hash, ext) {
+            return false;
+        }
+        let n = Incoming { key: p.key, key_hash: p.key_hash, hash: want, ..n };
+        if !matches!(pkt.meta.csum, ChecksumState::Unnecessary { .. } | ChecksumState::Partial { .. }) {
+            let h = GroHeaders::tcp(n.l3, n.l4, n.payload, n.l3_len, n.v6);
+            if let Err(reason) = self.verify_l4(pkt, &h) {
+                self.bypass(pkt, reason);
+                return true;
+            }
+        }
+        self.hold_in(pkt, &n, b, &Plain, Some(slot));
+        self.note_plain_hint(Some(hint), b);
+        #[cfg(test)]
+        {
+            self.plain_fast_starts += 1;
+        }
+        true
+    }
+}
+
+/// The first header bytes of a plain TCP aggregate's first packet (from
+/// the start of the frame; zeros past a shorter frame), kept in its slot
+/// for [`Gro::plain_start`]. As many as the fixed-size template compare
+/// takes: a plain frame's headers up to IPv6 with TCP timestamps and one
+/// VLAN tag; a longer header never matches (its template has more words).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeadCopy(pub [u8; HEAD_BYTES]);
+
+/// Bytes of a [`HeadCopy`].
+pub const HEAD_BYTES: usize = 96;
+
+impl Default for HeadCopy {
+    fn default() -> Self {
+        HeadCopy([0; HEAD_BYTES])
+    }
+}
+
+impl HeadCopy {
+    /// Copies the first bytes of `frame` (a fixed-size copy for a frame of
+    /// at least [`HEAD_BYTES`]; a shorter one is copied whole and the rest
+    /// zeroed, so that no byte of an earlier aggregate remains).
+    #[inline(always)]
+    pub fn copy_from(&mut self, frame: &[u8]) {
+        if let Some(h) = frame.first_chunk::<HEAD_BYTES>() {
+            self.0 = *h;
+            return;
+        }
+        self.0 = [0; HEAD_BYTES];
+        self.0[..frame.len()].copy_from_slice(frame);
     }
 }
 

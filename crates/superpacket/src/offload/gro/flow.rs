@@ -143,7 +143,7 @@ impl FirstHeaders {
     /// the offsets its parse found; a TCP header is at most 60 bytes).
     /// A frame with 60 bytes from its TCP header on (a full-sized segment)
     /// has both copied as fixed-size blocks, without `memcpy` calls.
-    #[inline]
+    #[inline(always)]
     pub fn copy_from(&mut self, frame: &[u8], l3: usize, l4: usize, payload: usize, tcp: bool) {
         if tcp
             && let (Some(ip), Some(t)) =
@@ -183,6 +183,12 @@ pub struct Held {
     pub shape: Shape,
     /// The aggregate.
     pub pkt: Packet,
+    /// A plain TCP aggregate's first header bytes, as received (unchanged
+    /// while held, and kept once it is delivered, with the key, offsets
+    /// and shape, until the slot holds another aggregate): what the plain
+    /// fast path compares a segment with when the slot is free, to start
+    /// the next aggregate of the same flow ([`super::fast::HeadCopy`]).
+    pub head: super::fast::HeadCopy,
     /// Its first packet's headers, for the merge rules.
     pub first: FirstHeaders,
     /// TCP (else UDP).
@@ -257,7 +263,7 @@ pub struct FlowTable {
     homes: Vec<u32>,
     rows: Vec<u32>,
     lens: Vec<usize>,
-    free: Vec<u32>,
+    free: FreeSlots,
     depth: usize,
     /// `buckets - 1` when the bucket count is a power of two (a mask, not a
     /// division, picks the bucket).
@@ -275,8 +281,7 @@ impl FlowTable {
             homes: vec![NOT_HELD; slots],
             rows: vec![0; slots],
             lens: vec![0; buckets],
-            // Popped from the end: slot 0 is used first.
-            free: (0..slots as u32).rev().collect(),
+            free: FreeSlots::all(slots),
             depth,
             bucket_mask: buckets.is_power_of_two().then(|| buckets - 1),
         }
@@ -331,6 +336,25 @@ impl FlowTable {
         None
     }
 
+    /// Whether bucket `b` holds an aggregate with this key, whose hash
+    /// ([`FlowKey::cheap_hash`]) is `key_hash`: [`FlowTable::find`], each
+    /// entry's key compared only where its key hash is the same (a plain
+    /// aggregate's is its key's hash; a tunnel one's key, with its tunnel
+    /// mark, is never a plain key, whatever its key hash).
+    #[inline(always)]
+    pub fn holds_plain(&self, b: usize, key: &FlowKey, key_hash: u32, ext: &[u8]) -> bool {
+        for &slot in self.row(b) {
+            let Some(held) = self.slots.get(slot as usize) else { continue };
+            if held.key_hash == key_hash
+                && held.key.same(key)
+                && (key.ext_len() == 0 || held.pkt.linear().get(held.l3 + 40..held.l4) == Some(ext))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
     /// [`FlowTable::find`] for a tunnel packet (its inner key, inner IPv6
     /// extension headers `ext`): the outer identity must match too, `t` and
     /// `id` being the new packet's outer headers in `frame` (offload-rules 2.6).
@@ -372,6 +396,12 @@ impl FlowTable {
     #[inline(always)]
     pub fn position_in(&self, b: usize, slot: u32) -> Option<Position> {
         (*self.homes.get(slot as usize)? as usize == b).then_some(Position { bucket: b, slot })
+    }
+
+    /// The slot `slot` exists and holds no aggregate (one load: its home).
+    #[inline(always)]
+    pub fn is_free(&self, slot: u32) -> bool {
+        self.homes.get(slot as usize) == Some(&NOT_HELD)
     }
 
     /// The slot of the newest aggregate of bucket `b`.
@@ -420,7 +450,7 @@ impl FlowTable {
     /// empty packet). A full bucket first loses its oldest aggregate, handed
     /// to `evict` in its slot (see [`FlowTable::remove_with`]), whose slot
     /// is then reused.
-    #[inline]
+    #[inline(always)]
     pub fn insert(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> &mut Held {
         let slot = if self.lens[b] >= self.depth {
             let oldest = self.unlink(b, 0);
@@ -441,6 +471,38 @@ impl FlowTable {
         self.rows[b * self.depth + len] = slot;
         self.lens[b] = len + 1;
         &mut self.slots[slot as usize]
+    }
+
+    /// [`FlowTable::insert`] into the free slot `slot`, which still holds
+    /// the values of the last aggregate started in it (for the caller to
+    /// keep what is still right); `true` with it. If `slot` is not free,
+    /// [`FlowTable::insert`] picks one, and `false` says so. A full bucket
+    /// first loses its oldest aggregate, handed to `evict`, whose slot is
+    /// then free.
+    #[inline(always)]
+    pub fn insert_at(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> (&mut Held, bool) {
+        if !self.free.has(slot) {
+            return (self.insert_elsewhere(b, evict), false);
+        }
+        if self.lens[b] >= self.depth {
+            let oldest = self.unlink(b, 0);
+            evict(&mut self.slots[oldest as usize]);
+            self.free.push(oldest);
+        }
+        self.free.claim(slot);
+        self.homes[slot as usize] = b as u32;
+        let len = self.lens[b];
+        self.rows[b * self.depth + len] = slot;
+        self.lens[b] = len + 1;
+        (&mut self.slots[slot as usize], true)
+    }
+
+    /// [`FlowTable::insert`] out of line, for [`FlowTable::insert_at`]
+    /// when its slot is taken (its callers check it is not).
+    #[cold]
+    #[inline(never)]
+    fn insert_elsewhere(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> &mut Held {
+        self.insert(b, evict)
     }
 
     /// Removes every aggregate, bucket by bucket, oldest first within a
@@ -489,6 +551,70 @@ impl FlowTable {
     }
 }
 
+/// The free slots of a [`FlowTable`]: a stack (the slot freed last is
+/// used first, its memory likely still in cache) from which a given slot
+/// can also be taken ([`FreeSlots::claim`]: the plain fast path starts a
+/// flow's next aggregate in the slot of its last one), each slot knowing
+/// its place in it.
+#[derive(Debug)]
+struct FreeSlots {
+    stack: Vec<u32>,
+    /// Each free slot's index in `stack`, written when it is pushed or
+    /// moved; stale for a slot that is not free (a pop leaves it: one
+    /// store less per new aggregate), which [`FreeSlots::has`] sees.
+    at: Vec<u32>,
+}
+
+impl FreeSlots {
+    /// Slots `0..n`, all free; slot 0 is used first.
+    fn all(n: usize) -> FreeSlots {
+        FreeSlots { stack: (0..n as u32).rev().collect(), at: (0..n as u32).rev().collect() }
+    }
+
+    #[inline]
+    fn len(&self) -> usize {
+        self.stack.len()
+    }
+
+    #[inline]
+    fn push(&mut self, slot: u32) {
+        if let Some(at) = self.at.get_mut(slot as usize) {
+            *at = self.stack.len() as u32;
+        } else {
+            // A slot the table grew by (see `FlowTable::insert`).
+            self.at.resize(slot as usize, NOT_HELD);
+            self.at.push(self.stack.len() as u32);
+        }
+        self.stack.push(slot);
+    }
+
+    #[inline]
+    fn pop(&mut self) -> Option<u32> {
+        self.stack.pop()
+    }
+
+    /// Whether `slot` is free (its recorded place in the stack holds it).
+    #[inline(always)]
+    fn has(&self, slot: u32) -> bool {
+        self.at.get(slot as usize).and_then(|&i| self.stack.get(i as usize)) == Some(&slot)
+    }
+
+    /// Takes the free slot `slot` out (the top of the stack moves to its
+    /// place); nothing if it is not free.
+    #[inline]
+    fn claim(&mut self, slot: u32) {
+        if !self.has(slot) {
+            return;
+        }
+        let i = self.at[slot as usize];
+        let Some(top) = self.stack.pop() else { return };
+        if top != slot {
+            self.stack[i as usize] = top;
+            self.at[top as usize] = i;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -498,6 +624,42 @@ mod tests {
     fn key_of(frame: &[u8]) -> Option<FlowKey> {
         let h = GroHeaders::parse(frame, crate::wire::Medium::Ethernet).ok()?;
         Some(FlowKey::build(frame, &h))
+    }
+
+    /// A slot taken out of the free stack by number is free no more, the
+    /// others stay free, and every slot is handed out once: claims, pops
+    /// and pushes mixed, checked against a set.
+    #[test]
+    fn free_slots_claim_pop_and_push_keep_each_slot_once() {
+        let mut f = FreeSlots::all(8);
+        let mut free: std::collections::BTreeSet<u32> = (0..8).collect();
+        let check = |f: &FreeSlots, free: &std::collections::BTreeSet<u32>| {
+            for s in 0..8 {
+                assert_eq!(f.has(s), free.contains(&s), "slot {s}");
+            }
+            assert_eq!(f.len(), free.len());
+        };
+        for step in 0..200u32 {
+            let s = step.wrapping_mul(7) % 8;
+            match step % 3 {
+                0 => {
+                    f.claim(s);
+                    free.remove(&s);
+                }
+                1 => {
+                    if let Some(p) = f.pop() {
+                        assert!(free.remove(&p), "slot {p} handed out twice");
+                    }
+                }
+                _ => {
+                    if !free.contains(&s) {
+                        f.push(s);
+                        free.insert(s);
+                    }
+                }
+            }
+            check(&f, &free);
+        }
     }
 
     /// `same` (which skips words an untagged IPv4 key leaves zero) agrees

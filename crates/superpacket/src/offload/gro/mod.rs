@@ -29,7 +29,7 @@
 //! | file | rules |
 //! |---|---|
 //! | `mod.rs` | entry (parse once, trim padding, checksum), flow lookup, outcome matrix, flushes, delivery order (offload-rules 1.1, 1.3 outcome matrix, 9.1.1, 9.1.4) |
-//! | `fast.rs` | the plain fast path: a TCP segment that matches the template of the aggregate its flow went to last (1.1, 1.2, 1.3; the full path is the reference) |
+//! | `fast.rs` | the plain fast path: a TCP segment that matches the template of the aggregate its flow went to last, or starts its flow's next aggregate in the slot of its delivered last one (1.1, 1.2, 1.3; the full path is the reference) |
 //! | `template.rs`, `hint.rs` | header templates (masked compare against an aggregate's first packet) and the slot hints of both fast paths |
 //! | `flow.rs` | flow key, held aggregate, bounded table 8 x 8 (1.1) |
 //! | `ip.rs` | IPv4/IPv6 early rejection, TTL/TOS/DF/ID latch and TC/hop limit rules, length rewrite (1.2, 1.3 (b), 1.4) |
@@ -430,6 +430,10 @@ pub struct Gro {
     /// the one before (tests check that it is taken).
     #[cfg(test)]
     plain_fast_restarts: u64,
+    /// Aggregates the plain fast path started in a free slot, after the
+    /// flow's last one there was delivered (tests check that it is taken).
+    #[cfg(test)]
+    plain_fast_starts: u64,
     /// Packets the tunnel fast path merged (tests check that it is taken).
     #[cfg(test)]
     fast_merges: u64,
@@ -468,6 +472,8 @@ impl Gro {
             plain_fast_merges: 0,
             #[cfg(test)]
             plain_fast_restarts: 0,
+            #[cfg(test)]
+            plain_fast_starts: 0,
             cfg,
         }
     }
@@ -686,6 +692,13 @@ impl Gro {
     /// plain hint, noted for the next packet of its flow).
     #[inline(never)]
     fn gro_full(&mut self, pkt: &mut Packet, hash: Option<u32>, hint: Option<hint::Hint>) {
+        // The first segment of a flow whose last aggregate was delivered
+        // may start the next one without the parse (`fast.rs`).
+        if let Some(h) = hint
+            && self.plain_start(pkt, h, hash)
+        {
+            return;
+        }
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
@@ -1168,8 +1181,20 @@ impl Gro {
 
     /// Holds the packet as a new aggregate; a full bucket first loses its
     /// oldest aggregate (offload-rules 1.1).
-    #[inline]
+    ///
+    /// Out of line, as the compiler made it before [`Gro::hold_in`] was
+    /// split out: inlined into the UDP path it cost UDP 64 flows 17
+    /// instructions per packet (`bench instructions --rows gro`).
+    #[inline(never)]
     fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl EncapStart) {
+        self.hold_in(pkt, n, b, e, None);
+    }
+
+    /// [`Gro::hold`] in the free slot `slot` if one is given (the plain
+    /// fast path starts a flow's next aggregate in the slot of its last
+    /// one: [`FlowTable::insert_at`]), else in any free one.
+    #[inline(always)]
+    fn hold_in(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl EncapStart, slot: Option<u32>) {
         let frame = pkt.linear();
         let l4 = &frame[n.l4..];
         let (next_seq, ulen) =
@@ -1181,14 +1206,21 @@ impl Gro {
         }
         self.counters.held += 1;
         let (out, counters) = (&mut self.out, &mut self.counters);
-        let slot = self.table.insert(b, |evicted| finish(evicted, FlushReason::TableFull, out, counters));
-        // Every field is written (the slot holds a stale aggregate); the
-        // pattern names them all, so a new field cannot be forgotten here.
+        let evict = |evicted: &mut Held| finish(evicted, FlushReason::TableFull, out, counters);
+        let (slot, reused) = match slot {
+            Some(s) => self.table.insert_at(b, s, evict),
+            None => (self.table.insert(b, evict), false),
+        };
+        // Every field is written (the slot holds a stale aggregate), but
+        // in the slot of the flow's last aggregate those of its identity
+        // and layout are right already; the pattern names them all, so a
+        // new field cannot be forgotten here.
         let Held {
             key,
             key_hash,
             // Written below, from the offsets.
             shape: _,
+            head: _,
             pkt: _,
             first,
             tcp,
@@ -1209,15 +1241,20 @@ impl Gro {
             // path sets it below.
             tunnel: _,
         } = &mut *slot;
-        *key = n.key;
-        *key_hash = n.key_hash;
+        let same = (*key == n.key) & (*key_hash == n.key_hash) & (*tcp == n.tcp) & (*v6 == n.v6);
+        let same = same & (*held_fraglist == fraglist) & (*l3 == n.l3) & (*l4 == n.l4) & (*payload == n.payload);
+        debug_assert!(!reused || same, "a reused slot describes the same flow and layout");
+        if !reused {
+            *key = n.key;
+            *key_hash = n.key_hash;
+            *tcp = n.tcp;
+            *v6 = n.v6;
+            *held_fraglist = fraglist;
+            *l3 = n.l3;
+            *l4 = n.l4;
+            *payload = n.payload;
+        }
         first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
-        *tcp = n.tcp;
-        *v6 = n.v6;
-        *held_fraglist = fraglist;
-        *l3 = n.l3;
-        *l4 = n.l4;
-        *payload = n.payload;
         *l3_len = n.l3_len;
         *count = n.segs;
         *mss = if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 };
@@ -1230,10 +1267,15 @@ impl Gro {
         // A plain TCP aggregate's template, for the plain fast path (a
         // tunnel aggregate has its own, `TunnelHeld::shape`; a fraglist
         // one none: the fast path leaves its packets to the full path).
-        slot.shape = template::Shape::NONE;
-        if n.tcp && slot.tunnel.is_none() && !fraglist {
-            slot.shape = template::Shape::plain(slot);
-            self.templates.ensure(slot.shape);
+        // A reused slot's shape, header copy and template are right: the
+        // fast path matched the packet with them.
+        if !reused {
+            slot.shape = template::Shape::NONE;
+            if n.tcp && slot.tunnel.is_none() && !fraglist {
+                slot.shape = template::Shape::plain(slot);
+                slot.head.copy_from(frame);
+                self.templates.ensure(slot.shape);
+            }
         }
         // The slot's packet is an empty one left by `finish` (a default
         // packet): swapped out for the caller to drop, as `take` would leave

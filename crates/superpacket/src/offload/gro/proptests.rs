@@ -409,3 +409,90 @@ fn plain_fast_path_starts_the_next_aggregate_at_the_size_limit() {
         }
     }
 }
+
+/// The first segment of a flow after its aggregate was delivered (at the
+/// end of a burst) starts the next aggregate on the plain fast path, in
+/// the slot of the last one, as the full path would: 64 interleaved flows
+/// (`bench peers`' workload: each flow's segments in every other burst
+/// position), four bursts of 128, IPv4, IPv6 and tagged, trusted and to
+/// verify, in Linux's 8 x 8 table (whose buckets overflow: evictions) and
+/// in a 64 x 8 one, with and without receive hashes. The same packets and
+/// counters as without the fast path.
+#[test]
+fn plain_fast_path_starts_a_flows_next_aggregate_after_a_burst() {
+    for csum in [ChecksumState::Unnecessary { level: 0 }, ChecksumState::None] {
+        for v in [&VARIANTS[0], &VARIANTS[3], &VARIANTS[2]] {
+            for buckets in [8, 64] {
+                for rss in [false, true] {
+                    let mut flows: Vec<_> = (0..64).map(|i| flow(v, Transport::Tcp, i)).collect();
+                    let bursts: Vec<Vec<Packet>> = (0..4)
+                        .map(|_| {
+                            (0..128)
+                                .map(|i| {
+                                    let frame = flows[i % 64].frame(1000, TcpFlags::empty()).unwrap();
+                                    let mut p = Packet::from_frame(&frame);
+                                    p.meta.csum = csum;
+                                    p.meta.rss_hash = rss.then(|| 0x9E37_79B9u32.wrapping_mul(i as u32 % 64 + 1));
+                                    p
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    let cfg = GroConfig { buckets, ..GroConfig::default() };
+                    let ctx = format!("{} {csum:?} {buckets} buckets, rss {rss}", v.name);
+                    let mut g = Gro::new(cfg);
+                    let mut out = Vec::new();
+                    let mut bytes = Vec::new();
+                    for burst in &bursts {
+                        g.receive_burst(&mut burst.clone());
+                        g.flush();
+                        for p in g.drain_delivered() {
+                            let meta = capture_bytes(&p, Medium::Ethernet, &mut bytes);
+                            out.push((bytes.clone(), meta));
+                        }
+                    }
+                    // Every burst after the first: each flow's first segment
+                    // (unless a hint entry two flows share sends it the full
+                    // way, or, in the 8 x 8 table, its slot went to another
+                    // flow's aggregate that evicted one).
+                    let least = if buckets == 64 { 3 * 48 } else { 48 };
+                    assert!(g.plain_fast_starts >= least, "{ctx}: {} starts", g.plain_fast_starts);
+                    let full = Gro { plain_fast: false, ..Gro::new(cfg) };
+                    let (full_out, counters) = delivered_by(full, &bursts);
+                    assert_eq!(out, full_out, "{ctx}");
+                    assert_eq!(&counters, g.counters(), "{ctx}");
+                }
+            }
+        }
+    }
+}
+
+/// The plain fast path starts an aggregate in a free slot only when the
+/// flow has none held in the bucket its hash picks: with receive hashes
+/// that change between segments of one flow (so it has aggregates in two
+/// buckets), a segment whose hint names the slot of the flow's delivered
+/// aggregate (ended by PSH) joins the one still held, as on the full path.
+#[test]
+fn plain_fast_path_starts_no_second_aggregate_of_a_flow_in_a_bucket() {
+    let mut f = flow(&VARIANTS[0], Transport::Tcp, 5);
+    let burst: Vec<Packet> =
+        [(1, TcpFlags::empty()), (2, TcpFlags::empty()), (1, TcpFlags::empty()), (1, TcpFlags::PSH)]
+            .into_iter()
+            .chain([(2, TcpFlags::empty()); 3])
+            .map(|(rss, flags)| {
+                let mut p = Packet::from_frame(&f.frame(1000, flags).unwrap());
+                p.meta.csum = ChecksumState::Unnecessary { level: 0 };
+                p.meta.rss_hash = Some(rss);
+                p
+            })
+            .collect();
+    let (fast, fast_counters) = delivered_by(Gro::default(), std::slice::from_ref(&burst));
+    let (full, full_counters) = delivered_by(Gro { plain_fast: false, ..Gro::default() }, &[burst]);
+    assert_eq!(fast, full);
+    assert_eq!(fast_counters, full_counters);
+    let segs: Vec<u16> = full.iter().map(|(_, m)| m.gso_segs).collect();
+    // The 1st segment (bucket 1) is flushed out of order by the 3rd, which
+    // the PSH of the 4th ends; the 2nd (bucket 2) is flushed out of order
+    // by the 5th, held while the 4th's slot is free, and the 6th and 7th join it.
+    assert_eq!(segs, [0, 2, 0, 3]);
+}
