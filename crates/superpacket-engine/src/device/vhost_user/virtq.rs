@@ -351,7 +351,7 @@ pub struct RxScratch {
 }
 
 impl RxScratch {
-    /// Room for [`MAX_RX_DESCS`] buffers and [`MAX_RX_CHAINS`] chains.
+    /// Room for `MAX_RX_DESCS` buffers and `MAX_RX_CHAINS` chains.
     pub fn new() -> RxScratch {
         RxScratch { bufs: Vec::with_capacity(MAX_RX_DESCS), used: Vec::with_capacity(MAX_RX_CHAINS) }
     }
