@@ -55,6 +55,9 @@ cleanup() {
     exec 3>&- 2>/dev/null || true
     [ -n "$TPID" ] && kill "$TPID" 2>/dev/null && wait "$TPID" 2>/dev/null
     [ -n "$EPID" ] && kill "$EPID" 2>/dev/null && wait "$EPID" 2>/dev/null
+    # testpmd's EAL runtime directory (its --file-prefix) outlives it:
+    # /var/run/dpdk as root, else $XDG_RUNTIME_DIR/dpdk (or /tmp/dpdk).
+    if [ "$(id -u)" = 0 ]; then rm -rf "/var/run/dpdk/vlp$$"; else rm -rf "${XDG_RUNTIME_DIR:-/tmp}/dpdk/vlp$$"; fi
     true
 }
 trap cleanup EXIT INT TERM
