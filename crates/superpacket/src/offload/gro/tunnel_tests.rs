@@ -552,6 +552,14 @@ fn deliver(mut g: Gro, bursts: &[Vec<Packet>]) -> (Vec<(Vec<u8>, OffloadMeta)>, 
     (out, *g.counters())
 }
 
+/// [`deliver`] by an engine of configuration `cfg` without the tunnel fast
+/// path: the reference the fast path is held to.
+fn deliver_by_the_full_path(cfg: GroConfig, bursts: &[Vec<Packet>]) -> (Vec<(Vec<u8>, OffloadMeta)>, GroCounters) {
+    let mut full = Gro::new(cfg);
+    full.tunnel_fast = false;
+    deliver(full, bursts)
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, ..ProptestConfig::default() })]
 
@@ -625,9 +633,7 @@ proptest! {
         }
         let cfg = GroConfig { buckets: if wide { 64 } else { 8 }, ..config() };
         let fast = deliver(Gro::new(cfg), &bursts);
-        let mut full = Gro::new(cfg);
-        full.tunnel_fast = false;
-        let full = deliver(full, &bursts);
+        let full = deliver_by_the_full_path(cfg, &bursts);
         prop_assert_eq!(&fast.0, &full.0, "{:?}", s);
         prop_assert_eq!(fast.1, full.1, "{:?}", s);
     }
@@ -714,9 +720,7 @@ fn tunnel_fast_path_takes_a_flows_later_segments() {
     let fast: Vec<_> = g.drain_delivered().map(|p| (bytes(&p), p.meta)).collect();
     assert_eq!(fast.len(), 1);
     assert_eq!(fast[0].1.gso_segs, 8);
-    let mut full = Gro::new(config());
-    full.tunnel_fast = false;
-    let (out, _) = deliver(full, &[burst]);
+    let (out, _) = deliver_by_the_full_path(config(), &[burst]);
     assert_eq!(out, fast);
 }
 
@@ -747,9 +751,7 @@ fn tunnel_fast_path_restarts_at_the_size_limit() {
             let fast: Vec<_> = g.drain_delivered().map(|p| (bytes(&p), p.meta)).collect();
             let fast_counters = *g.counters();
             assert_eq!(fast.len(), 3);
-            let mut full = Gro::new(config());
-            full.tunnel_fast = false;
-            let (out, counters) = deliver(full, &[burst]);
+            let (out, counters) = deliver_by_the_full_path(config(), &[burst]);
             assert_eq!(out, fast, "{csum:?} {rss:?}");
             assert_eq!(counters, fast_counters, "{csum:?} {rss:?}");
         }
@@ -927,9 +929,7 @@ proptest! {
             }
         }
         let fast = deliver(Gro::new(cfg), &bursts);
-        let mut full = Gro::new(cfg);
-        full.tunnel_fast = false;
-        let full = deliver(full, &bursts);
+        let full = deliver_by_the_full_path(cfg, &bursts);
         prop_assert_eq!(&fast.0, &full.0, "{:?}", s);
         prop_assert_eq!(fast.1, full.1, "{:?}", s);
     }
