@@ -147,17 +147,13 @@ impl Gro {
         if !v6 && !ip::ipv4_header_ok(ip) {
             return false;
         }
-        if !tunnel::vouched(pkt.meta.csum) {
-            let (h, ih) = (at.headers(frame), GroHeaders::tcp(l3, l4, payload, l3_len, v6));
-            if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
-                self.bypass(pkt, reason);
-                return true;
-            }
-        }
+        // The merge rules before the checksums: both only read the packet,
+        // and a packet they refuse goes the full way, which verifies its
+        // checksums before anything else (as if this path had not been
+        // tried). Evaluated here, on the frame and the aggregate already at
+        // hand, their reads of known offsets need no bounds checks of their
+        // own, and neither is looked up again after the verification.
         let n = Incoming::matched_tcp(l3, l4, payload, l3_len, v6, want);
-        let frame = pkt.linear();
-        let p = self.table.get(found);
-        let Some(t) = p.tunnel.as_ref() else { return false };
         let outer = if o.outer_v6 {
             None
         } else {
@@ -167,12 +163,20 @@ impl Gro {
         let Some(latches) = tcp::same_headers_before_append(p, frame, &n, &self.cfg, outer) else {
             return false;
         };
-        if tcp::append_rule(p, &n, &self.cfg).is_err() {
+        let fits = tcp::append_rule(p, &n, &self.cfg).is_ok();
+        let w = tcp::word3(&frame[l4..]);
+        if !tunnel::vouched(pkt.meta.csum) {
+            let (h, ih) = (at.headers(frame), GroHeaders::tcp(l3, l4, payload, l3_len, v6));
+            if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
+                self.bypass(pkt, reason);
+                return true;
+            }
+        }
+        if !fits {
             self.restart_tunnel(pkt, n, found, hint);
             return true;
         }
         let e = tunnel::OuterLevel { outer_l3: at.l3() };
-        let w = tcp::word3(&frame[l4..]);
         self.tcp_merge(pkt, &n, found, latches, w, &e);
         #[cfg(test)]
         {
