@@ -139,7 +139,10 @@ impl Gro {
         let (l3, l4, payload, v6, end) = (o.l3, o.l4, p.payload, o.v6, frame.len());
         let ip = &frame[l3..];
         let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
-        if l3 + l3_len != end || payload >= end {
+        // (The TCP header ends at the payload, so `end > payload` implies
+        // the last test; stated, it bounds the rules' reads of that header,
+        // which then need no bounds checks of their own.)
+        if l3 + l3_len != end || payload >= end || end < l4 + 20 {
             return false;
         }
         if !v6 && !ip::ipv4_header_ok(ip) {
