@@ -34,16 +34,19 @@ impl Gro {
     /// checksum and the outer UDP checksum being zero or not as the
     /// aggregate's (1.2, 2.6); at the inner level the IP length ending the
     /// UDP payload (no inner padding), some TCP payload and the IPv4 header
-    /// checksum; then the checksums ([`Gro::verify_tunnel`]) and the merge
-    /// rules left at both levels ([`tcp::same_headers_before_append`]: size,
-    /// both IPv4 ID rules, sequence; then the append, whose size limit
-    /// alone restarts the aggregate, [`Gro::restart_tunnel`]).
+    /// checksum; then the merge rules left at both levels
+    /// ([`tcp::same_headers_before_append`]: size, both IPv4 ID rules,
+    /// sequence; and the append, whose size limit alone restarts the
+    /// aggregate, [`Gro::restart_tunnel`]) and last the checksums
+    /// ([`Gro::verify_tunnel`]), which the full path verifies first: a
+    /// packet the rules refuse is left to it unverified, and one they take
+    /// is merged or restarts the aggregate only once its checksums verify,
+    /// so the order decides nothing.
     ///
     /// Returns whether it dealt with the packet (merged, held as the next
     /// aggregate after the size limit, or delivered for a bad checksum, as
-    /// the full path would before its lookup); if not,
-    /// nothing has changed but the packet's checksum state (verified, as
-    /// the full path would leave it) and the full path decides.
+    /// the full path would before its lookup); if not, nothing has changed
+    /// and the full path decides.
     ///
     /// The usual layout, VXLAN in an untagged Ethernet frame with IPv4
     /// headers without options at both levels, has a copy of its own with
