@@ -40,14 +40,13 @@ pub fn ipv4_header_ok(hdr: &[u8]) -> bool {
 /// ends in 0xFFFF exactly when the sum is a non-zero multiple of 0xFFFF.
 ///
 /// That is tested with one multiply by the inverse of 0xFFFF modulo 2^64
-/// (0xFFFF is odd): the product is the quotient `acc / 0xFFFF`, at most
-/// `u64::MAX / 0xFFFF`, exactly for the multiples of 0xFFFF (Granlund and
+/// (0xFFFF is odd): the product is at most `u64::MAX / 0xFFFF` exactly for
+/// the multiples of 0xFFFF, whose quotient it then is (Granlund and
 /// Montgomery, "Division by invariant integers using multiplication", 9),
 /// and it is zero only for zero, which the subtraction of one wraps past
-/// the bound. About 10 instructions fewer per IPv4 header than the four
-/// folds, and 5 fewer than `acc != 0 && acc % 0xFFFF == 0`, which the
-/// compiler tests by computing the remainder (docs/benchmarks.md, "One
-/// VXLAN flow: folded hints").
+/// the bound: 5 instructions fewer per IPv4 header than
+/// `acc != 0 && acc % 0xFFFF == 0`, for which the compiler computes the
+/// remainder (docs/benchmarks.md, "One VXLAN flow: fewer checks").
 #[inline(always)]
 fn sum_is_all_ones(acc: u64) -> bool {
     /// The inverse of 0xFFFF modulo 2^64.
