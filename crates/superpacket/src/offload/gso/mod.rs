@@ -982,7 +982,7 @@ impl HeaderFixer {
             len,
             l3_field: l3_field as u16,
             l4_len: l4_len as u16,
-            ip_part: u32::from(self.ip_base) + (l3_field as u32 & 0xFFFF),
+            ip_sum: fold32(u32::from(self.ip_base) + (l3_field as u32 & 0xFFFF)),
             pseudo,
             l4_part,
         }
@@ -1017,7 +1017,7 @@ impl HeaderFixer {
             } else {
                 self.ip_id.wrapping_add((i as u16).wrapping_mul(self.id_stride))
             };
-            let c = !fold32(k.ip_part + u32::from(id));
+            let c = !crate::csum::ones_add(k.ip_sum, id);
             ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
             ip[4..6].copy_from_slice(&id.to_be_bytes());
             ip[10..12].copy_from_slice(&c.to_be_bytes());
@@ -1063,8 +1063,9 @@ pub(crate) struct SegLen {
     l3_field: u16,
     /// L4 length (written as the UDP length).
     l4_len: u16,
-    /// IPv4 header sum without the ID (unfolded).
-    ip_part: u32,
+    /// IPv4 header sum without the ID, folded: a segment adds its ID
+    /// with one end-around carry.
+    ip_sum: u16,
     /// L4 pseudo-header sum with this length.
     pseudo: u16,
     /// Pseudo-header plus the L4 header's fixed part (plus the UDP length

@@ -158,6 +158,10 @@ pub(crate) struct PayloadCursor<'a> {
     chunk: usize,
     /// Offset inside the current chunk.
     pos: usize,
+    /// The current chunk's bytes from `pos` (empty once it is used up):
+    /// what [`PayloadCursor::take_contiguous`] cuts from without finding
+    /// the chunk again, once per segment.
+    rest: &'a [u8],
     frag_headers: bool,
     /// The head packet's medium (frag-list packets' headers are probed
     /// against the head's).
@@ -167,7 +171,7 @@ pub(crate) struct PayloadCursor<'a> {
 impl<'a> PayloadCursor<'a> {
     /// A cursor at byte `skip` of the head packet, a packet of `medium`.
     pub(crate) fn new(pkt: &'a Packet, skip: usize, frag_headers: bool, medium: Medium) -> PayloadCursor<'a> {
-        let mut c = PayloadCursor { pkt, part: 0, chunk: 0, pos: 0, frag_headers, medium };
+        let mut c = PayloadCursor { pkt, part: 0, chunk: 0, pos: 0, rest: pkt.linear(), frag_headers, medium };
         c.skip(skip);
         c
     }
@@ -188,6 +192,7 @@ impl<'a> PayloadCursor<'a> {
 
     /// Up to `max` bytes from the current part, or `None` at its end.
     fn next_in_part(&mut self, max: usize) -> Option<&'a [u8]> {
+        self.rest = &[];
         let p = self.current_part()?;
         loop {
             let c = chunk_of(p, self.chunk)?;
@@ -195,6 +200,7 @@ impl<'a> PayloadCursor<'a> {
                 let n = (c.len() - self.pos).min(max);
                 let s = &c[self.pos..self.pos + n];
                 self.pos += n;
+                self.rest = &c[self.pos..];
                 return Some(s);
             }
             self.chunk += 1;
@@ -225,8 +231,8 @@ impl<'a> PayloadCursor<'a> {
     /// the current chunk is used up), and the general walk must gather them.
     #[inline]
     fn take_contiguous(&mut self, len: usize) -> Option<&'a [u8]> {
-        let c = chunk_of(self.current_part()?, self.chunk)?;
-        let s = c.get(self.pos..self.pos.checked_add(len)?)?;
+        let (s, rest) = self.rest.split_at_checked(len)?;
+        self.rest = rest;
         self.pos += len;
         Some(s)
     }

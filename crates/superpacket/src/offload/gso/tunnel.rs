@@ -270,7 +270,7 @@ impl OuterFixer {
         let pseudo = fold32(u32::from(self.addr_sum) + (udp_len >> 16) as u32 + (udp_len & 0xFFFF) as u32);
         OuterLen {
             l3_field,
-            ip_part: u32::from(self.ip_base) + u32::from(l3_field),
+            ip_sum: fold32(u32::from(self.ip_base) + u32::from(l3_field)),
             udp_field,
             pseudo,
             sw_part: u32::from(pseudo) + u32::from(self.port_sum) + u32::from(udp_field),
@@ -294,7 +294,7 @@ impl OuterFixer {
             let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("outer IPv4 header in the block");
             let step = (i as u16).wrapping_mul(self.id_stride);
             let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(step) };
-            let c = !fold32(k.ip_part + u32::from(id));
+            let c = !crate::csum::ones_add(k.ip_sum, id);
             ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
             ip[4..6].copy_from_slice(&id.to_be_bytes());
             ip[10..12].copy_from_slice(&c.to_be_bytes());
@@ -324,8 +324,9 @@ impl OuterFixer {
 pub(crate) struct OuterLen {
     /// Outer IPv4 total length or IPv6 payload length.
     l3_field: u16,
-    /// Outer IPv4 header sum without the ID (unfolded).
-    ip_part: u32,
+    /// Outer IPv4 header sum without the ID, folded: a segment adds its ID
+    /// with one end-around carry.
+    ip_sum: u16,
     /// The outer UDP length written.
     udp_field: u16,
     /// Outer pseudo-header sum with the frame's real UDP length.
