@@ -1044,8 +1044,8 @@ pub(super) fn copy_accumulate_avx512_checked(dst: &mut [u8], src: &[u8]) -> u64 
 /// under the same mask. A linear GSO segment's payload starts anywhere in a
 /// line of the superpacket (1448 is not a multiple of 64): with unaligned
 /// loads nearly every vector of the copy spans two lines, which cost this
-/// copy about a tenth of its time on AMD EPYC (docs/benchmarks.md, "Aligned
-/// loads in the fused copy"); unaligned stores into the output buffer cost
+/// copy about a tenth of its time on AMD EPYC (docs/benchmarks.md, "Linear
+/// VXLAN GSO at 2x DPDK"); unaligned stores into the output buffer cost
 /// little. Words are formed at even *addresses*, so an odd `src` only swaps
 /// the bytes of the sum (RFC 1071 2(B)).
 ///
