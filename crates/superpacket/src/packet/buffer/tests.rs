@@ -37,6 +37,24 @@ fn push_beyond_headroom_reallocates_and_keeps_bytes() {
 }
 
 #[test]
+fn push_past_the_linear_limit_fails_and_leaves_the_packet() {
+    let f = frame(30);
+    let mut p = Packet::from_frame(&f);
+    p.meta.csum = ChecksumState::Partial { start: 34, offset: 16 };
+    for n in [usize::MAX, usize::MAX / 2, MAX_LINEAR_END] {
+        assert!(matches!(p.push(n), Err(PacketError::LinearTooLong { .. })), "push({n})");
+        assert_eq!((p.linear(), p.headroom()), (&f[..], DEFAULT_HEADROOM));
+        assert_eq!(p.meta.csum, ChecksumState::Partial { start: 34, offset: 16 });
+    }
+    // One byte more than fits.
+    let mut q = Packet::from_frame_with_headroom(&[], 0);
+    assert_eq!(q.extend_linear(&f), Ok(()));
+    assert_eq!(q.push(MAX_LINEAR_END - 30 - DEFAULT_HEADROOM + 1).map(|_| ()), Err(PacketError::LinearTooLong {
+        end: MAX_LINEAR_END + 1
+    }));
+}
+
+#[test]
 fn partial_checksum_start_follows_push_and_pull() {
     let mut p = Packet::from_frame(&frame(60));
     p.meta.csum = ChecksumState::Partial { start: 34, offset: 16 };
