@@ -382,6 +382,23 @@ impl Packet {
         pkts.drain(..).for_each(std::mem::forget);
     }
 
+    /// Moves `src` into `self`, leaving `src` with no bytes, its metadata
+    /// as it was, and the buffers `self` held, for the caller to drop
+    /// (none when `self` was emptied, as a GRO flow table slot is). The
+    /// buffers are exchanged field by field: inline, where
+    /// `std::mem::swap` of the whole packet is a call that exchanges every
+    /// byte (docs/benchmarks.md, "Packet moves").
+    #[inline(always)]
+    pub fn move_from(&mut self, src: &mut Packet) {
+        std::mem::swap(&mut self.storage, &mut src.storage);
+        std::mem::swap(&mut self.segments, &mut src.segments);
+        std::mem::swap(&mut self.frag_list, &mut src.frag_list);
+        // `src`'s linear area is now an empty range of `self`'s former storage.
+        (self.head, self.tail) = (src.head, src.tail);
+        (src.head, src.tail) = (0, 0);
+        self.meta = src.meta;
+    }
+
     /// No storage, payload segment list or frag list: dropping it would
     /// free nothing.
     #[inline(always)]
@@ -610,7 +627,10 @@ impl Packet {
     /// ([`pool::take_segment_list`]: no allocation once warm).
     pub fn reserve_segments(&mut self, additional: usize) {
         if additional >= MAX_SEGMENTS && self.segments.items.capacity() == 0 {
-            self.segments.items = pool::take_segment_list();
+            // The list replaced has no memory (nor elements): forgetting it
+            // saves the call of its drop glue (GRO's first merge into
+            // every aggregate).
+            std::mem::forget(std::mem::replace(&mut self.segments.items, pool::take_segment_list()));
             return;
         }
         let room = MAX_SEGMENTS.saturating_sub(self.segments.len()).min(additional);
