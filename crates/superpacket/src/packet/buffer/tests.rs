@@ -49,9 +49,10 @@ fn push_past_the_linear_limit_fails_and_leaves_the_packet() {
     // One byte more than fits.
     let mut q = Packet::from_frame_with_headroom(&[], 0);
     assert_eq!(q.extend_linear(&f), Ok(()));
-    assert_eq!(q.push(MAX_LINEAR_END - 30 - DEFAULT_HEADROOM + 1).map(|_| ()), Err(PacketError::LinearTooLong {
-        end: MAX_LINEAR_END + 1
-    }));
+    assert_eq!(
+        q.push(MAX_LINEAR_END - 30 - DEFAULT_HEADROOM + 1).map(|_| ()),
+        Err(PacketError::LinearTooLong { end: MAX_LINEAR_END + 1 })
+    );
 }
 
 #[test]
