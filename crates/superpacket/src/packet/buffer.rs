@@ -371,7 +371,7 @@ impl Packet {
     /// out of the vector one by one (a 128-byte copy each: what GRO leaves
     /// of a receive burst is mostly such shells). Those that own memory are
     /// dropped in place first; then none does, and forgetting them all
-    /// leaks nothing (the compiler removes that loop).
+    /// leaks nothing.
     #[inline]
     pub fn release_all(pkts: &mut Vec<Packet>) {
         for p in pkts.iter_mut() {
@@ -379,7 +379,13 @@ impl Packet {
                 drop(std::mem::take(p));
             }
         }
-        pkts.drain(..).for_each(std::mem::forget);
+        // A forgotten drain leaves the vector without the packets it
+        // covered, none dropped: no loop over them (forgetting each packet
+        // the drain yields was one of 5 instructions per packet, which the
+        // compiler kept). `clear` then has nothing left to drop; it only
+        // makes the empty vector not depend on how `drain` leaks.
+        std::mem::forget(pkts.drain(..));
+        pkts.clear();
     }
 
     /// Moves `src` into `self`, leaving `src` with no bytes, its metadata
