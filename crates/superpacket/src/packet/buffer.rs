@@ -380,10 +380,11 @@ impl Packet {
             }
         }
         // A forgotten drain leaves the vector without the packets it
-        // covered, none dropped: no loop over them (forgetting each packet
-        // the drain yields was one of 5 instructions per packet, which the
-        // compiler kept). `clear` then has nothing left to drop; it only
-        // makes the empty vector not depend on how `drain` leaks.
+        // covered and drops none, with no loop over them (forgetting them
+        // one by one as the drain yields them is a loop of 5 instructions
+        // per packet that the compiler keeps). `clear` then has nothing
+        // left to drop: it only keeps the result independent of how
+        // `drain` leaks.
         std::mem::forget(pkts.drain(..));
         pkts.clear();
     }
@@ -857,7 +858,9 @@ impl Packet {
     ///
     /// # Errors
     /// [`PacketError::TooShort`] if `header_len` exceeds the linear area;
-    /// [`PacketError::SegmentsFull`] if no segment slot is free.
+    /// [`PacketError::SegmentsFull`] if no segment slot is free;
+    /// [`PacketError::LinearTooLong`] if the headers and the headroom
+    /// would end past [`MAX_LINEAR_END`].
     pub fn detach_payload(&mut self, header_len: usize) -> Result<(), PacketError> {
         if header_len > self.headlen() {
             return Err(PacketError::TooShort { needed: header_len, available: self.headlen() });
@@ -868,13 +871,17 @@ impl Packet {
         if self.segments.len() == MAX_SEGMENTS {
             return Err(PacketError::SegmentsFull);
         }
-        let mut header = Vec::with_capacity(DEFAULT_HEADROOM + header_len);
+        let end = DEFAULT_HEADROOM + header_len;
+        if end > MAX_LINEAR_END {
+            return Err(PacketError::LinearTooLong { end });
+        }
+        let mut header = Vec::with_capacity(end);
         header.resize(DEFAULT_HEADROOM, 0);
         header.extend_from_slice(&self.linear()[..header_len]);
         let old = std::mem::replace(&mut self.storage, header);
         let payload = Segment::Owned { buf: old, start: self.linear_start() + header_len, end: self.linear_end() };
         self.head = linear_offset(DEFAULT_HEADROOM);
-        self.tail = linear_offset(DEFAULT_HEADROOM + header_len);
+        self.tail = linear_offset(end);
         self.segments.items.insert(0, payload);
         Ok(())
     }
