@@ -613,9 +613,21 @@ impl Gro {
         self.out.drain(..)
     }
 
-    /// Moves the delivered packets to the end of `dst`.
+    /// Moves the delivered packets to the end of `dst` (a copy of each:
+    /// [`Gro::swap_delivered`] hands them over without one).
     pub fn take_delivered_into(&mut self, dst: &mut Vec<Packet>) {
         dst.append(&mut self.out);
+    }
+
+    /// Hands the delivered packets over by swapping vectors: afterwards
+    /// `out` holds them, in delivery order, and the engine delivers into
+    /// `out`'s former buffer, emptied first (packets left in it are
+    /// dropped). No packet is copied: a caller that takes each burst's
+    /// output this way and gives the vector back drained allocates nothing
+    /// once the vectors have grown (docs/benchmarks.md, "Packet moves").
+    pub fn swap_delivered(&mut self, out: &mut Vec<Packet>) {
+        out.clear();
+        std::mem::swap(&mut self.out, out);
     }
 
     fn process_lro(&mut self) {
@@ -1277,12 +1289,9 @@ impl Gro {
                 self.templates.ensure(slot.shape);
             }
         }
-        // The slot's packet is an empty one left by `finish` (a default
-        // packet): swapped out for the caller to drop, as `take` would leave
-        // it, without the three `memcpy` calls of `take` and `replace`
-        // (docs/benchmarks.md, "Instructions per packet: tunnel GRO").
+        // The slot's packet is an empty one left by `finish`.
         debug_assert_eq!(slot.pkt.total_len(), 0, "a slot keeps an empty packet");
-        std::mem::swap(&mut slot.pkt, pkt);
+        slot.pkt.move_from(pkt);
         self.peak_held = self.peak_held.max(self.table.len());
     }
 }
