@@ -76,6 +76,7 @@ pub mod ctrl;
 mod enable_relay;
 mod guest_copy;
 pub mod memory;
+pub mod ring;
 pub mod virtq;
 
 use super::features::{FeaturesCheck, NetdevFeatures};
@@ -265,7 +266,12 @@ static PORTS: Mutex<Registry> = Mutex::new(Vec::new());
 struct Active {
     rx: Vring,
     tx: Vring,
-    mem: backend::Mem,
+    /// The guest memory as it was when the port took this connection in
+    /// ([`VhostUserDriver::refresh`]): a new table bumps the generation,
+    /// so the snapshot is replaced before the next frame, and it keeps its
+    /// mapping alive while the port uses it. One load at refresh instead of
+    /// an `arc_swap` load per access.
+    mem: Arc<ring::GuestMem>,
     acked: u64,
     /// 12 (VERSION_1 or MRG_RXBUF) or 10.
     hdr_len: usize,
@@ -327,6 +333,10 @@ pub struct VhostUserDriver {
     signalled: [Option<u16>; 2],
     tx_scratch: virtq::TxScratch,
     rx_scratch: virtq::RxScratch,
+    /// Receive (0) and transmit (1) queue's available index as last
+    /// loaded: once per burst ([`ring::AvailCursor`]); forgotten at every
+    /// change [`VhostUserDriver::refresh`] takes in.
+    avail: [ring::AvailCursor; 2],
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
     stats: Stats,
@@ -423,6 +433,7 @@ impl VhostUserDriver {
             signalled: [None; 2],
             tx_scratch: virtq::TxScratch::new(),
             rx_scratch: virtq::RxScratch::new(),
+            avail: [ring::AvailCursor::default(); 2],
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
             stats: Stats::default(),
@@ -470,6 +481,7 @@ impl VhostUserDriver {
             return;
         }
         self.seen_gen = g;
+        self.avail = [ring::AvailCursor::default(); 2];
         let conn = self.shared().current();
         let qp = self.qp;
         let next = conn.as_ref().and_then(|c| {
@@ -482,7 +494,7 @@ impl VhostUserDriver {
             Some(Active {
                 rx: vrings[2 * qp].clone(),
                 tx: vrings[2 * qp + 1].clone(),
-                mem: c.mem.clone(),
+                mem: c.mem.memory().into_inner(),
                 acked,
                 hdr_len: if v1 { 12 } else { 10 },
                 mrg: acked & vf::MRG_RXBUF != 0,
@@ -534,7 +546,7 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return false;
         }
-        let ok = st.get_queue().is_valid(&*a.mem.memory());
+        let ok = st.get_queue().is_valid(&*a.mem);
         drop(st);
         if ok {
             self.validated[which] = true;
@@ -555,12 +567,12 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return TxStep::Empty;
         }
-        let mem = a.mem.memory();
+        let mem = &*a.mem;
         if self.tx_kicks_on {
-            let _ = st.get_queue_mut().disable_notification(&*mem);
+            let _ = st.get_queue_mut().disable_notification(mem);
             self.tx_kicks_on = false;
         }
-        let taken = virtq::take_frame(st.get_queue_mut(), &*mem, &mut self.tx_scratch, hdr_len);
+        let taken = virtq::take_frame_at(st.get_queue_mut(), mem, &mut self.avail[1], &mut self.tx_scratch, hdr_len);
         drop(st);
         let chain = match taken {
             Ok(None) => return TxStep::Empty,
@@ -614,7 +626,7 @@ impl VhostUserDriver {
             return false;
         }
         self.tx_kicks_on = true;
-        match st.get_queue_mut().enable_notification(&*a.mem.memory()) {
+        match st.get_queue_mut().enable_notification(&*a.mem) {
             Ok(more) => more,
             Err(_) => {
                 drop(st);
@@ -634,11 +646,11 @@ impl VhostUserDriver {
     fn signal(&mut self, which: usize) {
         let Some(a) = &self.active else { return };
         let st = if which == 0 { a.rx.get_ref() } else { a.tx.get_ref() };
-        let mem = a.mem.memory();
+        let mem = &*a.mem;
         let q = st.get_queue();
-        let want = virtq::publish_used_idx(q, &*mem).and_then(|()| match self.signalled[which] {
+        let want = virtq::publish_used_idx(q, mem).and_then(|()| match self.signalled[which] {
             None => Ok(true),
-            Some(since) => virtq::wants_notification(q, &*mem, since),
+            Some(since) => virtq::wants_notification(q, mem, since),
         });
         self.signalled[which] = Some(q.next_used());
         match want {
@@ -708,8 +720,9 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return Err(Place::Drop("vhost-queue-disabled"));
         }
-        let mem = a.mem.memory();
-        let r = virtq::push_rx(st.get_queue_mut(), &*mem, &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg);
+        let mem = &*a.mem;
+        let q = st.get_queue_mut();
+        let r = virtq::push_rx_at(q, mem, &mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg);
         drop(st);
         match r {
             Ok(placed) => {
@@ -759,7 +772,7 @@ impl VhostUserDriver {
         }
         if self.rx_kicks_on {
             if let Some(a) = &self.active {
-                let _ = a.rx.get_mut().get_queue_mut().disable_notification(&*a.mem.memory());
+                let _ = a.rx.get_mut().get_queue_mut().disable_notification(&*a.mem);
             }
             self.rx_kicks_on = false;
         }
@@ -774,7 +787,7 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return None;
         }
-        q.avail_idx(&*a.mem.memory(), Ordering::Acquire).ok().map(|w| w.0)
+        q.avail_idx(&*a.mem, Ordering::Acquire).ok().map(|w| w.0)
     }
 
     /// Enables kicks on the receive queue; true if buffers arrived meanwhile.
@@ -785,7 +798,7 @@ impl VhostUserDriver {
             return false;
         }
         self.rx_kicks_on = true;
-        matches!(st.get_queue_mut().enable_notification(&*a.mem.memory()), Ok(true))
+        matches!(st.get_queue_mut().enable_notification(&*a.mem), Ok(true))
     }
 
     /// Keeps `p` for when the guest has room, or drops it (`vhost-rx-ring-full`).
