@@ -337,6 +337,9 @@ pub struct VhostUserDriver {
     /// loaded: once per burst ([`ring::AvailCursor`]); forgotten at every
     /// change [`VhostUserDriver::refresh`] takes in.
     avail: [ring::AvailCursor; 2],
+    /// Receive (0) and transmit (1) queue's rings as host slices, resolved
+    /// when the queue or the memory changes, not per frame.
+    rings: [ring::RingCache; 2],
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
     stats: Stats,
@@ -434,6 +437,7 @@ impl VhostUserDriver {
             tx_scratch: virtq::TxScratch::new(),
             rx_scratch: virtq::RxScratch::new(),
             avail: [ring::AvailCursor::default(); 2],
+            rings: Default::default(),
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
             stats: Stats::default(),
@@ -482,6 +486,7 @@ impl VhostUserDriver {
         }
         self.seen_gen = g;
         self.avail = [ring::AvailCursor::default(); 2];
+        self.rings.iter_mut().for_each(ring::RingCache::clear);
         let conn = self.shared().current();
         let qp = self.qp;
         let next = conn.as_ref().and_then(|c| {
@@ -567,12 +572,13 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return TxStep::Empty;
         }
-        let mem = &*a.mem;
         if self.tx_kicks_on {
-            let _ = st.get_queue_mut().disable_notification(mem);
+            let _ = st.get_queue_mut().disable_notification(&*a.mem);
             self.tx_kicks_on = false;
         }
-        let taken = virtq::take_frame_at(st.get_queue_mut(), mem, &mut self.avail[1], &mut self.tx_scratch, hdr_len);
+        let q = st.get_queue_mut();
+        let taken = ring::Rings::cached(q, &a.mem, &mut self.rings[1])
+            .and_then(|rings| virtq::take_frame_at(&rings, q, &mut self.avail[1], &mut self.tx_scratch, hdr_len));
         drop(st);
         let chain = match taken {
             Ok(None) => return TxStep::Empty,
@@ -720,9 +726,10 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return Err(Place::Drop("vhost-queue-disabled"));
         }
-        let mem = &*a.mem;
         let q = st.get_queue_mut();
-        let r = virtq::push_rx_at(q, mem, &mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg);
+        let r = ring::Rings::cached(q, &a.mem, &mut self.rings[0]).map_err(RxRefused::Fault).and_then(|rings| {
+            virtq::push_rx_at(&rings, q, &mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg)
+        });
         drop(st);
         match r {
             Ok(placed) => {

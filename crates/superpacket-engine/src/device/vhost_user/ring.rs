@@ -27,6 +27,7 @@
 //! [`QueueFault::Chain`]; nothing a guest writes panics.
 
 use super::virtq::QueueFault;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
@@ -69,6 +70,33 @@ impl AvailCursor {
     }
 }
 
+/// One queue's rings as [`Rings::cached`] last resolved them, kept by the
+/// port between calls (DPDK's vhost translates a ring once, when the
+/// frontend sets it).
+#[derive(Debug, Default)]
+pub struct RingCache {
+    held: Option<HeldRings>,
+}
+
+impl RingCache {
+    /// Drops what it holds (its reference to the guest memory with it).
+    pub fn clear(&mut self) {
+        self.held = None;
+    }
+}
+
+#[derive(Debug)]
+struct HeldRings {
+    /// Keeps the mapping the host addresses point into.
+    mem: Arc<GuestMem>,
+    /// Descriptor table, available ring, used ring (guest addresses), size.
+    key: (u64, u64, u64, u16),
+    /// Host addresses of the three rings.
+    desc: usize,
+    avail: usize,
+    used: usize,
+}
+
 /// One queue's three rings as host slices of guest memory.
 #[derive(Debug)]
 pub struct Rings<'m> {
@@ -104,6 +132,48 @@ impl<'m> Rings<'m> {
             used: slice(q.used_ring(), 4 + 8 * n)?,
             size,
         })
+    }
+
+    /// The rings of `q` in `mem` from `cache` when it holds them (the same
+    /// memory, addresses and size), else resolved ([`Rings::new`]) and
+    /// kept there: no lookup per call while the queue stays as it is.
+    ///
+    /// # Errors
+    /// As [`Rings::new`].
+    pub fn cached(q: &Queue, mem: &'m Arc<GuestMem>, cache: &mut RingCache) -> Result<Rings<'m>, QueueFault> {
+        let key = (q.desc_table(), q.avail_ring(), q.used_ring(), q.size());
+        if let Some(held) = &cache.held
+            && held.key == key
+            && Arc::ptr_eq(&held.mem, mem)
+        {
+            let n = usize::from(key.3);
+            let slice = |at: usize, len: usize| {
+                // SAFETY: `at` is the host address `get_slice` gave for
+                // `len` bytes of `held.mem` (a `VolatileSlice` of one mapped
+                // region, `Rings::new` below), which the cache keeps alive
+                // with its `Arc` (a region is unmapped only when the last
+                // reference to its memory goes) and which is the `mem`
+                // borrowed for `'m`. Guest memory is only ever accessed
+                // through volatile accesses and raw-pointer copies.
+                unsafe { VolatileSlice::new(at as *mut u8, len) }
+            };
+            return Ok(Rings {
+                mem,
+                desc: slice(held.desc, DESC_LEN * n),
+                avail: slice(held.avail, 4 + 2 * n),
+                used: slice(held.used, 4 + 8 * n),
+                size: key.3,
+            });
+        }
+        let rings = Rings::new(q, mem)?;
+        cache.held = Some(HeldRings {
+            mem: Arc::clone(mem),
+            key,
+            desc: rings.desc.ptr_guard().as_ptr() as usize,
+            avail: rings.avail.ptr_guard().as_ptr() as usize,
+            used: rings.used.ptr_guard().as_ptr() as usize,
+        });
+        Ok(rings)
     }
 
     /// The guest memory the rings are in.

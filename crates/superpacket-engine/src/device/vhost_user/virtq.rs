@@ -262,23 +262,24 @@ pub fn take_frame(
     scratch: &mut TxScratch,
     hdr_len: usize,
 ) -> Result<Option<TakenChain>, QueueFault> {
-    take_frame_at(q, mem, &mut AvailCursor::default(), scratch, hdr_len)
+    take_frame_at(&Rings::new(q, mem)?, q, &mut AvailCursor::default(), scratch, hdr_len)
 }
 
-/// [`take_frame`] with the available index loaded through `cursor`, which
-/// the port keeps per queue (once per burst: see [`AvailCursor`]).
+/// [`take_frame`] on `q`'s rings resolved by the caller (the port keeps
+/// them: [`Rings::cached`]), the available index loaded through `cursor`,
+/// which the port keeps per queue (once per burst: see [`AvailCursor`]).
 ///
 /// # Errors
 /// A [`QueueFault`]: the caller stops the queue.
 pub fn take_frame_at(
+    rings: &Rings<'_>,
     q: &mut Queue,
-    mem: &GuestMem,
     cursor: &mut AvailCursor,
     scratch: &mut TxScratch,
     hdr_len: usize,
 ) -> Result<Option<TakenChain>, QueueFault> {
-    let rings = Rings::new(q, mem)?;
-    let Some(chain) = pop_tx_at(&rings, q, cursor, scratch)? else { return Ok(None) };
+    let mem = rings.mem();
+    let Some(chain) = pop_tx_at(rings, q, cursor, scratch)? else { return Ok(None) };
     let descs = chain.descs;
     let copied = copy_frame(mem, scratch, &chain, hdr_len);
     rings.write_used(q, &[(chain.head, 0)])?;
@@ -437,18 +438,19 @@ pub fn push_rx<'h, 'a: 'h>(
     len: usize,
     mrg: bool,
 ) -> Result<RxPlaced, RxRefused> {
-    push_rx_at(q, mem, &mut AvailCursor::default(), scratch, hdr, parts, len, mrg)
+    push_rx_at(&Rings::new(q, mem)?, q, &mut AvailCursor::default(), scratch, hdr, parts, len, mrg)
 }
 
-/// [`push_rx`] with the available index loaded through `cursor`, which the
-/// port keeps per queue (once per burst: see [`AvailCursor`]).
+/// [`push_rx`] on `q`'s rings resolved by the caller (the port keeps them:
+/// [`Rings::cached`]), the available index loaded through `cursor`, which
+/// the port keeps per queue (once per burst: see [`AvailCursor`]).
 ///
 /// # Errors
 /// As [`push_rx`].
 #[allow(clippy::too_many_arguments)]
 pub fn push_rx_at<'h, 'a: 'h>(
+    rings: &Rings<'_>,
     q: &mut Queue,
-    mem: &GuestMem,
     cursor: &mut AvailCursor,
     scratch: &mut RxScratch,
     hdr: &'h [u8],
@@ -456,7 +458,7 @@ pub fn push_rx_at<'h, 'a: 'h>(
     len: usize,
     mrg: bool,
 ) -> Result<RxPlaced, RxRefused> {
-    let rings = Rings::new(q, mem)?;
+    let mem = rings.mem();
     let need = hdr.len() + len;
     let max_chains = if mrg { MAX_RX_CHAINS } else { 1 };
     let RxScratch { bufs, used } = scratch;
@@ -477,7 +479,7 @@ pub fn push_rx_at<'h, 'a: 'h>(
             give_back(q, cursor, used.len());
             return Err(RxRefused::TooBig);
         }
-        let (head, capped) = match rx_chain(&rings, q, cursor, bufs) {
+        let (head, capped) = match rx_chain(rings, q, cursor, bufs) {
             Ok(Some(c)) => c,
             Ok(None) => {
                 give_back(q, cursor, used.len());
