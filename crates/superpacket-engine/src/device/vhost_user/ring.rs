@@ -274,9 +274,43 @@ impl<'m> Rings<'m> {
     }
 }
 
-/// Whether `len` bytes at `addr` lie in guest memory: one region lookup
-/// for a buffer inside one region (every buffer a frontend makes in
-/// practice), the region walk for one that spans two.
-pub fn in_memory(mem: &GuestMem, addr: GuestAddress, len: usize) -> bool {
-    GuestMemoryBackend::get_slice(mem, addr, len).is_ok() || GuestMemoryBackend::check_range(mem, addr, len)
+/// Buffers of one chain whose host slices a walk keeps for the copy that
+/// follows it in the same call ([`Near::record`]): the first few, which
+/// is every buffer of the chains frontends make (one or two descriptors
+/// for a frame), so that each buffer is looked up once, not at the check
+/// and again at every copy. Longer chains' other buffers are copied
+/// through their guest addresses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Near<'m> {
+    slices: [Option<VolatileSlice<'m>>; NEAR],
+}
+
+/// Buffers per chain a [`Near`] keeps.
+const NEAR: usize = 4;
+
+impl<'m> Near<'m> {
+    /// Checks that `len` bytes at `addr` lie in guest memory and keeps the
+    /// host slice of buffer `index` of the chain if it has room and the
+    /// buffer lies in one region; false if the buffer is not in memory.
+    pub fn record(&mut self, mem: &'m GuestMem, index: usize, addr: GuestAddress, len: usize) -> bool {
+        match GuestMemoryBackend::get_slice(mem, addr, len) {
+            Ok(vs) => {
+                if let Some(slot) = self.slices.get_mut(index) {
+                    *slot = Some(vs);
+                }
+                true
+            }
+            Err(_) => {
+                if let Some(slot) = self.slices.get_mut(index) {
+                    *slot = None;
+                }
+                GuestMemoryBackend::check_range(mem, addr, len)
+            }
+        }
+    }
+
+    /// The host slice kept for buffer `index`, if any.
+    pub fn get(&self, index: usize) -> Option<&VolatileSlice<'m>> {
+        self.slices.get(index).and_then(Option::as_ref)
+    }
 }

@@ -29,8 +29,8 @@
 //!   moved that line across CPUs per frame. The index only ever moves to a
 //!   frame boundary, so every buffer of a frame becomes used at once.
 
-use super::guest_copy::{read_guest, write_guest};
-use super::ring::{AvailCursor, GuestMem, Rings, in_memory};
+use super::guest_copy::{read_guest, write_guest, write_slice};
+use super::ring::{AvailCursor, GuestMem, Near, Rings};
 use std::sync::atomic::Ordering;
 use superpacket::packet::Packet;
 use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
@@ -123,8 +123,14 @@ impl TxScratch {
     /// [`QueueFault::Address`] if a buffer cannot be read, or the recorded
     /// buffers hold fewer bytes (the caller asks only for what
     /// [`TxChain::len`] counted of a chain that is not truncated).
-    pub fn read(&self, mem: &GuestMem, mut offset: usize, mut dst: &mut [u8]) -> Result<(), QueueFault> {
-        for &(addr, len) in &self.bufs {
+    pub fn read(&self, mem: &GuestMem, offset: usize, dst: &mut [u8]) -> Result<(), QueueFault> {
+        self.read_near(mem, &Near::default(), offset, dst)
+    }
+
+    /// [`TxScratch::read`] through the host slices the walk kept in `near`
+    /// (in the same call, on the same `mem`) where it has them.
+    fn read_near(&self, mem: &GuestMem, near: &Near<'_>, mut offset: usize, mut dst: &mut [u8]) -> Result<(), QueueFault> {
+        for (i, &(addr, len)) in self.bufs.iter().enumerate() {
             if dst.is_empty() {
                 return Ok(());
             }
@@ -134,9 +140,14 @@ impl TxScratch {
                 continue;
             }
             let n = (len - offset).min(dst.len());
-            let at = addr.checked_add(offset as u64).ok_or(QueueFault::Address)?;
             let (now, rest) = dst.split_at_mut(n);
-            read_guest(mem, at, now)?;
+            match near.get(i) {
+                Some(vs) => {
+                    let part = vs.subslice(offset, n).map_err(|_| QueueFault::Address)?;
+                    part.copy_to(now);
+                }
+                None => read_guest(mem, addr.checked_add(offset as u64).ok_or(QueueFault::Address)?, now)?,
+            }
             dst = rest;
             offset = 0;
         }
@@ -181,16 +192,17 @@ pub fn next_head<'m, M: GuestMemory>(
 /// # Errors
 /// A [`QueueFault`]: the caller stops the queue.
 pub fn pop_tx(q: &mut Queue, mem: &GuestMem, scratch: &mut TxScratch) -> Result<Option<TxChain>, QueueFault> {
-    pop_tx_at(&Rings::new(q, mem)?, q, &mut AvailCursor::default(), scratch)
+    pop_tx_at(&Rings::new(q, mem)?, q, &mut AvailCursor::default(), scratch, &mut Near::default())
 }
 
 /// [`pop_tx`] on rings already resolved, the available index loaded
 /// through `cursor` (once per burst: see [`AvailCursor`]).
-fn pop_tx_at(
-    rings: &Rings<'_>,
+fn pop_tx_at<'m>(
+    rings: &Rings<'m>,
     q: &mut Queue,
     cursor: &mut AvailCursor,
     scratch: &mut TxScratch,
+    near: &mut Near<'m>,
 ) -> Result<Option<TxChain>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     let mem = rings.mem();
@@ -205,7 +217,7 @@ fn pop_tx_at(
             return Ok(());
         }
         // Every buffer must lie inside guest memory, recorded or not.
-        if !in_memory(mem, d.addr(), n) {
+        if !near.record(mem, scratch.bufs.len(), d.addr(), n) {
             return Err(QueueFault::Address);
         }
         len = len.saturating_add(n);
@@ -279,9 +291,10 @@ pub fn take_frame_at(
     hdr_len: usize,
 ) -> Result<Option<TakenChain>, QueueFault> {
     let mem = rings.mem();
-    let Some(chain) = pop_tx_at(rings, q, cursor, scratch)? else { return Ok(None) };
+    let mut near = Near::default();
+    let Some(chain) = pop_tx_at(rings, q, cursor, scratch, &mut near)? else { return Ok(None) };
     let descs = chain.descs;
-    let copied = copy_frame(mem, scratch, &chain, hdr_len);
+    let copied = copy_frame(mem, scratch, &near, &chain, hdr_len);
     rings.write_used(q, &[(chain.head, 0)])?;
     let (packet, hdr) = match copied? {
         Ok(c) => c,
@@ -305,6 +318,7 @@ pub fn take_frame_at(
 fn copy_frame(
     mem: &GuestMem,
     scratch: &TxScratch,
+    near: &Near<'_>,
     chain: &TxChain,
     hdr_len: usize,
 ) -> Result<Result<(Packet, VirtioNetHdr), &'static str>, QueueFault> {
@@ -313,14 +327,14 @@ fn copy_frame(
     }
     let mut hb = [0u8; 12];
     let hb = &mut hb[..hdr_len.min(12).min(chain.len)];
-    scratch.read(mem, 0, hb)?;
+    scratch.read_near(mem, near, 0, hb)?;
     let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
     let hdr = match VirtioNetHdr::parse(hb, layout, HdrByteOrder::Little) {
         Ok(h) => h,
         Err(e) => return Ok(Err(e.reason())),
     };
     let mut packet = Packet::with_linear_len_pooled(chain.len - hdr_len);
-    scratch.read(mem, hdr_len, packet.linear_mut())?;
+    scratch.read_near(mem, near, hdr_len, packet.linear_mut())?;
     Ok(Ok((packet, hdr)))
 }
 
@@ -392,11 +406,12 @@ impl Default for RxScratch {
 /// Takes the next chain of receive queue `q`, records its first
 /// [`MAX_RX_DESCS`] buffers in `bufs` (cleared first) and returns its head
 /// and whether it had more descriptors than that (capped).
-fn rx_chain(
-    rings: &Rings<'_>,
+fn rx_chain<'m>(
+    rings: &Rings<'m>,
     q: &mut Queue,
     cursor: &mut AvailCursor,
     bufs: &mut Vec<(GuestAddress, u32)>,
+    near: &mut Near<'m>,
 ) -> Result<Option<(u16, bool)>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     let mem = rings.mem();
@@ -406,7 +421,7 @@ fn rx_chain(
         if !d.is_write_only() {
             return Err(QueueFault::Direction);
         }
-        if d.len() > 0 && !in_memory(mem, d.addr(), d.len() as usize) {
+        if d.len() > 0 && !near.record(mem, bufs.len(), d.addr(), d.len() as usize) {
             return Err(QueueFault::Address);
         }
         if bufs.len() < MAX_RX_DESCS {
@@ -463,6 +478,7 @@ pub fn push_rx_at<'h, 'a: 'h>(
     let max_chains = if mrg { MAX_RX_CHAINS } else { 1 };
     let RxScratch { bufs, used } = scratch;
     used.clear();
+    let mut near = Near::default();
     let mut written = 0usize;
     // Where bytes 10 and 11 of the header (num_buffers) landed.
     let mut nb_addr: [Option<GuestAddress>; 2] = [None, None];
@@ -479,7 +495,7 @@ pub fn push_rx_at<'h, 'a: 'h>(
             give_back(q, cursor, used.len());
             return Err(RxRefused::TooBig);
         }
-        let (head, capped) = match rx_chain(rings, q, cursor, bufs) {
+        let (head, capped) = match rx_chain(rings, q, cursor, bufs, &mut near) {
             Ok(Some(c)) => c,
             Ok(None) => {
                 give_back(q, cursor, used.len());
@@ -490,7 +506,7 @@ pub fn push_rx_at<'h, 'a: 'h>(
             Err(f) => return Err(RxRefused::Fault(f)),
         };
         let mut in_chain = 0u32;
-        'bufs: for &(addr, blen) in bufs.iter() {
+        'bufs: for (i, &(addr, blen)) in bufs.iter().enumerate() {
             let mut off = 0u32;
             while off < blen {
                 if cur.is_empty() {
@@ -507,7 +523,10 @@ pub fn push_rx_at<'h, 'a: 'h>(
                         *slot = at.checked_add((pos - written) as u64);
                     }
                 }
-                write_guest(mem, at, &cur[..n])?;
+                match near.get(i) {
+                    Some(vs) => write_slice(&vs.subslice(off as usize, n).map_err(|_| QueueFault::Address)?, &cur[..n]),
+                    None => write_guest(mem, at, &cur[..n])?,
+                }
                 cur = &cur[n..];
                 off += n as u32;
                 in_chain += n as u32;
