@@ -129,7 +129,13 @@ impl TxScratch {
 
     /// [`TxScratch::read`] through the host slices the walk kept in `near`
     /// (in the same call, on the same `mem`) where it has them.
-    fn read_near(&self, mem: &GuestMem, near: &Near<'_>, mut offset: usize, mut dst: &mut [u8]) -> Result<(), QueueFault> {
+    fn read_near(
+        &self,
+        mem: &GuestMem,
+        near: &Near<'_>,
+        mut offset: usize,
+        mut dst: &mut [u8],
+    ) -> Result<(), QueueFault> {
         for (i, &(addr, len)) in self.bufs.iter().enumerate() {
             if dst.is_empty() {
                 return Ok(());
