@@ -86,14 +86,14 @@ fn reference_pop_tx(
     Ok(Some(TxChain { head, len, truncated, descs }))
 }
 
-/// Whether the chain at `q`'s next available entry has an indirect
+/// Whether the chain at the next available entry of a queue (descriptor
+/// table, available ring, size, next available index) has an indirect
 /// descriptor whose table is not all inside `m`.
-fn indirect_table_outside(q: &Queue, m: &GuestMemoryMmap<()>) -> bool {
-    let size = q.size();
-    let entry = GuestAddress(q.avail_ring() + 4 + 2 * u64::from(q.next_avail() % size));
+fn indirect_table_outside((table, avail, size, next): (u64, u64, u16, u16), m: &GuestMemoryMmap<()>) -> bool {
+    let entry = GuestAddress(avail + 4 + 2 * u64::from(next % size));
     let Ok(mut i) = m.read_obj::<u16>(entry) else { return false };
     for _ in 0..size {
-        let Ok(d) = m.read_obj::<virtio_queue::desc::split::Descriptor>(GuestAddress(q.desc_table() + 16 * u64::from(i)))
+        let Ok(d) = m.read_obj::<virtio_queue::desc::split::Descriptor>(GuestAddress(table + 16 * u64::from(i)))
         else {
             return false;
         };
@@ -165,13 +165,16 @@ fuzz_target!(|data: &[u8]| {
 
     // The own walk against virtio-queue's, chain by chain, on the same
     // rings; the bytes each recorded are compared through their reads.
-    if let Some(mut tx) = queue(&m, size(head[0]), &head[1..7]) {
-        let mut reference = tx.clone();
+    // virtio-queue refuses an available ring at guest address 0 (its sign
+    // of a queue reset and not set up again); the port takes the queue the
+    // frontend set, so such queues are not compared.
+    if let Some(mut tx) = queue(&m, size(head[0]), &head[1..7]).filter(|q| q.avail_ring() != 0) {
+        let Some(mut reference) = queue(&m, size(head[0]), &head[1..7]) else { return };
         let (mut scratch, mut bufs) = (TxScratch::new(), Vec::new());
         let mut got = vec![0u8; virtq::MAX_TX_CHAIN];
         let mut want = vec![0u8; virtq::MAX_TX_CHAIN];
         for _ in 0..64 {
-            let before = tx.clone();
+            let before = (tx.desc_table(), tx.avail_ring(), tx.size(), tx.next_avail());
             let ours = virtq::pop_tx(&mut tx, &m, &mut scratch);
             let theirs = reference_pop_tx(&mut reference, &m, &mut bufs);
             if ours != theirs {
@@ -179,7 +182,7 @@ fuzz_target!(|data: &[u8]| {
                 // inside one region (as DPDK's vhost requires), where
                 // virtio-queue reads what it can of it.
                 assert_eq!(ours, Err(QueueFault::Chain), "the own walk and virtio-queue's differ: {theirs:?}");
-                assert!(indirect_table_outside(&before, &m), "a chain refused for no reason: {theirs:?}");
+                assert!(indirect_table_outside(before, &m), "a chain refused for no reason: {theirs:?}");
                 break;
             }
             let Ok(Some(c)) = ours else { break };

@@ -14,8 +14,12 @@
 //! - **data path** (this module and [`virtq`]): the engine worker that owns
 //!   the port touches the vrings itself (the daemon's `VringMutex`, locked
 //!   for the few microseconds of one frame) and the guest memory through
-//!   `vm-memory` (`GuestMemoryAtomic<GuestMemoryMmap>`: bounds-checked guest
-//!   addresses, volatile copies). The daemon's event thread only turns
+//!   `vm-memory` (`GuestMemoryAtomic<GuestMemoryMmap>`, its current table
+//!   taken once per connection change: bounds-checked guest addresses,
+//!   volatile copies). The chains are followed by a walk of the port's own
+//!   ([`ring`]: rings resolved to host slices when they change, the
+//!   available index loaded once per burst, as DPDK's vhost does), not
+//!   `virtio-queue`'s iterator. The daemon's event thread only turns
 //!   kicks into a wake-up of the worker: [`PortDriver::poll_fd`] is one
 //!   eventfd per queue pair, signalled on a kick of either queue and on any
 //!   connection change.
