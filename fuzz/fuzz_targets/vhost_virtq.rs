@@ -203,15 +203,19 @@ fuzz_target!(|data: &[u8]| {
     // The port's burst path (rings kept, the available index loaded once
     // per burst) takes the same chains as the per-call one, and places the
     // same frames, whatever the guest wrote.
-    // Two copies of the memory, one per path; where the used ring overlaps
+    // Two fresh copies of the fuzzer's memory (the sections above wrote
+    // used elements into `m`), one per path; where the used ring overlaps
     // the available ring, the elements written change the index the burst
     // path holds and the per-call one reloads: a guest's own doing, not
     // compared.
-    let single_mem = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).expect("guest memory");
-    single_mem.write_slice(&body[..body.len().min(MEM)], GuestAddress(0)).expect("in memory");
-    let mem = Arc::new(m.clone());
+    let fresh = || {
+        let g = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), MEM)]).expect("guest memory");
+        g.write_slice(&body[..body.len().min(MEM)], GuestAddress(0)).expect("in memory");
+        g
+    };
+    let (mem, single_mem) = (Arc::new(fresh()), fresh());
     if let (Some(mut burst), Some(mut single)) =
-        (queue(&m, size(head[0]), &head[1..7]), queue(&single_mem, size(head[0]), &head[1..7]))
+        (queue(&mem, size(head[0]), &head[1..7]), queue(&single_mem, size(head[0]), &head[1..7]))
         && !overlaps(
             (burst.used_ring(), 4 + 8 * u64::from(burst.size())),
             (burst.avail_ring(), 4 + 2 * u64::from(burst.size())),
