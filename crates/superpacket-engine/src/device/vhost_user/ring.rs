@@ -233,7 +233,7 @@ impl<'m> Rings<'m> {
             let d = table.get_ref::<Descriptor>(DESC_LEN * usize::from(next)).map_err(|_| QueueFault::Chain)?.load();
             if d.refers_to_indirect_table() {
                 let len = d.len() as usize;
-                if indirect || len % DESC_LEN != 0 || len / DESC_LEN > usize::from(u16::MAX) {
+                if indirect || !len.is_multiple_of(DESC_LEN) || len / DESC_LEN > usize::from(u16::MAX) {
                     return Err(QueueFault::Chain);
                 }
                 table = GuestMemoryBackend::get_slice(self.mem, d.addr(), len).map_err(|_| QueueFault::Chain)?;
