@@ -26,9 +26,8 @@ use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryMmap};
 const MEM: usize = 0x4000;
 
 fn queue(m: &GuestMemoryMmap<()>, size: u16, rings: &[u8]) -> Option<Queue> {
-    let at = |i: usize, align: u64| {
-        u64::from(u16::from_le_bytes([rings[i], rings[i + 1]])) % (MEM as u64) & !(align - 1)
-    };
+    let at =
+        |i: usize, align: u64| u64::from(u16::from_le_bytes([rings[i], rings[i + 1]])) % (MEM as u64) & !(align - 1);
     let mut q = Queue::new(256).ok()?;
     q.set_size(size);
     q.try_set_desc_table_address(GuestAddress(at(0, 16))).ok()?;
@@ -93,8 +92,7 @@ fn indirect_table_outside((table, avail, size, next): (u64, u64, u16, u16), m: &
     let entry = GuestAddress(avail + 4 + 2 * u64::from(next % size));
     let Ok(mut i) = m.read_obj::<u16>(entry) else { return false };
     for _ in 0..size {
-        let Ok(d) = m.read_obj::<virtio_queue::desc::split::Descriptor>(GuestAddress(table + 16 * u64::from(i)))
-        else {
+        let Ok(d) = m.read_obj::<virtio_queue::desc::split::Descriptor>(GuestAddress(table + 16 * u64::from(i))) else {
             return false;
         };
         if d.refers_to_indirect_table() {
