@@ -21,7 +21,7 @@
 //! cannot become visible before the frame's bytes.
 
 use super::virtq::QueueFault;
-use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
+use vm_memory::{Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, VolatileSlice};
 
 /// Smallest write that [`write_guest`] makes with streaming stores: below
 /// a page, the read-for-ownership an ordinary store pays is a small part
@@ -54,21 +54,30 @@ pub fn read_guest<M: GuestMemory>(mem: &M, addr: GuestAddress, dst: &mut [u8]) -
 /// [`QueueFault::Address`]: the range is not all inside guest memory.
 pub fn write_guest<M: GuestMemory>(mem: &M, addr: GuestAddress, src: &[u8]) -> Result<(), QueueFault> {
     if let Some(Ok(vs)) = mem.physical_memory().map(|pm| pm.get_slice(addr, src.len())) {
-        if src.len() >= STREAM_MIN && stream::available() {
-            let guard = vs.ptr_guard_mut();
-            // SAFETY: `get_slice` checked that `src.len()` bytes from
-            // `guard.as_ptr()` lie inside one mapped region of guest
-            // memory, which `mem` keeps mapped for this call; `src` is the
-            // engine's own memory, never guest memory, so the two do not
-            // overlap. Only raw-pointer stores touch the guest's bytes.
-            unsafe { stream::copy(guard.as_ptr(), src.as_ptr(), src.len()) };
-            vm_memory::bitmap::Bitmap::mark_dirty(vs.bitmap(), 0, src.len());
-        } else {
-            vs.copy_from(src);
-        }
+        write_slice(&vs, src);
         return Ok(());
     }
     mem.write_slice(src, addr).map_err(|_| QueueFault::Address)
+}
+
+/// Copies `src` to the start of `vs` (at most its length), as
+/// [`write_guest`] does once it found the region: streaming stores from
+/// [`STREAM_MIN`] bytes on.
+pub fn write_slice<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>, src: &[u8]) {
+    let src = &src[..src.len().min(vs.len())];
+    if src.len() >= STREAM_MIN && stream::available() {
+        let guard = vs.ptr_guard_mut();
+        // SAFETY: `vs` (made by `get_slice`, bounds-checked) covers
+        // `vs.len() >= src.len()` bytes from `guard.as_ptr()` inside one
+        // mapped region of guest memory, which the memory it borrows keeps
+        // mapped; `src` is the engine's own memory, never guest memory, so
+        // the two do not overlap. Only raw-pointer stores touch the
+        // guest's bytes.
+        unsafe { stream::copy(guard.as_ptr(), src.as_ptr(), src.len()) };
+        vm_memory::bitmap::Bitmap::mark_dirty(vs.bitmap(), 0, src.len());
+    } else {
+        vs.copy_from(src);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]

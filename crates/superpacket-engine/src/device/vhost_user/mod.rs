@@ -14,8 +14,12 @@
 //! - **data path** (this module and [`virtq`]): the engine worker that owns
 //!   the port touches the vrings itself (the daemon's `VringMutex`, locked
 //!   for the few microseconds of one frame) and the guest memory through
-//!   `vm-memory` (`GuestMemoryAtomic<GuestMemoryMmap>`: bounds-checked guest
-//!   addresses, volatile copies). The daemon's event thread only turns
+//!   `vm-memory` (`GuestMemoryAtomic<GuestMemoryMmap>`, its current table
+//!   taken once per connection change: bounds-checked guest addresses,
+//!   volatile copies). The chains are followed by a walk of the port's own
+//!   ([`ring`]: rings resolved to host slices when they change, the
+//!   available index loaded once per burst, as DPDK's vhost does), not
+//!   `virtio-queue`'s iterator. The daemon's event thread only turns
 //!   kicks into a wake-up of the worker: [`PortDriver::poll_fd`] is one
 //!   eventfd per queue pair, signalled on a kick of either queue and on any
 //!   connection change.
@@ -76,6 +80,7 @@ pub mod ctrl;
 mod enable_relay;
 mod guest_copy;
 pub mod memory;
+pub mod ring;
 pub mod virtq;
 
 use super::features::{FeaturesCheck, NetdevFeatures};
@@ -265,7 +270,12 @@ static PORTS: Mutex<Registry> = Mutex::new(Vec::new());
 struct Active {
     rx: Vring,
     tx: Vring,
-    mem: backend::Mem,
+    /// The guest memory as it was when the port took this connection in
+    /// ([`VhostUserDriver::refresh`]): a new table bumps the generation,
+    /// so the snapshot is replaced before the next frame, and it keeps its
+    /// mapping alive while the port uses it. One load at refresh instead of
+    /// an `arc_swap` load per access.
+    mem: Arc<ring::GuestMem>,
     acked: u64,
     /// 12 (VERSION_1 or MRG_RXBUF) or 10.
     hdr_len: usize,
@@ -327,6 +337,13 @@ pub struct VhostUserDriver {
     signalled: [Option<u16>; 2],
     tx_scratch: virtq::TxScratch,
     rx_scratch: virtq::RxScratch,
+    /// Receive (0) and transmit (1) queue's available index as last
+    /// loaded: once per burst ([`ring::AvailCursor`]); forgotten at every
+    /// change [`VhostUserDriver::refresh`] takes in.
+    avail: [ring::AvailCursor; 2],
+    /// Receive (0) and transmit (1) queue's rings as host slices, resolved
+    /// when the queue or the memory changes, not per frame.
+    rings: [ring::RingCache; 2],
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
     stats: Stats,
@@ -423,6 +440,8 @@ impl VhostUserDriver {
             signalled: [None; 2],
             tx_scratch: virtq::TxScratch::new(),
             rx_scratch: virtq::RxScratch::new(),
+            avail: [ring::AvailCursor::default(); 2],
+            rings: Default::default(),
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
             stats: Stats::default(),
@@ -470,6 +489,8 @@ impl VhostUserDriver {
             return;
         }
         self.seen_gen = g;
+        self.avail = [ring::AvailCursor::default(); 2];
+        self.rings.iter_mut().for_each(ring::RingCache::clear);
         let conn = self.shared().current();
         let qp = self.qp;
         let next = conn.as_ref().and_then(|c| {
@@ -482,7 +503,7 @@ impl VhostUserDriver {
             Some(Active {
                 rx: vrings[2 * qp].clone(),
                 tx: vrings[2 * qp + 1].clone(),
-                mem: c.mem.clone(),
+                mem: c.mem.memory().into_inner(),
                 acked,
                 hdr_len: if v1 { 12 } else { 10 },
                 mrg: acked & vf::MRG_RXBUF != 0,
@@ -534,7 +555,7 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return false;
         }
-        let ok = st.get_queue().is_valid(&*a.mem.memory());
+        let ok = st.get_queue().is_valid(&*a.mem);
         drop(st);
         if ok {
             self.validated[which] = true;
@@ -555,12 +576,13 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return TxStep::Empty;
         }
-        let mem = a.mem.memory();
         if self.tx_kicks_on {
-            let _ = st.get_queue_mut().disable_notification(&*mem);
+            let _ = st.get_queue_mut().disable_notification(&*a.mem);
             self.tx_kicks_on = false;
         }
-        let taken = virtq::take_frame(st.get_queue_mut(), &*mem, &mut self.tx_scratch, hdr_len);
+        let q = st.get_queue_mut();
+        let taken = ring::Rings::cached(q, &a.mem, &mut self.rings[1])
+            .and_then(|rings| virtq::take_frame_at(&rings, q, &mut self.avail[1], &mut self.tx_scratch, hdr_len));
         drop(st);
         let chain = match taken {
             Ok(None) => return TxStep::Empty,
@@ -614,7 +636,7 @@ impl VhostUserDriver {
             return false;
         }
         self.tx_kicks_on = true;
-        match st.get_queue_mut().enable_notification(&*a.mem.memory()) {
+        match st.get_queue_mut().enable_notification(&*a.mem) {
             Ok(more) => more,
             Err(_) => {
                 drop(st);
@@ -634,11 +656,11 @@ impl VhostUserDriver {
     fn signal(&mut self, which: usize) {
         let Some(a) = &self.active else { return };
         let st = if which == 0 { a.rx.get_ref() } else { a.tx.get_ref() };
-        let mem = a.mem.memory();
+        let mem = &*a.mem;
         let q = st.get_queue();
-        let want = virtq::publish_used_idx(q, &*mem).and_then(|()| match self.signalled[which] {
+        let want = virtq::publish_used_idx(q, mem).and_then(|()| match self.signalled[which] {
             None => Ok(true),
-            Some(since) => virtq::wants_notification(q, &*mem, since),
+            Some(since) => virtq::wants_notification(q, mem, since),
         });
         self.signalled[which] = Some(q.next_used());
         match want {
@@ -708,8 +730,10 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return Err(Place::Drop("vhost-queue-disabled"));
         }
-        let mem = a.mem.memory();
-        let r = virtq::push_rx(st.get_queue_mut(), &*mem, &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg);
+        let q = st.get_queue_mut();
+        let r = ring::Rings::cached(q, &a.mem, &mut self.rings[0]).map_err(RxRefused::Fault).and_then(|rings| {
+            virtq::push_rx_at(&rings, q, &mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg)
+        });
         drop(st);
         match r {
             Ok(placed) => {
@@ -759,7 +783,7 @@ impl VhostUserDriver {
         }
         if self.rx_kicks_on {
             if let Some(a) = &self.active {
-                let _ = a.rx.get_mut().get_queue_mut().disable_notification(&*a.mem.memory());
+                let _ = a.rx.get_mut().get_queue_mut().disable_notification(&*a.mem);
             }
             self.rx_kicks_on = false;
         }
@@ -774,7 +798,7 @@ impl VhostUserDriver {
         if !in_service(a, &st) {
             return None;
         }
-        q.avail_idx(&*a.mem.memory(), Ordering::Acquire).ok().map(|w| w.0)
+        q.avail_idx(&*a.mem, Ordering::Acquire).ok().map(|w| w.0)
     }
 
     /// Enables kicks on the receive queue; true if buffers arrived meanwhile.
@@ -785,7 +809,7 @@ impl VhostUserDriver {
             return false;
         }
         self.rx_kicks_on = true;
-        matches!(st.get_queue_mut().enable_notification(&*a.mem.memory()), Ok(true))
+        matches!(st.get_queue_mut().enable_notification(&*a.mem), Ok(true))
     }
 
     /// Keeps `p` for when the guest has room, or drops it (`vhost-rx-ring-full`).

@@ -645,3 +645,90 @@ fn a_memory_region_past_its_files_end_is_refused_and_an_accepted_one_sealed() {
     assert_eq!((port_counter(&d, "mem_refused"), port_counter(&d, "attaches")), (2, 4));
     drop(fe);
 }
+
+/// A 60-byte frame behind a zeroed 12-byte header at `at` (one buffer).
+fn plain_frame(m: &GuestMemoryMmap<()>, at: u64, fill: u8) {
+    m.write_slice(&[0u8; 12], GuestAddress(at)).unwrap();
+    m.write_slice(&[fill; 60], GuestAddress(at + 12)).unwrap();
+}
+
+/// The port's burst path: the available index is loaded once and used
+/// until the chains it announced are taken, then loaded again; a queue
+/// moved under the cursor (a reset) makes it load again.
+#[test]
+fn the_available_index_is_loaded_once_per_burst() {
+    let m = std::sync::Arc::new(mem());
+    let mut q = queue(&m);
+    for i in 0..2u16 {
+        plain_frame(&m, 0x4000 + 0x100 * u64::from(i), i as u8);
+        desc(&m, i, 0x4000 + 0x100 * u64::from(i), 72, 0, 0);
+    }
+    offer(&m, &[0, 1]);
+    let (mut cache, mut cursor, mut scratch) =
+        (ring::RingCache::default(), ring::AvailCursor::default(), virtq::TxScratch::new());
+    let mut take = |q: &mut Queue, cursor: &mut ring::AvailCursor| {
+        let rings = ring::Rings::cached(q, &m, &mut cache)?;
+        virtq::take_frame_at(&rings, q, cursor, &mut scratch, 12)
+    };
+    assert_eq!(take(&mut q, &mut cursor).unwrap().unwrap().frame.unwrap().packet.to_vec(), vec![0; 60]);
+    // An index now far ahead would stop the queue, were it loaded again.
+    m.write_obj((SIZE + 5).to_le(), GuestAddress(AVAIL + 2)).unwrap();
+    assert_eq!(take(&mut q, &mut cursor).unwrap().unwrap().frame.unwrap().packet.to_vec(), vec![1; 60]);
+    assert!(matches!(take(&mut q, &mut cursor), Err(QueueFault::AvailIndex)));
+    // A reset moved next_avail: the cursor's load is not used.
+    let mut cursor = ring::AvailCursor::default();
+    m.write_obj(2u16.to_le(), GuestAddress(AVAIL + 2)).unwrap();
+    q.set_next_avail(0);
+    assert!(take(&mut q, &mut cursor).unwrap().is_some());
+    m.write_obj(0u16.to_le(), GuestAddress(AVAIL + 2)).unwrap();
+    q.set_next_avail(0);
+    assert!(take(&mut q, &mut cursor).unwrap().is_none(), "loaded again: nothing available");
+}
+
+/// Rings kept between calls are resolved again when the guest moves them.
+#[test]
+fn kept_rings_follow_the_queue() {
+    const DESC2: u64 = 0x9000;
+    let m = std::sync::Arc::new(mem());
+    let mut q = queue(&m);
+    plain_frame(&m, 0x4000, 0xaa);
+    plain_frame(&m, 0x5000, 0xbb);
+    desc(&m, 0, 0x4000, 72, 0, 0);
+    desc_at(&m, DESC2, 0, 0x5000, 72, 0, 0);
+    offer(&m, &[0, 0]);
+    let (mut cache, mut cursor, mut scratch) =
+        (ring::RingCache::default(), ring::AvailCursor::default(), virtq::TxScratch::new());
+    for (table, want) in [(DESC, 0xaa), (DESC2, 0xbb)] {
+        q.try_set_desc_table_address(GuestAddress(table)).unwrap();
+        let rings = ring::Rings::cached(&q, &m, &mut cache).unwrap();
+        let c = virtq::take_frame_at(&rings, &mut q, &mut cursor, &mut scratch, 12).unwrap().unwrap();
+        assert_eq!(c.frame.unwrap().packet.to_vec(), vec![want; 60], "table {table:#x}");
+    }
+}
+
+/// A buffer across two regions is copied whole both ways (region by
+/// region); one inside a region through the slice the walk kept.
+#[test]
+fn buffers_across_regions_are_copied_whole() {
+    let m = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x8000), (GuestAddress(0x8000), 0x8000)]).unwrap();
+    let mut q = queue(&m);
+    let frame: Vec<u8> = (0..200u32).map(|i| i as u8).collect();
+    m.write_slice(&[0u8; 12], GuestAddress(0x8000 - 100)).unwrap();
+    m.write_slice(&frame, GuestAddress(0x8000 - 88)).unwrap();
+    desc(&m, 0, 0x8000 - 100, 212, 0, 0);
+    offer(&m, &[0]);
+    let mut scratch = virtq::TxScratch::new();
+    let c = virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().unwrap();
+    assert_eq!(c.frame.unwrap().packet.to_vec(), frame);
+
+    let mut q = queue(&m);
+    desc(&m, 0, 0x8000 - 50, 300, F_WRITE, 0);
+    offer(&m, &[0]);
+    let hdr = [0x11u8; 12];
+    let placed =
+        virtq::push_rx(&mut q, &m, &mut virtq::RxScratch::new(), &hdr, std::iter::once(&frame[..]), 200, true).unwrap();
+    assert_eq!(placed.bytes, 212);
+    let mut got = vec![0u8; 212];
+    m.read_slice(&mut got, GuestAddress(0x8000 - 50)).unwrap();
+    assert_eq!((&got[..10], u16::from_le_bytes([got[10], got[11]]), &got[12..]), (&[0x11; 10][..], 1, &frame[..]));
+}

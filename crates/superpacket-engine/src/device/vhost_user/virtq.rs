@@ -3,8 +3,12 @@
 //! ([`push_rx`], with `VIRTIO_NET_F_MRG_RXBUF` spread over several chains).
 //!
 //! Everything here reads the guest's memory through `vm-memory`
-//! ([`GuestMemory`]: bounds-checked guest addresses, volatile copies) and
-//! the rings through `virtio-queue` ([`Queue`]). Nothing a guest writes can
+//! ([`GuestMemory`]: bounds-checked guest addresses, volatile copies); the
+//! data queues' chains are followed by the port's own walk ([`super::ring`]:
+//! rings resolved to host slices once per call, the available index loaded
+//! once per burst), `virtio-queue`'s [`Queue`] keeping the queue's state
+//! (`next_avail`, `next_used`, addresses) that the protocol side sets and
+//! reads. Nothing a guest writes can
 //! make these functions panic: a ring or chain the guest broke is reported
 //! as a [`QueueFault`], after which the caller stops the queue (the
 //! device's "needs reset" state: nothing more is taken from or given to
@@ -25,7 +29,8 @@
 //!   moved that line across CPUs per frame. The index only ever moves to a
 //!   frame boundary, so every buffer of a frame becomes used at once.
 
-use super::guest_copy::{read_guest, write_guest};
+use super::guest_copy::{read_guest, write_guest, write_slice};
+use super::ring::{AvailCursor, GuestMem, Near, Rings};
 use std::sync::atomic::Ordering;
 use superpacket::packet::Packet;
 use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
@@ -118,8 +123,20 @@ impl TxScratch {
     /// [`QueueFault::Address`] if a buffer cannot be read, or the recorded
     /// buffers hold fewer bytes (the caller asks only for what
     /// [`TxChain::len`] counted of a chain that is not truncated).
-    pub fn read<M: GuestMemory>(&self, mem: &M, mut offset: usize, mut dst: &mut [u8]) -> Result<(), QueueFault> {
-        for &(addr, len) in &self.bufs {
+    pub fn read(&self, mem: &GuestMem, offset: usize, dst: &mut [u8]) -> Result<(), QueueFault> {
+        self.read_near(mem, &Near::default(), offset, dst)
+    }
+
+    /// [`TxScratch::read`] through the host slices the walk kept in `near`
+    /// (in the same call, on the same `mem`) where it has them.
+    fn read_near(
+        &self,
+        mem: &GuestMem,
+        near: &Near<'_>,
+        mut offset: usize,
+        mut dst: &mut [u8],
+    ) -> Result<(), QueueFault> {
+        for (i, &(addr, len)) in self.bufs.iter().enumerate() {
             if dst.is_empty() {
                 return Ok(());
             }
@@ -129,9 +146,14 @@ impl TxScratch {
                 continue;
             }
             let n = (len - offset).min(dst.len());
-            let at = addr.checked_add(offset as u64).ok_or(QueueFault::Address)?;
             let (now, rest) = dst.split_at_mut(n);
-            read_guest(mem, at, now)?;
+            match near.get(i) {
+                Some(vs) => {
+                    let part = vs.subslice(offset, n).map_err(|_| QueueFault::Address)?;
+                    part.copy_to(now);
+                }
+                None => read_guest(mem, addr.checked_add(offset as u64).ok_or(QueueFault::Address)?, now)?,
+            }
             dst = rest;
             offset = 0;
         }
@@ -175,23 +197,33 @@ pub fn next_head<'m, M: GuestMemory>(
 ///
 /// # Errors
 /// A [`QueueFault`]: the caller stops the queue.
-pub fn pop_tx<M: GuestMemory>(q: &mut Queue, mem: &M, scratch: &mut TxScratch) -> Result<Option<TxChain>, QueueFault> {
-    let Some(chain) = next_head(q, mem)? else { return Ok(None) };
-    let head = chain.head_index();
+pub fn pop_tx(q: &mut Queue, mem: &GuestMem, scratch: &mut TxScratch) -> Result<Option<TxChain>, QueueFault> {
+    pop_tx_at(&Rings::new(q, mem)?, q, &mut AvailCursor::default(), scratch, &mut Near::default())
+}
+
+/// [`pop_tx`] on rings already resolved, the available index loaded
+/// through `cursor` (once per burst: see [`AvailCursor`]).
+fn pop_tx_at<'m>(
+    rings: &Rings<'m>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut TxScratch,
+    near: &mut Near<'m>,
+) -> Result<Option<TxChain>, QueueFault> {
+    let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
+    let mem = rings.mem();
     scratch.bufs.clear();
-    let (mut len, mut truncated, mut descs, mut last_next) = (0usize, false, 0u16, true);
-    for d in chain {
-        descs = descs.saturating_add(1);
-        last_next = d.has_next();
+    let (mut len, mut truncated) = (0usize, false);
+    let descs = rings.walk(head, |d| {
         if d.is_write_only() {
             return Err(QueueFault::Direction);
         }
         let n = d.len() as usize;
         if n == 0 {
-            continue;
+            return Ok(());
         }
         // Every buffer must lie inside guest memory, recorded or not.
-        if !mem.check_range(d.addr(), n, vm_memory::Permissions::Read) {
+        if !near.record(mem, scratch.bufs.len(), d.addr(), n) {
             return Err(QueueFault::Address);
         }
         len = len.saturating_add(n);
@@ -200,13 +232,8 @@ pub fn pop_tx<M: GuestMemory>(q: &mut Queue, mem: &M, scratch: &mut TxScratch) -
         } else {
             scratch.bufs.push((d.addr(), d.len()));
         }
-    }
-    // A chain whose last descriptor still says "next" was cut short by
-    // the iterator: a loop, an index outside the table, a nested or
-    // misaligned indirect table, or a table outside memory.
-    if descs == 0 || last_next {
-        return Err(QueueFault::Chain);
-    }
+        Ok(())
+    })?;
     Ok(Some(TxChain { head, len, truncated, descs }))
 }
 
@@ -247,16 +274,34 @@ pub struct TakenChain {
 ///
 /// # Errors
 /// A [`QueueFault`]: the caller stops the queue.
-pub fn take_frame<M: GuestMemory>(
+pub fn take_frame(
     q: &mut Queue,
-    mem: &M,
+    mem: &GuestMem,
     scratch: &mut TxScratch,
     hdr_len: usize,
 ) -> Result<Option<TakenChain>, QueueFault> {
-    let Some(chain) = pop_tx(q, mem, scratch)? else { return Ok(None) };
+    take_frame_at(&Rings::new(q, mem)?, q, &mut AvailCursor::default(), scratch, hdr_len)
+}
+
+/// [`take_frame`] on `q`'s rings resolved by the caller (the port keeps
+/// them: [`Rings::cached`]), the available index loaded through `cursor`,
+/// which the port keeps per queue (once per burst: see [`AvailCursor`]).
+///
+/// # Errors
+/// A [`QueueFault`]: the caller stops the queue.
+pub fn take_frame_at(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut TxScratch,
+    hdr_len: usize,
+) -> Result<Option<TakenChain>, QueueFault> {
+    let mem = rings.mem();
+    let mut near = Near::default();
+    let Some(chain) = pop_tx_at(rings, q, cursor, scratch, &mut near)? else { return Ok(None) };
     let descs = chain.descs;
-    let copied = copy_frame(mem, scratch, &chain, hdr_len);
-    write_used(q, mem, &[(chain.head, 0)])?;
+    let copied = copy_frame(mem, scratch, &near, &chain, hdr_len);
+    rings.write_used(q, &[(chain.head, 0)])?;
     let (packet, hdr) = match copied? {
         Ok(c) => c,
         Err(reason) => return Ok(Some(TakenChain { descs, frame: Err(reason) })),
@@ -276,9 +321,10 @@ pub fn take_frame<M: GuestMemory>(
 /// The header and the frame of `chain` (recorded in `scratch`): the
 /// header parsed first, the frame copied into a packet only if it parses.
 /// The inner error is a drop reason.
-fn copy_frame<M: GuestMemory>(
-    mem: &M,
+fn copy_frame(
+    mem: &GuestMem,
     scratch: &TxScratch,
+    near: &Near<'_>,
     chain: &TxChain,
     hdr_len: usize,
 ) -> Result<Result<(Packet, VirtioNetHdr), &'static str>, QueueFault> {
@@ -287,14 +333,14 @@ fn copy_frame<M: GuestMemory>(
     }
     let mut hb = [0u8; 12];
     let hb = &mut hb[..hdr_len.min(12).min(chain.len)];
-    scratch.read(mem, 0, hb)?;
+    scratch.read_near(mem, near, 0, hb)?;
     let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
     let hdr = match VirtioNetHdr::parse(hb, layout, HdrByteOrder::Little) {
         Ok(h) => h,
         Err(e) => return Ok(Err(e.reason())),
     };
     let mut packet = Packet::with_linear_len_pooled(chain.len - hdr_len);
-    scratch.read(mem, hdr_len, packet.linear_mut())?;
+    scratch.read_near(mem, near, hdr_len, packet.linear_mut())?;
     Ok(Ok((packet, hdr)))
 }
 
@@ -366,22 +412,22 @@ impl Default for RxScratch {
 /// Takes the next chain of receive queue `q`, records its first
 /// [`MAX_RX_DESCS`] buffers in `bufs` (cleared first) and returns its head
 /// and whether it had more descriptors than that (capped).
-fn rx_chain<M: GuestMemory>(
+fn rx_chain<'m>(
+    rings: &Rings<'m>,
     q: &mut Queue,
-    mem: &M,
+    cursor: &mut AvailCursor,
     bufs: &mut Vec<(GuestAddress, u32)>,
+    near: &mut Near<'m>,
 ) -> Result<Option<(u16, bool)>, QueueFault> {
-    let Some(chain) = next_head(q, mem)? else { return Ok(None) };
-    let head = chain.head_index();
+    let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
+    let mem = rings.mem();
     bufs.clear();
-    let (mut descs, mut last_next, mut capped) = (0usize, true, false);
-    for d in chain {
-        descs += 1;
-        last_next = d.has_next();
+    let mut capped = false;
+    rings.walk(head, |d| {
         if !d.is_write_only() {
             return Err(QueueFault::Direction);
         }
-        if d.len() > 0 && !mem.check_range(d.addr(), d.len() as usize, vm_memory::Permissions::Write) {
+        if d.len() > 0 && !near.record(mem, bufs.len(), d.addr(), d.len() as usize) {
             return Err(QueueFault::Address);
         }
         if bufs.len() < MAX_RX_DESCS {
@@ -389,10 +435,8 @@ fn rx_chain<M: GuestMemory>(
         } else {
             capped = true;
         }
-    }
-    if descs == 0 || last_next {
-        return Err(QueueFault::Chain);
-    }
+        Ok(())
+    })?;
     Ok(Some((head, capped)))
 }
 
@@ -406,38 +450,61 @@ fn rx_chain<M: GuestMemory>(
 ///
 /// # Errors
 /// [`RxRefused`]; on `NoRoom` and `TooBig` every chain taken was given back.
-pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
+pub fn push_rx<'h, 'a: 'h>(
     q: &mut Queue,
-    mem: &M,
+    mem: &GuestMem,
     scratch: &mut RxScratch,
     hdr: &'h [u8],
     parts: impl Iterator<Item = &'a [u8]>,
     len: usize,
     mrg: bool,
 ) -> Result<RxPlaced, RxRefused> {
+    push_rx_at(&Rings::new(q, mem)?, q, &mut AvailCursor::default(), scratch, hdr, parts, len, mrg)
+}
+
+/// [`push_rx`] on `q`'s rings resolved by the caller (the port keeps them:
+/// [`Rings::cached`]), the available index loaded through `cursor`, which
+/// the port keeps per queue (once per burst: see [`AvailCursor`]).
+///
+/// # Errors
+/// As [`push_rx`].
+#[allow(clippy::too_many_arguments)]
+pub fn push_rx_at<'h, 'a: 'h>(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut RxScratch,
+    hdr: &'h [u8],
+    parts: impl Iterator<Item = &'a [u8]>,
+    len: usize,
+    mrg: bool,
+) -> Result<RxPlaced, RxRefused> {
+    let mem = rings.mem();
     let need = hdr.len() + len;
     let max_chains = if mrg { MAX_RX_CHAINS } else { 1 };
     let RxScratch { bufs, used } = scratch;
     used.clear();
+    let mut near = Near::default();
     let mut written = 0usize;
     // Where bytes 10 and 11 of the header (num_buffers) landed.
     let mut nb_addr: [Option<GuestAddress>; 2] = [None, None];
     let mut src = std::iter::once(hdr).chain(parts.map(|p| -> &'h [u8] { p })).filter(|p| !p.is_empty());
     let mut cur: &[u8] = src.next().unwrap_or(&[]);
-    let give_back = |q: &mut Queue, n: usize| {
+    let give_back = |q: &mut Queue, cursor: &mut AvailCursor, n: usize| {
         for _ in 0..n {
             q.go_to_previous_position();
         }
+        cursor.rewound(q);
     };
     while written < need {
         if used.len() == max_chains {
-            give_back(q, used.len());
+            give_back(q, cursor, used.len());
             return Err(RxRefused::TooBig);
         }
-        let (head, capped) = match rx_chain(q, mem, bufs) {
+        let (head, capped) = match rx_chain(rings, q, cursor, bufs, &mut near) {
             Ok(Some(c)) => c,
             Ok(None) => {
-                give_back(q, used.len());
+                give_back(q, cursor, used.len());
                 // Every buffer of the ring was not enough: waiting for more
                 // would wait forever.
                 return Err(if used.len() >= usize::from(q.size()) { RxRefused::TooBig } else { RxRefused::NoRoom });
@@ -445,7 +512,7 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
             Err(f) => return Err(RxRefused::Fault(f)),
         };
         let mut in_chain = 0u32;
-        'bufs: for &(addr, blen) in bufs.iter() {
+        'bufs: for (i, &(addr, blen)) in bufs.iter().enumerate() {
             let mut off = 0u32;
             while off < blen {
                 if cur.is_empty() {
@@ -462,7 +529,10 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
                         *slot = at.checked_add((pos - written) as u64);
                     }
                 }
-                write_guest(mem, at, &cur[..n])?;
+                match near.get(i) {
+                    Some(vs) => write_slice(&vs.subslice(off as usize, n).map_err(|_| QueueFault::Address)?, &cur[..n]),
+                    None => write_guest(mem, at, &cur[..n])?,
+                }
                 cur = &cur[n..];
                 off += n as u32;
                 in_chain += n as u32;
@@ -474,7 +544,7 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
             // A chain without room (zero-length buffers): refuse the frame
             // rather than spin on it. A chain with uncounted descriptors
             // would not be the last one, and not be used to its full length.
-            give_back(q, used.len());
+            give_back(q, cursor, used.len());
             return Err(RxRefused::TooBig);
         }
     }
@@ -487,7 +557,7 @@ pub fn push_rx<'h, 'a: 'h, M: GuestMemory>(
             write_guest(mem, hi, &nb[1..])?;
         }
     }
-    write_used(q, mem, used)?;
+    rings.write_used(q, used)?;
     Ok(RxPlaced { chains: used.len(), bytes: written })
 }
 

@@ -1,0 +1,316 @@
+//! The port's own walk of a split virtqueue (virtio 1.2, 2.7): the
+//! descriptor table, the available ring and the used ring resolved to host
+//! slices once ([`Rings::new`]), the available index read once per burst
+//! ([`AvailCursor`]), chains followed descriptor by descriptor
+//! ([`Rings::walk`]).
+//!
+//! `virtio-queue`'s iterator (`Queue::iter`, `DescriptorChain`) looks every
+//! ring entry and descriptor up in guest memory by guest address (a region
+//! search per access) and loads the available index twice per chain; in
+//! the 64-byte loop that was about 1,300 instructions of the 4,759 the
+//! engine spent per frame (docs/benchmarks.md, "vhost-user backends").
+//! DPDK's vhost translates the rings once when the frontend sets them up
+//! and reads the available index once per burst; this does the same, with
+//! `vm-memory` still behind every access: each ring is a bounds-checked
+//! [`VolatileSlice`] of one mapped region (a ring that is not inside one
+//! region stops the queue, as DPDK refuses a ring it cannot translate to
+//! one host range), descriptors and ring entries are volatile loads at
+//! offsets checked against the slice, and buffer addresses are checked by
+//! the callers before any copy. `vhost-user-backend` and `vm-memory` keep
+//! the protocol and the memory regions; only the walk is ours.
+//!
+//! A chain is followed as `virtio-queue` follows it, so that the faults a
+//! guest can cause are the same: at most as many descriptors as its table
+//! holds (a loop ends there), an index outside the table ends it, one level
+//! of indirect table (a multiple of 16 bytes, inside one region), no more
+//! than 2^32 bytes in all (virtio 1.2, 2.7.5.2). A chain cut short is
+//! [`QueueFault::Chain`]; nothing a guest writes panics.
+
+use super::virtq::QueueFault;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use virtio_queue::desc::split::Descriptor;
+use virtio_queue::{Queue, QueueT};
+use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory, VolatileSlice};
+
+/// The guest memory the port maps (no dirty-page bitmap).
+pub type GuestMem = GuestMemoryMmap<()>;
+
+/// Bytes of one descriptor.
+const DESC_LEN: usize = 16;
+
+/// Where the available index was when last loaded, kept by the port per
+/// queue between calls so that the index (a line the guest writes from
+/// another CPU) is loaded once per burst, not per chain. It is used only
+/// while the queue is where the cursor left it (same available ring, the
+/// same `next_avail`); anything else (a reset, a new ring, another queue)
+/// loads the index again.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AvailCursor {
+    /// Guest address of the available ring it was loaded from.
+    ring: u64,
+    /// `next_avail` after the last chain taken through this cursor.
+    next: u16,
+    /// The available index as loaded (at most a queue size ahead of `next`).
+    avail: u16,
+    /// `ring`, `next` and `avail` hold a load.
+    loaded: bool,
+}
+
+impl AvailCursor {
+    /// Forgets the load (the next chain loads the index).
+    pub fn reset(&mut self) {
+        self.loaded = false;
+    }
+
+    /// Follows `q` after the caller moved its `next_avail` back (chains
+    /// given back): the index loaded is still ahead of it.
+    pub fn rewound(&mut self, q: &Queue) {
+        self.next = q.next_avail();
+    }
+}
+
+/// One queue's rings as [`Rings::cached`] last resolved them, kept by the
+/// port between calls (DPDK's vhost translates a ring once, when the
+/// frontend sets it).
+#[derive(Debug, Default)]
+pub struct RingCache {
+    held: Option<HeldRings>,
+}
+
+impl RingCache {
+    /// Drops what it holds (its reference to the guest memory with it).
+    pub fn clear(&mut self) {
+        self.held = None;
+    }
+}
+
+#[derive(Debug)]
+struct HeldRings {
+    /// Keeps the mapping the host addresses point into.
+    mem: Arc<GuestMem>,
+    /// Descriptor table, available ring, used ring (guest addresses), size.
+    key: (u64, u64, u64, u16),
+    /// Host addresses of the three rings.
+    desc: usize,
+    avail: usize,
+    used: usize,
+}
+
+/// One queue's three rings as host slices of guest memory.
+#[derive(Debug)]
+pub struct Rings<'m> {
+    mem: &'m GuestMem,
+    /// `size` descriptors.
+    desc: VolatileSlice<'m>,
+    /// flags, idx, ring[size].
+    avail: VolatileSlice<'m>,
+    /// flags, idx, ring[size] of (id, len).
+    used: VolatileSlice<'m>,
+    size: u16,
+}
+
+impl<'m> Rings<'m> {
+    /// Resolves the rings of `q` in `mem` (three region lookups).
+    ///
+    /// # Errors
+    /// [`QueueFault::Address`]: a ring is not inside one region of guest
+    /// memory, or the queue has no size.
+    pub fn new(q: &Queue, mem: &'m GuestMem) -> Result<Rings<'m>, QueueFault> {
+        let size = q.size();
+        if size == 0 {
+            return Err(QueueFault::Address);
+        }
+        let n = usize::from(size);
+        let slice = |addr: u64, len: usize| {
+            GuestMemoryBackend::get_slice(mem, GuestAddress(addr), len).map_err(|_| QueueFault::Address)
+        };
+        Ok(Rings {
+            mem,
+            desc: slice(q.desc_table(), DESC_LEN * n)?,
+            avail: slice(q.avail_ring(), 4 + 2 * n)?,
+            used: slice(q.used_ring(), 4 + 8 * n)?,
+            size,
+        })
+    }
+
+    /// The rings of `q` in `mem` from `cache` when it holds them (the same
+    /// memory, addresses and size), else resolved ([`Rings::new`]) and
+    /// kept there: no lookup per call while the queue stays as it is.
+    ///
+    /// # Errors
+    /// As [`Rings::new`].
+    pub fn cached(q: &Queue, mem: &'m Arc<GuestMem>, cache: &mut RingCache) -> Result<Rings<'m>, QueueFault> {
+        let key = (q.desc_table(), q.avail_ring(), q.used_ring(), q.size());
+        if let Some(held) = &cache.held
+            && held.key == key
+            && Arc::ptr_eq(&held.mem, mem)
+        {
+            let n = usize::from(key.3);
+            let slice = |at: usize, len: usize| {
+                // SAFETY: `at` is the host address `get_slice` gave for
+                // `len` bytes of `held.mem` (a `VolatileSlice` of one mapped
+                // region, `Rings::new` below), which the cache keeps alive
+                // with its `Arc` (a region is unmapped only when the last
+                // reference to its memory goes) and which is the `mem`
+                // borrowed for `'m`. Guest memory is only ever accessed
+                // through volatile accesses and raw-pointer copies.
+                unsafe { VolatileSlice::new(at as *mut u8, len) }
+            };
+            return Ok(Rings {
+                mem,
+                desc: slice(held.desc, DESC_LEN * n),
+                avail: slice(held.avail, 4 + 2 * n),
+                used: slice(held.used, 4 + 8 * n),
+                size: key.3,
+            });
+        }
+        let rings = Rings::new(q, mem)?;
+        cache.held = Some(HeldRings {
+            mem: Arc::clone(mem),
+            key,
+            desc: rings.desc.ptr_guard().as_ptr() as usize,
+            avail: rings.avail.ptr_guard().as_ptr() as usize,
+            used: rings.used.ptr_guard().as_ptr() as usize,
+        });
+        Ok(rings)
+    }
+
+    /// The guest memory the rings are in.
+    pub fn mem(&self) -> &'m GuestMem {
+        self.mem
+    }
+
+    /// Takes the next available chain's head from `q` (moving its
+    /// `next_avail`), loading the available index only when `cursor` has
+    /// no chain left from its last load; `None` when the guest made none
+    /// available.
+    ///
+    /// # Errors
+    /// [`QueueFault::AvailIndex`]: the index is more than a queue size
+    /// ahead of the device.
+    pub fn next_head(&self, q: &mut Queue, cursor: &mut AvailCursor) -> Result<Option<u16>, QueueFault> {
+        let next = q.next_avail();
+        let ring = q.avail_ring();
+        if !(cursor.loaded && cursor.ring == ring && cursor.next == next && cursor.avail != next) {
+            let avail = u16::from_le(self.avail.load::<u16>(2, Ordering::Acquire).map_err(|_| QueueFault::Address)?);
+            if avail.wrapping_sub(next) > self.size {
+                cursor.reset();
+                return Err(QueueFault::AvailIndex);
+            }
+            *cursor = AvailCursor { ring, next, avail, loaded: true };
+            if avail == next {
+                return Ok(None);
+            }
+        }
+        let slot = 4 + 2 * usize::from(next % self.size);
+        let head = self.avail.get_ref::<u16>(slot).map_err(|_| QueueFault::Address)?.load();
+        let next = next.wrapping_add(1);
+        q.set_next_avail(next);
+        cursor.next = next;
+        Ok(Some(u16::from_le(head)))
+    }
+
+    /// Follows the chain at `head`, calling `visit` with every descriptor
+    /// that describes a buffer (not the one naming an indirect table), in
+    /// order; returns how many it visited.
+    ///
+    /// # Errors
+    /// [`QueueFault::Chain`]: the chain is cut short (see the module
+    /// documentation) or empty; else the first error of `visit`.
+    pub fn walk(
+        &self,
+        head: u16,
+        mut visit: impl FnMut(&Descriptor) -> Result<(), QueueFault>,
+    ) -> Result<u16, QueueFault> {
+        let mut table = self.desc;
+        let (mut table_size, mut next, mut ttl) = (self.size, head, self.size);
+        let (mut indirect, mut bytes, mut visited) = (false, 0u32, 0u16);
+        loop {
+            if ttl == 0 || next >= table_size {
+                return Err(QueueFault::Chain);
+            }
+            let d = table.get_ref::<Descriptor>(DESC_LEN * usize::from(next)).map_err(|_| QueueFault::Chain)?.load();
+            if d.refers_to_indirect_table() {
+                let len = d.len() as usize;
+                if indirect || !len.is_multiple_of(DESC_LEN) || len / DESC_LEN > usize::from(u16::MAX) {
+                    return Err(QueueFault::Chain);
+                }
+                table = GuestMemoryBackend::get_slice(self.mem, d.addr(), len).map_err(|_| QueueFault::Chain)?;
+                (table_size, next, ttl, indirect) = ((len / DESC_LEN) as u16, 0, (len / DESC_LEN) as u16, true);
+                continue;
+            }
+            bytes = bytes.checked_add(d.len()).ok_or(QueueFault::Chain)?;
+            visited += 1;
+            visit(&d)?;
+            if !d.has_next() {
+                return Ok(visited);
+            }
+            next = d.next();
+            ttl -= 1;
+        }
+    }
+
+    /// Writes used elements (head, bytes written) into the used ring from
+    /// `q`'s `next_used` on and moves it past them, without the used
+    /// index ([`super::virtq::write_used`]'s contract).
+    ///
+    /// # Errors
+    /// [`QueueFault::Address`]: a head outside the queue.
+    pub fn write_used(&self, q: &mut Queue, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
+        let mut next = q.next_used();
+        for &(head, len) in chains {
+            if head >= self.size {
+                return Err(QueueFault::Address);
+            }
+            // struct virtq_used_elem { le32 id; le32 len; } after flags and idx.
+            let elem = (u64::from(len) << 32 | u64::from(head)).to_le();
+            let at = 4 + 8 * usize::from(next % self.size);
+            self.used.get_ref::<u64>(at).map_err(|_| QueueFault::Address)?.store(elem);
+            next = next.wrapping_add(1);
+        }
+        q.set_next_used(next);
+        Ok(())
+    }
+}
+
+/// Buffers of one chain whose host slices a walk keeps for the copy that
+/// follows it in the same call ([`Near::record`]): the first few, which
+/// is every buffer of the chains frontends make (one or two descriptors
+/// for a frame), so that each buffer is looked up once, not at the check
+/// and again at every copy. Longer chains' other buffers are copied
+/// through their guest addresses.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Near<'m> {
+    slices: [Option<VolatileSlice<'m>>; NEAR],
+}
+
+/// Buffers per chain a [`Near`] keeps.
+const NEAR: usize = 4;
+
+impl<'m> Near<'m> {
+    /// Checks that `len` bytes at `addr` lie in guest memory and keeps the
+    /// host slice of buffer `index` of the chain if it has room and the
+    /// buffer lies in one region; false if the buffer is not in memory.
+    pub fn record(&mut self, mem: &'m GuestMem, index: usize, addr: GuestAddress, len: usize) -> bool {
+        match GuestMemoryBackend::get_slice(mem, addr, len) {
+            Ok(vs) => {
+                if let Some(slot) = self.slices.get_mut(index) {
+                    *slot = Some(vs);
+                }
+                true
+            }
+            Err(_) => {
+                if let Some(slot) = self.slices.get_mut(index) {
+                    *slot = None;
+                }
+                GuestMemoryBackend::check_range(mem, addr, len)
+            }
+        }
+    }
+
+    /// The host slice kept for buffer `index`, if any.
+    pub fn get(&self, index: usize) -> Option<&VolatileSlice<'m>> {
+        self.slices.get(index).and_then(Option::as_ref)
+    }
+}
