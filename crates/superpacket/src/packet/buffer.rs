@@ -481,18 +481,22 @@ impl Packet {
         }
     }
 
-    /// As [`Packet::from_frame`], but a frame of more than
-    /// [`pool::COPYBREAK`] bytes is copied into a recycled pool buffer
-    /// instead of a new allocation (no `mmap`, no page faults, no zeroing
-    /// per superpacket).
+    /// As [`Packet::from_frame`], but into a recycled buffer chosen as by
+    /// [`Packet::with_linear_len_pooled`]: a frame of more than
+    /// [`pool::COPYBREAK`] bytes into a pool buffer (no `mmap`, no page
+    /// faults, no zeroing per superpacket), a smaller one into a small
+    /// buffer (no allocation per frame once warm). A frame too large for
+    /// either gets a buffer of its own.
+    ///
+    /// # Panics
+    /// If the frame and the headroom pass [`MAX_LINEAR_END`] (4 GiB).
     pub fn from_frame_pooled(frame: &[u8]) -> Packet {
-        if !Packet::fits_pool_buffer(frame.len()) {
+        if DEFAULT_HEADROOM + frame.len() > pool::POOL_BUFFER_LEN {
             return Packet::from_frame(frame);
         }
-        let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + frame.len());
-        let mut storage = pool::take_buffer();
-        storage[head..tail].copy_from_slice(frame);
-        Packet::with_storage(storage, head, tail)
+        let mut packet = Packet::with_linear_len_pooled(frame.len());
+        packet.linear_mut().copy_from_slice(frame);
+        packet
     }
 
     /// A packet whose linear area is `len` bytes for the caller to fill

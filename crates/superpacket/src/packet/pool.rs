@@ -273,9 +273,17 @@ mod tests {
         let p = Packet::from_frame_pooled(&big);
         assert_eq!(p.to_vec(), big);
         assert_eq!(p.headroom(), DEFAULT_HEADROOM);
+        let small_before = stats().idle_small;
         let small = Packet::from_frame_pooled(&big[..COPYBREAK]);
+        assert_eq!(small.to_vec(), &big[..COPYBREAK]);
+        let small_ptr = small.linear().as_ptr();
         drop(small);
-        assert_eq!(stats().idle, 0, "a frame up to COPYBREAK gets a buffer of its own size");
+        assert_eq!(stats().idle, 0, "a frame up to COPYBREAK takes no large buffer");
+        assert_eq!(stats().idle_small, small_before + 1, "its small buffer came back");
+        let again = Packet::from_frame_pooled(&big[..60]);
+        assert_eq!(again.linear().as_ptr(), small_ptr, "and is handed out again");
+        assert_eq!((again.to_vec(), again.headroom()), (big[..60].to_vec(), DEFAULT_HEADROOM));
+        drop(again);
         drop(p);
         assert_eq!(stats().idle, 1, "the pooled buffer came back");
         // A packet to fill: the same choice of buffer.
