@@ -13,6 +13,7 @@
 //! flushes the held aggregate instead of starting a second one beside it,
 //! exactly as in Linux.
 
+use super::Incoming;
 use super::parse::GroHeaders;
 use super::template::Shape;
 use crate::packet::Packet;
@@ -223,6 +224,51 @@ pub struct Held {
     /// `l4`, `payload`, `first`, `fixed_id` and `v6` describe the inner
     /// headers and `l3_len` counts from the outer IP header.
     pub tunnel: Option<super::tunnel::TunnelHeld>,
+}
+
+impl Held {
+    /// Starts the state of a new aggregate whose first packet `frame` is
+    /// `n` (its TCP sequence number plus payload length `next_seq`, its UDP
+    /// length `ulen`, arrival time `arrival_ns`): every field the segments
+    /// of an aggregate change. The rest (identity and layout, shape, header
+    /// copy, packet, tunnel state) is the caller's, kept as it is when the
+    /// slot held the same flow before ([`super::Gro::plain_start_at`]). The
+    /// pattern names every field, so that a new one is not forgotten here.
+    #[inline(always)]
+    pub(crate) fn begin(&mut self, frame: &[u8], n: &Incoming, next_seq: u32, ulen: u16, arrival_ns: Option<u64>) {
+        let Held {
+            key: _,
+            key_hash: _,
+            shape: _,
+            pkt: _,
+            head: _,
+            first,
+            tcp: _,
+            v6: _,
+            fraglist: _,
+            l3: _,
+            l4: _,
+            payload: _,
+            l3_len,
+            count,
+            mss,
+            next_seq: held_next_seq,
+            ulen: held_ulen,
+            fixed_id,
+            age_ns,
+            merged,
+            tunnel: _,
+        } = self;
+        first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
+        *l3_len = n.l3_len;
+        *count = n.segs;
+        *mss = if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 };
+        *held_next_seq = next_seq;
+        *held_ulen = ulen;
+        *fixed_id = false;
+        *age_ns = arrival_ns;
+        *merged = false;
+    }
 }
 
 /// Where a held aggregate is: its bucket and its slab slot. Valid until
@@ -475,14 +521,13 @@ impl FlowTable {
 
     /// [`FlowTable::insert`] into the free slot `slot`, which still holds
     /// the values of the last aggregate started in it (for the caller to
-    /// keep what is still right); `true` with it. If `slot` is not free,
-    /// [`FlowTable::insert`] picks one, and `false` says so. A full bucket
-    /// first loses its oldest aggregate, handed to `evict`, whose slot is
-    /// then free.
+    /// keep what is still right). `None`, and nothing changed, if `slot` is
+    /// not free. A full bucket first loses its oldest aggregate, handed to
+    /// `evict`, whose slot is then free.
     #[inline(always)]
-    pub fn insert_at(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> (&mut Held, bool) {
+    pub fn insert_free(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> Option<&mut Held> {
         if !self.free.has(slot) {
-            return (self.insert_elsewhere(b, evict), false);
+            return None;
         }
         if self.lens[b] >= self.depth {
             let oldest = self.unlink(b, 0);
@@ -494,15 +539,7 @@ impl FlowTable {
         let len = self.lens[b];
         self.rows[b * self.depth + len] = slot;
         self.lens[b] = len + 1;
-        (&mut self.slots[slot as usize], true)
-    }
-
-    /// [`FlowTable::insert`] out of line, for [`FlowTable::insert_at`]
-    /// when its slot is taken (its callers check it is not).
-    #[cold]
-    #[inline(never)]
-    fn insert_elsewhere(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> &mut Held {
-        self.insert(b, evict)
+        self.slots.get_mut(slot as usize)
     }
 
     /// Removes every aggregate, bucket by bucket, oldest first within a
@@ -601,7 +638,7 @@ impl FreeSlots {
 
     /// Takes the free slot `slot` out (the top of the stack moves to its
     /// place); nothing if it is not free.
-    #[inline]
+    #[inline(always)]
     fn claim(&mut self, slot: u32) {
         if !self.has(slot) {
             return;
