@@ -829,6 +829,28 @@ impl Packet {
         self.append_payload_general(other, skip)
     }
 
+    /// Moves `other` into this packet, which owns nothing (a default
+    /// packet: what GRO leaves in a flow table slot once its aggregate is
+    /// delivered), leaving `other` with no bytes and no memory: as
+    /// `std::mem::swap` with an empty packet would leave both, but of a
+    /// packet that is one receive buffer (no payload segments, no frag
+    /// list, the usual new GRO aggregate) only the buffer, its bounds and
+    /// the metadata are written, not all of the packet's words twice.
+    /// Anything else (this packet owns memory, or `other` has segments or
+    /// a frag list) is swapped whole.
+    #[inline(always)]
+    pub fn take_into_empty(&mut self, other: &mut Packet) {
+        let one_buffer = other.segments.items.capacity() == 0 && other.frag_list.capacity() == 0;
+        if !(one_buffer && self.owns_nothing()) {
+            std::mem::swap(self, other);
+            return;
+        }
+        std::mem::swap(&mut self.storage, &mut other.storage);
+        (self.head, self.tail) = (other.head, other.tail);
+        (other.head, other.tail) = (0, 0);
+        self.meta = other.meta;
+    }
+
     /// [`Packet::append_payload_from`] for a packet that has payload
     /// segments of its own or whose headers reach past its linear area: out
     /// of line, so that GRO's usual case (one buffer) stays a short inlined

@@ -1249,14 +1249,15 @@ impl Gro {
 }
 
 /// Moves `pkt` into a slot's packet `slot`, the empty one `finish` left
-/// there (a default packet): swapped, `pkt` left empty for the caller to
-/// drop as `take` would leave it, without the three `memcpy` calls of
-/// `take` and `replace` (docs/benchmarks.md, "Instructions per packet:
-/// tunnel GRO").
+/// there (a default packet), leaving `pkt` empty for the caller to drop as
+/// `take` would leave it: without the `memcpy` calls of `take` and
+/// `replace` (docs/benchmarks.md, "Instructions per packet: tunnel GRO"),
+/// and for a packet of one buffer without the 136-byte swap
+/// ([`Packet::take_into_empty`]).
 #[inline(always)]
 fn take_into_slot(slot: &mut Packet, pkt: &mut Packet) {
     debug_assert_eq!(slot.total_len(), 0, "a slot keeps an empty packet");
-    std::mem::swap(slot, pkt);
+    slot.take_into_empty(pkt);
 }
 
 /// Trims Ethernet padding beyond the IP packet (offload-rules 9.1.1),
