@@ -209,3 +209,35 @@ fn all_chunks_include_the_frag_list() {
     p.frag_list_mut()[0].trim(49).unwrap();
     assert_eq!(p.total_len(), 199);
 }
+
+/// `take_into_empty` leaves the packets as swapping them would: the taker
+/// has the other's bytes, buffer and metadata, the other no bytes and no
+/// memory; for one buffer (its short way, no copy of the bytes), with
+/// payload segments and a frag list, and into a packet that owns memory
+/// (both swapped whole).
+#[test]
+fn take_into_empty_moves_the_packet_and_leaves_nothing_behind() {
+    let f = frame(300);
+    let mut with_segments = Packet::from_frame(&f[..100]);
+    let mut more = Packet::from_frame(&f[100..]);
+    assert!(with_segments.append_payload_from(&mut more, 0));
+    let mut with_frags = Packet::from_frame(&f[..50]);
+    with_frags.push_frag(Packet::from_frame(&f[50..]));
+    for (name, mut src) in [("one buffer", Packet::from_frame(&f)), ("segments", with_segments), ("frag list", with_frags)]
+    {
+        src.meta.gso_size = 1234;
+        src.meta.rss_hash = Some(7);
+        let (bytes, meta) = (src.to_vec(), src.meta);
+        let buffer = src.linear().as_ptr();
+        let mut dst = Packet::default();
+        dst.take_into_empty(&mut src);
+        assert_eq!((dst.to_vec(), dst.meta), (bytes, meta), "{name}");
+        assert_eq!(dst.linear().as_ptr(), buffer, "{name}: the buffer moved, not its bytes");
+        assert_eq!(src.total_len(), 0, "{name}");
+        assert!(src.owns_nothing(), "{name}");
+    }
+    let mut full = Packet::from_frame(&f[..10]);
+    let mut src = Packet::from_frame(&f[10..40]);
+    full.take_into_empty(&mut src);
+    assert_eq!((full.to_vec(), src.to_vec()), (f[10..40].to_vec(), f[..10].to_vec()), "swapped whole");
+}
