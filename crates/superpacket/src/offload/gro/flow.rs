@@ -192,6 +192,13 @@ pub struct Held {
     pub head: super::fast::HeadCopy,
     /// Its first packet's headers, for the merge rules.
     pub first: FirstHeaders,
+    /// A TCP aggregate's pseudo-header sum without the TCP length (its
+    /// addresses and protocol, folded; [`super::ip::pseudo_sum`] with
+    /// length 0), which completion adds the aggregate's TCP length to
+    /// (offload-rules 1.4). The same for every aggregate of the flow, so
+    /// kept with the identity when the plain fast path starts the flow's
+    /// next aggregate in the slot.
+    pub pseudo_addrs: u16,
     /// TCP (else UDP).
     pub tcp: bool,
     /// IPv6 (else IPv4).
@@ -243,6 +250,7 @@ impl Held {
             pkt: _,
             head: _,
             first,
+            pseudo_addrs: _,
             tcp: _,
             v6: _,
             fraglist: _,

@@ -1198,6 +1198,9 @@ impl Gro {
         slot.l3 = n.l3;
         slot.l4 = n.l4;
         slot.payload = n.payload;
+        if n.tcp {
+            slot.pseudo_addrs = ip::pseudo_sum(frame, n.l3, n.v6, 6, 0);
+        }
         slot.begin(frame, n, next_seq, ulen, arrival_ns);
         e.held(slot, frame);
         // A plain TCP aggregate's template, for the plain fast path (a
