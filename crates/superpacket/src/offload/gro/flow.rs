@@ -534,7 +534,7 @@ impl FlowTable {
     /// `evict`, whose slot is then free.
     #[inline(always)]
     pub fn insert_free(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> Option<&mut Held> {
-        if !self.free.has(slot) {
+        if !self.free.claim(slot) {
             return None;
         }
         if self.lens[b] >= self.depth {
@@ -542,7 +542,6 @@ impl FlowTable {
             evict(&mut self.slots[oldest as usize]);
             self.free.push(oldest);
         }
-        self.free.claim(slot);
         self.homes[slot as usize] = b as u32;
         let len = self.lens[b];
         self.rows[b * self.depth + len] = slot;
@@ -606,7 +605,7 @@ struct FreeSlots {
     stack: Vec<u32>,
     /// Each free slot's index in `stack`, written when it is pushed or
     /// moved; stale for a slot that is not free (a pop leaves it: one
-    /// store less per new aggregate), which [`FreeSlots::has`] sees.
+    /// store less per new aggregate), which [`FreeSlots::claim`] sees.
     at: Vec<u32>,
 }
 
@@ -639,24 +638,27 @@ impl FreeSlots {
     }
 
     /// Whether `slot` is free (its recorded place in the stack holds it).
-    #[inline(always)]
+    #[cfg(test)]
     fn has(&self, slot: u32) -> bool {
         self.at.get(slot as usize).and_then(|&i| self.stack.get(i as usize)) == Some(&slot)
     }
 
     /// Takes the free slot `slot` out (the top of the stack moves to its
-    /// place); nothing if it is not free.
+    /// place) and returns `true`; `false`, nothing changed, if it is not
+    /// free.
     #[inline(always)]
-    fn claim(&mut self, slot: u32) {
-        if !self.has(slot) {
-            return;
+    fn claim(&mut self, slot: u32) -> bool {
+        let Some(&i) = self.at.get(slot as usize) else { return false };
+        if self.stack.get(i as usize) != Some(&slot) {
+            return false;
         }
-        let i = self.at[slot as usize];
-        let Some(top) = self.stack.pop() else { return };
-        if top != slot {
-            self.stack[i as usize] = top;
-            self.at[top as usize] = i;
+        let Some(top) = self.stack.pop() else { return false };
+        if let (Some(place), Some(top_at)) = (self.stack.get_mut(i as usize), self.at.get_mut(top as usize)) {
+            // `top != slot`: the top moves down into the place `slot` left.
+            *place = top;
+            *top_at = i;
         }
+        true
     }
 }
 
@@ -688,8 +690,7 @@ mod tests {
             let s = step.wrapping_mul(7) % 8;
             match step % 3 {
                 0 => {
-                    f.claim(s);
-                    free.remove(&s);
+                    assert_eq!(f.claim(s), free.remove(&s), "claim of slot {s}");
                 }
                 1 => {
                     if let Some(p) = f.pop() {
