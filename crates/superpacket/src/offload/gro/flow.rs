@@ -534,19 +534,30 @@ impl FlowTable {
     /// `evict`, whose slot is then free.
     #[inline(always)]
     pub fn insert_free(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> Option<&mut Held> {
+        let len = *self.lens.get(b)?;
         if !self.free.claim(slot) {
             return None;
         }
-        if self.lens[b] >= self.depth {
-            let oldest = self.unlink(b, 0);
-            evict(&mut self.slots[oldest as usize]);
-            self.free.push(oldest);
-        }
-        self.homes[slot as usize] = b as u32;
-        let len = self.lens[b];
-        self.rows[b * self.depth + len] = slot;
-        self.lens[b] = len + 1;
+        let len = if len >= self.depth { self.evict_oldest(b, evict) } else { len };
+        // In range: `slot` was free, and a bucket below `depth` has room.
+        *self.homes.get_mut(slot as usize)? = b as u32;
+        *self.rows.get_mut(b * self.depth + len)? = slot;
+        *self.lens.get_mut(b)? = len + 1;
         self.slots.get_mut(slot as usize)
+    }
+
+    /// Frees the oldest aggregate's slot of the full bucket `b`, handing it
+    /// to `evict` first (see [`FlowTable::remove_with`]); returns the
+    /// bucket's length after. Out of line: [`FlowTable::insert_free`]'s
+    /// usual bucket has room, and its code does not reload the table's
+    /// vectors after a call it does not make.
+    #[cold]
+    #[inline(never)]
+    fn evict_oldest(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> usize {
+        let oldest = self.unlink(b, 0);
+        evict(&mut self.slots[oldest as usize]);
+        self.free.push(oldest);
+        self.lens[b]
     }
 
     /// Removes every aggregate, bucket by bucket, oldest first within a
