@@ -1225,7 +1225,8 @@ impl Gro {
     #[inline(always)]
     fn hold_in_own_slot(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, slot: u32) -> bool {
         let (out, counters) = (&mut self.out, &mut self.counters);
-        let Some(held) = self.table.insert_free(b, slot, |evicted| finish(evicted, FlushReason::TableFull, out, counters))
+        let Some(held) =
+            self.table.insert_free(b, slot, |evicted| finish(evicted, FlushReason::TableFull, out, counters))
         else {
             return false;
         };

@@ -223,7 +223,8 @@ fn take_into_empty_moves_the_packet_and_leaves_nothing_behind() {
     assert!(with_segments.append_payload_from(&mut more, 0));
     let mut with_frags = Packet::from_frame(&f[..50]);
     with_frags.push_frag(Packet::from_frame(&f[50..]));
-    for (name, mut src) in [("one buffer", Packet::from_frame(&f)), ("segments", with_segments), ("frag list", with_frags)]
+    for (name, mut src) in
+        [("one buffer", Packet::from_frame(&f)), ("segments", with_segments), ("frag list", with_frags)]
     {
         src.meta.gso_size = 1234;
         src.meta.rss_hash = Some(7);
