@@ -668,6 +668,10 @@ impl Gro {
     /// `pkt` is consumed: moved out (held or delivered) or emptied (merged);
     /// the caller drops what is left.
     ///
+    /// A plain segment the merge path left may start its flow's next
+    /// aggregate in the free slot its hint names ([`Gro::plain_start`], a
+    /// call) before the full path is tried.
+    ///
     /// The plain fast path is inlined into the caller (the burst loop) and
     /// the full path is a call: a merged segment, the common case, then pays
     /// no call and none of the register saves the full path's size needs
@@ -676,7 +680,7 @@ impl Gro {
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
         let hint = self.plain_hint(pkt);
         if let Some(h) = hint
-            && self.plain_fast(pkt, h, hash)
+            && (self.plain_fast(pkt, h, hash) || self.plain_start(pkt, h, hash))
         {
             return;
         }
