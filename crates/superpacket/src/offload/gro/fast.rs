@@ -138,14 +138,12 @@ impl Gro {
     /// merge path, [`Gro::plain_fast`], found no aggregate there; `false`,
     /// nothing changed, otherwise).
     ///
-    /// Called from the burst loop right after the merge path, out of line
-    /// with both layouts' copies of the start in it: inside the full path
-    /// (a call with its large prologue, then the hint looked up again) the
-    /// start cost 64 interleaved flows 31 instructions per packet more
-    /// (`gro_instructions 64 peers`), and called from within the merge
-    /// path's failure branch it cost one VXLAN flow 17 (the burst loop's
-    /// registers: `gro_instructions 1 vxlan-peers`).
-    #[inline(never)]
+    /// Tried first on the full path ([`Gro::gro_full`]), so that the burst
+    /// loop's code stays as it was: tried from the loop right after the
+    /// merge path (out of line), 64 interleaved flows took 31 instructions
+    /// per packet fewer, but one trusted flow lost 6% of its packet rate
+    /// (`superpacket bench peers`, docs/benchmarks.md).
+    #[inline(always)]
     pub(super) fn plain_start(&mut self, pkt: &mut Packet, hint: Hint, hash: Option<u32>) -> bool {
         let slot = self.plain_hints.slot(hint);
         if pkt.meta.is_gso() || !self.table.is_free(slot) {
@@ -184,12 +182,12 @@ impl Gro {
     /// Returns whether it dealt with the packet; if not, nothing has
     /// changed and the full path decides.
     ///
-    /// Reached through [`Gro::plain_start`] when the merge path
-    /// ([`Gro::plain_fast`]) left the packet.
+    /// Out of line (the full path's code around it stays as it was), one
+    /// copy per layout.
     ///
     /// [`FlowTable::find`]: super::flow::FlowTable::find
     /// [`Held::begin`]: super::flow::Held::begin
-    #[inline(always)]
+    #[inline(never)]
     fn plain_start_at<const ETH_IPV4: bool>(
         &mut self,
         pkt: &mut Packet,

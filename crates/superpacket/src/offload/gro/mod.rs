@@ -668,10 +668,6 @@ impl Gro {
     /// `pkt` is consumed: moved out (held or delivered) or emptied (merged);
     /// the caller drops what is left.
     ///
-    /// A plain segment the merge path left may start its flow's next
-    /// aggregate in the free slot its hint names ([`Gro::plain_start`], a
-    /// call) before the full path is tried.
-    ///
     /// The plain fast path is inlined into the caller (the burst loop) and
     /// the full path is a call: a merged segment, the common case, then pays
     /// no call and none of the register saves the full path's size needs
@@ -680,7 +676,7 @@ impl Gro {
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
         let hint = self.plain_hint(pkt);
         if let Some(h) = hint
-            && (self.plain_fast(pkt, h, hash) || self.plain_start(pkt, h, hash))
+            && self.plain_fast(pkt, h, hash)
         {
             return;
         }
@@ -696,6 +692,13 @@ impl Gro {
     /// plain hint, noted for the next packet of its flow).
     #[inline(never)]
     fn gro_full(&mut self, pkt: &mut Packet, hash: Option<u32>, hint: Option<hint::Hint>) {
+        // The first segment of a flow whose last aggregate was delivered
+        // may start the next one without the parse (`fast.rs`).
+        if let Some(h) = hint
+            && self.plain_start(pkt, h, hash)
+        {
+            return;
+        }
         let n = match self.prepare(pkt, hash) {
             Ok(n) => n,
             Err(NotPlain::Bypass(reason)) => return self.bypass(pkt, reason),
