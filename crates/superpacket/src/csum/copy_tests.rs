@@ -56,3 +56,29 @@ proptest! {
         check(&data[start..], dst_offset);
     }
 }
+
+/// Every offset of the source inside a 64-byte line (the AVX-512 kernel
+/// aligns its loads to the source's lines and masks the first and last
+/// one), with lengths around whole lines and a GSO segment's 1448 bytes; the
+/// bytes on either side of the destination stay untouched.
+#[test]
+fn every_source_line_offset() {
+    const GUARD: usize = 64;
+    let backing: Vec<u8> = (0..2048u32).map(|i| (i.wrapping_mul(97) ^ (i >> 5)) as u8).collect();
+    let line_start = backing.as_ptr().align_offset(64);
+    let lens = [1, 2, 3, 62, 63, 64, 65, 66, 127, 128, 129, 255, 256, 257, 320, 383, 384, 385, 511, 512, 1448, 1449];
+    for head in 0..64 {
+        for len in lens {
+            let src = &backing[line_start + head..line_start + head + len];
+            for dst_offset in 0..3 {
+                check(src, dst_offset);
+                let mut buf = vec![0x5Au8; GUARD + dst_offset + len + GUARD];
+                let dst = &mut buf[GUARD + dst_offset..GUARD + dst_offset + len];
+                assert_eq!(copy_and_sum(dst, src), ones_sum(src), "sum (head {head}, len {len})");
+                assert_eq!(dst, src, "copy (head {head}, len {len})");
+                let outside = buf[..GUARD + dst_offset].iter().chain(&buf[GUARD + dst_offset + len..]);
+                assert!(outside.into_iter().all(|&b| b == 0x5A), "write outside dst (head {head}, len {len})");
+            }
+        }
+    }
+}

@@ -1006,9 +1006,9 @@ fn copy_kernel_for(imp: super::Implementation) -> CopyKernel {
 // ------------------------------------------------ AVX-512 fused copy + sum
 
 /// 256-byte iterations of [`copy_accumulate_avx512`] between two widenings:
-/// each 32-bit lane of `f0`/`f1` receives two vectors per iteration, plus at
-/// most three whole vectors and one masked tail after the loop, far below the
-/// `32768`-vector exactness bound of the `full`/`high` scheme.
+/// each 32-bit lane of `f0`/`f1` receives two vectors per iteration, plus the
+/// masked first line, at most three whole lines and the masked last line, far
+/// below the `32768`-vector exactness bound of the `full`/`high` scheme.
 const AVX512_COPY_BLOCK_ITERS: usize = 4096;
 
 /// Exact sum of the words described by 512-bit `full`/`high` accumulators.
@@ -1034,92 +1034,130 @@ pub(super) fn copy_accumulate_avx512_checked(dst: &mut [u8], src: &[u8]) -> u64 
 }
 
 /// Copies `src` into `dst` and accumulates the copied bytes in the same pass,
-/// 64 bytes per vector, the tail as one masked load and store (bytes beyond
-/// the end are neither read nor written, and read as zero: a lone last byte
-/// is then the zero-padded word RFC 1071 asks for). Same result as
-/// [`super::portable::accumulate`] over `src`.
+/// 64 bytes per vector. Same result as [`super::portable::accumulate`] over
+/// `src`.
+///
+/// The loads are 64-byte aligned, as in [`accumulate_avx512`]: each vector is
+/// one whole cache line of `src`, the first and the last line read with a
+/// masked load (bytes outside `src` are neither read nor written, and read as
+/// zero), and each vector is stored, unaligned, at the same offset in `dst`
+/// under the same mask. A linear GSO segment's payload starts anywhere in a
+/// line of the superpacket (1448 is not a multiple of 64): with unaligned
+/// loads nearly every vector of the copy spans two lines, which cost this
+/// copy about a tenth of its time on AMD EPYC (docs/benchmarks.md, "Linear
+/// VXLAN GSO at 2x DPDK"); unaligned stores into the output buffer cost
+/// little. Words are formed at even *addresses*, so an odd `src` only swaps
+/// the bytes of the sum (RFC 1071 2(B)).
 ///
 /// # Safety
 /// The CPU must support AVX-512F and AVX-512BW and `dst.len() == src.len()`.
 #[target_feature(enable = "avx512f,avx512bw")]
 unsafe fn copy_accumulate_avx512(dst: &mut [u8], src: &[u8]) -> u64 {
     let len = src.len();
+    if len == 0 {
+        return 0;
+    }
     let s = src.as_ptr();
     let d = dst.as_mut_ptr();
+    // Vector k covers the line at `s - head + 64 * k`, i.e. offsets
+    // `64 * k - head ..` of both slices; the data covers `head..end` of the lines.
+    let head = s as usize % 64;
+    let end = head + len;
+    let lines = end.div_ceil(64);
+    let first_mask = u64::MAX << head;
+    let last_mask = u64::MAX >> (lines * 64 - end);
     let zero = _mm512_setzero_si512();
     let (mut f0, mut h0, mut f1, mut h1) = (zero, zero, zero, zero);
     let mut blocks_total: u64 = 0;
-    let mut off = 0usize;
-    let mut iters = len / 256;
-    loop {
-        let n = iters.min(AVX512_COPY_BLOCK_ITERS);
-        for _ in 0..n {
-            // SAFETY: `off + 256 <= len` (there are `iters` whole 256-byte
-            // chunks from `off`) and `dst` has the length of `src`, so the four
-            // 64-byte loads and stores stay inside the slices, which cannot
-            // overlap (one is borrowed mutably).
-            let (v0, v1, v2, v3) = unsafe {
-                let q = s.add(off) as *const __m512i;
-                let v = (
-                    _mm512_loadu_si512(q),
-                    _mm512_loadu_si512(q.add(1)),
-                    _mm512_loadu_si512(q.add(2)),
-                    _mm512_loadu_si512(q.add(3)),
-                );
-                let w = d.add(off) as *mut __m512i;
-                _mm512_storeu_si512(w, v.0);
-                _mm512_storeu_si512(w.add(1), v.1);
-                _mm512_storeu_si512(w.add(2), v.2);
-                _mm512_storeu_si512(w.add(3), v.3);
-                v
-            };
-            f0 = _mm512_add_epi32(f0, v0);
-            h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v0, 16));
-            f1 = _mm512_add_epi32(f1, v1);
-            h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v1, 16));
-            f0 = _mm512_add_epi32(f0, v2);
-            h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v2, 16));
-            f1 = _mm512_add_epi32(f1, v3);
-            h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v3, 16));
-            off += 256;
+    // SAFETY: the mask selects exactly the bytes of line 0 inside `src`
+    // (offsets `head..min(end, 64)` from the line start), and the same
+    // offsets of `dst`, which has the length of `src`; masked-off bytes are
+    // neither accessed nor able to fault, so the line starts (computed with
+    // wrapping arithmetic, possibly before the slices) are never accessed
+    // outside them. The slices cannot overlap (one is borrowed mutably).
+    let v = unsafe {
+        let mask = if lines == 1 { first_mask & last_mask } else { first_mask };
+        let v = _mm512_maskz_loadu_epi8(mask, s.wrapping_sub(head) as *const i8);
+        _mm512_mask_storeu_epi8(d.wrapping_sub(head) as *mut i8, mask, v);
+        v
+    };
+    f0 = _mm512_add_epi32(f0, v);
+    h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
+    if lines > 1 {
+        // Whole lines 1..lines-1 (slice offsets `64 - head ..`), four per
+        // iteration, then up to three, then the masked last line.
+        let mut off = 64 - head;
+        let mut iters = (lines - 2) / 4;
+        loop {
+            let n = iters.min(AVX512_COPY_BLOCK_ITERS);
+            for _ in 0..n {
+                // SAFETY: the four lines at `off..off + 256` are whole lines
+                // before the last one, so inside `src` and, at the same
+                // offsets, inside `dst`; `s + off` is 64-byte aligned.
+                let (v0, v1, v2, v3) = unsafe {
+                    let q = s.add(off) as *const __m512i;
+                    let v = (
+                        _mm512_load_si512(q),
+                        _mm512_load_si512(q.add(1)),
+                        _mm512_load_si512(q.add(2)),
+                        _mm512_load_si512(q.add(3)),
+                    );
+                    let w = d.add(off) as *mut __m512i;
+                    _mm512_storeu_si512(w, v.0);
+                    _mm512_storeu_si512(w.add(1), v.1);
+                    _mm512_storeu_si512(w.add(2), v.2);
+                    _mm512_storeu_si512(w.add(3), v.3);
+                    v
+                };
+                f0 = _mm512_add_epi32(f0, v0);
+                h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v0, 16));
+                f1 = _mm512_add_epi32(f1, v1);
+                h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v1, 16));
+                f0 = _mm512_add_epi32(f0, v2);
+                h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v2, 16));
+                f1 = _mm512_add_epi32(f1, v3);
+                h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v3, 16));
+                off += 256;
+            }
+            iters -= n;
+            if iters == 0 {
+                break;
+            }
+            blocks_total += reduce_avx512_full_high(_mm512_add_epi32(f0, f1), _mm512_add_epi32(h0, h1));
+            (f0, h0, f1, h1) = (zero, zero, zero, zero);
         }
-        iters -= n;
-        if iters == 0 {
-            break;
+        // Up to three whole lines, straight-line (as a loop LLVM turns
+        // their copy into a `memcpy` call, with the accumulators spilled
+        // around it).
+        let whole = (lines - 2) % 4;
+        for k in 0..3 {
+            if k < whole {
+                // SAFETY: line `off + 64 * k` is a whole line before the last
+                // one, inside both slices; aligned in `src`.
+                let v = unsafe {
+                    let v = _mm512_load_si512(s.add(off + 64 * k) as *const __m512i);
+                    _mm512_storeu_si512(d.add(off + 64 * k) as *mut __m512i, v);
+                    v
+                };
+                f1 = _mm512_add_epi32(f1, v);
+                h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v, 16));
+            }
         }
-        blocks_total += reduce_avx512_full_high(_mm512_add_epi32(f0, f1), _mm512_add_epi32(h0, h1));
-        (f0, h0, f1, h1) = (zero, zero, zero, zero);
-    }
-    // Up to three whole vectors, straight-line (as a loop LLVM turns their
-    // copy into a `memcpy` call, with the accumulators spilled around it).
-    let whole = (len - off) / 64;
-    for k in 0..3 {
-        if k < whole {
-            // SAFETY: `off + 64 * (k + 1) <= len` for both slices (there are
-            // `whole` whole vectors from `off`); they do not overlap.
-            let v = unsafe {
-                let v = _mm512_loadu_si512(s.add(off + 64 * k) as *const __m512i);
-                _mm512_storeu_si512(d.add(off + 64 * k) as *mut __m512i, v);
-                v
-            };
-            f0 = _mm512_add_epi32(f0, v);
-            h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
-        }
-    }
-    off += 64 * whole;
-    let rest = len - off; // below 64, from an even offset
-    if rest > 0 {
-        let mask: __mmask64 = (1u64 << rest) - 1;
-        // SAFETY: the mask selects only the `rest` bytes from `off`, which are
-        // inside both slices; masked-out bytes are neither accessed nor faulted.
+        off += 64 * whole;
+        // SAFETY: `off` is the last line (`off < len <= off + 64`); the mask
+        // selects its `len - off` bytes, inside both slices; masked-off bytes
+        // are not accessed.
         let v = unsafe {
-            let v = _mm512_maskz_loadu_epi8(mask, s.add(off) as *const i8);
-            _mm512_mask_storeu_epi8(d.add(off) as *mut i8, mask, v);
+            let v = _mm512_maskz_loadu_epi8(last_mask, s.add(off) as *const i8);
+            _mm512_mask_storeu_epi8(d.add(off) as *mut i8, last_mask, v);
             v
         };
-        f1 = _mm512_add_epi32(f1, v);
-        h1 = _mm512_add_epi32(h1, _mm512_srli_epi32(v, 16));
+        f0 = _mm512_add_epi32(f0, v);
+        h0 = _mm512_add_epi32(h0, _mm512_srli_epi32(v, 16));
     }
     let last = reduce_avx512_full_high(_mm512_add_epi32(f0, f1), _mm512_add_epi32(h0, h1));
-    combine_u128(&[blocks_total, last])
+    let exact = combine_u128(&[blocks_total, last]);
+    // Words were formed at even addresses: from an odd `src` every word of
+    // the data was summed byte-swapped.
+    if head % 2 == 1 { super::fold64(exact).swap_bytes() as u64 } else { exact }
 }

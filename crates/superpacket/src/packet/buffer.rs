@@ -16,7 +16,10 @@
 //! packets keeps the rest of its payload on the frag list).
 //!
 //! Invariants (kept by every method):
-//! - `head <= tail <= storage.len()`;
+//! - `head <= tail <= storage.len()`, and `tail <= MAX_LINEAR_END` (the
+//!   offsets are `u32`, so that a [`Packet`] is 128 bytes: every move of
+//!   one is a few vector copies, not a `memcpy` call, see
+//!   docs/benchmarks.md, "Packet moves");
 //! - no segment is empty;
 //! - a [`ChecksumState::Partial`] start always points inside the packet: `push`
 //!   and `pull` move it with the data, and a `pull` that would cut it off fails.
@@ -44,6 +47,30 @@ pub const MAX_SEGMENTS: usize = 17;
 /// 64 bytes per buffer and saves a reallocation and a copy of the whole
 /// linear area per encapsulated packet.
 pub const DEFAULT_HEADROOM: usize = 128;
+/// The furthest a packet's linear area may end from the start of its
+/// buffer, headroom included (4 GiB - 1): far beyond any frame (an IP
+/// packet is at most 64 KiB, a BIG TCP one 512 KiB). Operations that
+/// would pass it fail ([`PacketError::LinearTooLong`]) or, where they
+/// cannot fail, panic.
+pub const MAX_LINEAR_END: usize = u32::MAX as usize;
+
+/// `offset` as a linear area offset.
+///
+/// # Panics
+/// If it passes [`MAX_LINEAR_END`]: the callers checked it or document it.
+#[inline(always)]
+fn linear_offset(offset: usize) -> u32 {
+    match u32::try_from(offset) {
+        Ok(o) => o,
+        Err(_) => linear_too_long(offset),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn linear_too_long(end: usize) -> ! {
+    panic!("a packet's linear area would end {end} bytes into its buffer, past MAX_LINEAR_END")
+}
 
 /// Errors of packet-buffer operations. None of them leaves the packet modified.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,6 +110,12 @@ pub enum PacketError {
     },
     /// All [`MAX_SEGMENTS`] payload segment slots are in use.
     SegmentsFull,
+    /// The linear area would end more than [`MAX_LINEAR_END`] bytes into
+    /// its buffer.
+    LinearTooLong {
+        /// Where it would end.
+        end: usize,
+    },
     /// An offset beyond the packet's length.
     OutOfRange {
         /// The offset asked for.
@@ -109,6 +142,9 @@ impl fmt::Display for PacketError {
                 f,
                 "pull of {pulled} bytes would cut into the tunnel headers (outer UDP at {outer_transport}) of an encapsulated packet"
             ),
+            PacketError::LinearTooLong { end } => {
+                write!(f, "the linear area would end {end} bytes into its buffer (at most {MAX_LINEAR_END})")
+            }
             PacketError::SegmentsFull => write!(f, "all {MAX_SEGMENTS} payload segments are in use"),
             PacketError::OutOfRange { offset, len } => write!(f, "offset {offset} is beyond the packet length {len}"),
         }
@@ -269,13 +305,20 @@ impl Segments {
 #[derive(Clone, Default)]
 pub struct Packet {
     storage: Vec<u8>,
-    head: usize,
-    tail: usize,
+    /// First byte of the linear area in `storage`.
+    head: u32,
+    /// One past its last byte.
+    tail: u32,
     segments: Segments,
     frag_list: Vec<Packet>,
     /// Offload metadata (GSO, checksum state, RSS hash, arrival time).
     pub meta: OffloadMeta,
 }
+
+// Moves of a packet (into GRO's flow table, out to the delivered vector)
+// are inline copies up to 128 bytes; past that each is a `memcpy` call
+// (docs/benchmarks.md, "Packet moves").
+const _: () = assert!(std::mem::size_of::<Packet>() <= 128);
 
 /// A dropped packet gives its receive buffers back to the pool
 /// ([`super::pool`]): the linear storage and owned payload segments (a GRO
@@ -325,10 +368,10 @@ impl Packet {
 
     /// Empties `pkts` (keeping its capacity) as [`Packet::release`] would
     /// release each packet, without moving the ones that own no memory
-    /// out of the vector one by one (a 136-byte copy each: what GRO leaves
+    /// out of the vector one by one (a 128-byte copy each: what GRO leaves
     /// of a receive burst is mostly such shells). Those that own memory are
     /// dropped in place first; then none does, and forgetting them all
-    /// leaks nothing (the compiler removes that loop).
+    /// leaks nothing.
     #[inline]
     pub fn release_all(pkts: &mut Vec<Packet>) {
         for p in pkts.iter_mut() {
@@ -336,7 +379,31 @@ impl Packet {
                 drop(std::mem::take(p));
             }
         }
-        pkts.drain(..).for_each(std::mem::forget);
+        // A forgotten drain leaves the vector without the packets it
+        // covered and drops none, with no loop over them (forgetting them
+        // one by one as the drain yields them is a loop of 5 instructions
+        // per packet that the compiler keeps). `clear` then has nothing
+        // left to drop: it only keeps the result independent of how
+        // `drain` leaks.
+        std::mem::forget(pkts.drain(..));
+        pkts.clear();
+    }
+
+    /// Moves `src` into `self`, leaving `src` with no bytes, its metadata
+    /// as it was, and the buffers `self` held, for the caller to drop
+    /// (none when `self` was emptied, as a GRO flow table slot is). The
+    /// buffers are exchanged field by field: inline, where
+    /// `std::mem::swap` of the whole packet is a call that exchanges every
+    /// byte (docs/benchmarks.md, "Packet moves").
+    #[inline(always)]
+    pub fn move_from(&mut self, src: &mut Packet) {
+        std::mem::swap(&mut self.storage, &mut src.storage);
+        std::mem::swap(&mut self.segments, &mut src.segments);
+        std::mem::swap(&mut self.frag_list, &mut src.frag_list);
+        // `src`'s linear area is now an empty range of `self`'s former storage.
+        (self.head, self.tail) = (src.head, src.tail);
+        (src.head, src.tail) = (0, 0);
+        self.meta = src.meta;
     }
 
     /// No storage, payload segment list or frag list: dropping it would
@@ -382,11 +449,17 @@ impl Packet {
 
     /// A packet holding a copy of `frame` in its linear area, with
     /// [`DEFAULT_HEADROOM`] bytes of headroom. This is the copy at the I/O edge.
+    ///
+    /// # Panics
+    /// If the frame and the headroom pass [`MAX_LINEAR_END`] (4 GiB).
     pub fn from_frame(frame: &[u8]) -> Packet {
         Packet::from_frame_with_headroom(frame, DEFAULT_HEADROOM)
     }
 
     /// As [`Packet::from_frame`] with a chosen headroom.
+    ///
+    /// # Panics
+    /// If the frame and the headroom pass [`MAX_LINEAR_END`] (4 GiB).
     pub fn from_frame_with_headroom(frame: &[u8], headroom: usize) -> Packet {
         let mut storage = Vec::with_capacity(headroom + frame.len());
         storage.resize(headroom, 0);
@@ -395,12 +468,13 @@ impl Packet {
         Packet::with_storage(storage, headroom, tail)
     }
 
-    /// A packet over `storage[head..tail]`, nothing else set (the caller checked the range).
+    /// A packet over `storage[head..tail]`, nothing else set (the caller
+    /// checked the range; `tail` past [`MAX_LINEAR_END`] panics).
     fn with_storage(storage: Vec<u8>, head: usize, tail: usize) -> Packet {
         Packet {
             storage,
-            head,
-            tail,
+            head: linear_offset(head),
+            tail: linear_offset(tail),
             segments: Segments::default(),
             frag_list: Vec::new(),
             meta: OffloadMeta::default(),
@@ -429,6 +503,9 @@ impl Packet {
     /// buffer as by [`Packet::from_frame_pooled`]; a frame of up to
     /// [`pool::COPYBREAK`] bytes a recycled small buffer
     /// ([`pool::take_small_buffer`]: no allocation per frame once warm).
+    ///
+    /// # Panics
+    /// If `len` and the headroom pass [`MAX_LINEAR_END`] (4 GiB).
     pub fn with_linear_len_pooled(len: usize) -> Packet {
         let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + len);
         let storage = if Packet::fits_pool_buffer(len) {
@@ -451,10 +528,14 @@ impl Packet {
     /// receive buffer read with reserved headroom): no copy.
     ///
     /// # Errors
-    /// [`PacketError::OutOfRange`] unless `head <= tail <= storage.len()`.
+    /// [`PacketError::OutOfRange`] unless `head <= tail <= storage.len()`;
+    /// [`PacketError::LinearTooLong`] if `tail` passes [`MAX_LINEAR_END`].
     pub fn from_storage(storage: Vec<u8>, head: usize, tail: usize) -> Result<Packet, PacketError> {
         if head > tail || tail > storage.len() {
             return Err(PacketError::OutOfRange { offset: tail.max(head), len: storage.len() });
+        }
+        if tail > MAX_LINEAR_END {
+            return Err(PacketError::LinearTooLong { end: tail });
         }
         Ok(Packet::with_storage(storage, head, tail))
     }
@@ -476,23 +557,36 @@ impl Packet {
 
     /// Length of the linear area (Linux `skb_headlen`).
     pub fn headlen(&self) -> usize {
-        self.tail - self.head
+        self.linear_end() - self.linear_start()
     }
 
     /// Free bytes before the linear data.
     pub fn headroom(&self) -> usize {
-        self.head
+        self.linear_start()
+    }
+
+    /// Where the linear area starts in `storage`.
+    #[inline(always)]
+    fn linear_start(&self) -> usize {
+        self.head as usize
+    }
+
+    /// Where it ends.
+    #[inline(always)]
+    fn linear_end(&self) -> usize {
+        self.tail as usize
     }
 
     /// The linear area.
     #[inline]
     pub fn linear(&self) -> &[u8] {
-        &self.storage[self.head..self.tail]
+        &self.storage[self.linear_start()..self.linear_end()]
     }
 
     /// The linear area, writable.
     pub fn linear_mut(&mut self) -> &mut [u8] {
-        &mut self.storage[self.head..self.tail]
+        let (start, end) = (self.linear_start(), self.linear_end());
+        &mut self.storage[start..end]
     }
 
     /// The payload segments following the linear area.
@@ -540,9 +634,9 @@ impl Packet {
     /// ([`pool::take_segment_list`]: no allocation once warm).
     pub fn reserve_segments(&mut self, additional: usize) {
         if additional >= MAX_SEGMENTS && self.segments.items.capacity() == 0 {
-            // The list replaced has no memory: forgotten, not dropped (the
-            // drop glue of a list of segments is a call, 22 instructions
-            // per GRO aggregate, that would free nothing).
+            // The list replaced has no memory (nor elements): forgetting it
+            // saves the call of its drop glue (GRO's first merge into
+            // every aggregate).
             std::mem::forget(std::mem::replace(&mut self.segments.items, pool::take_segment_list()));
             return;
         }
@@ -578,8 +672,18 @@ impl Packet {
     ///
     /// # Errors
     /// [`PacketError::ChecksumStartOverflow`] if the checksum start (or a
-    /// tunnel header offset) would pass 65535.
+    /// tunnel header offset) would pass 65535; [`PacketError::LinearTooLong`]
+    /// if the headroom it needs would move the linear area's end past
+    /// [`MAX_LINEAR_END`].
     pub fn push(&mut self, n: usize) -> Result<&mut [u8], PacketError> {
+        let grow = match n.checked_sub(self.linear_start()) {
+            Some(short) if short > 0 => short.saturating_add(DEFAULT_HEADROOM),
+            _ => 0,
+        };
+        let end = self.linear_end().saturating_add(grow);
+        if end > MAX_LINEAR_END {
+            return Err(PacketError::LinearTooLong { end });
+        }
         let encap = match &self.meta.encap {
             Some(e) => Some(e.shifted(n as isize).ok_or(PacketError::ChecksumStartOverflow { pushed: n })?),
             None => None,
@@ -590,20 +694,23 @@ impl Packet {
             self.meta.csum = ChecksumState::Partial { start: moved, offset };
         }
         self.meta.encap = encap;
-        if self.head < n {
-            self.grow_headroom(n - self.head + DEFAULT_HEADROOM);
+        if grow > 0 {
+            self.grow_headroom(grow);
         }
-        self.head -= n;
-        Ok(&mut self.storage[self.head..self.head + n])
+        let start = self.linear_start() - n;
+        self.head = linear_offset(start);
+        Ok(&mut self.storage[start..start + n])
     }
 
+    /// Copies the buffer into one with `extra` more bytes of headroom (the
+    /// caller checked the linear area's end stays within [`MAX_LINEAR_END`]).
     fn grow_headroom(&mut self, extra: usize) {
         let mut storage = Vec::with_capacity(extra + self.storage.len());
         storage.resize(extra, 0);
         storage.extend_from_slice(&self.storage);
         self.storage = storage;
-        self.head += extra;
-        self.tail += extra;
+        self.head = linear_offset(self.linear_start() + extra);
+        self.tail = linear_offset(self.linear_end() + extra);
     }
 
     /// Removes `n` bytes from the front of the linear area.
@@ -635,7 +742,7 @@ impl Packet {
             }
             self.meta.csum = ChecksumState::Partial { start: start - n as u16, offset };
         }
-        self.head += n;
+        self.head = linear_offset(self.linear_start() + n);
         Ok(())
     }
 
@@ -643,14 +750,20 @@ impl Packet {
     /// segments (the linear area must stay in front of them).
     ///
     /// # Errors
-    /// [`PacketError::OutOfRange`] if the packet already has segments.
+    /// [`PacketError::OutOfRange`] if the packet already has segments;
+    /// [`PacketError::LinearTooLong`] if the linear area would end past
+    /// [`MAX_LINEAR_END`].
     pub fn extend_linear(&mut self, bytes: &[u8]) -> Result<(), PacketError> {
         if self.segments.len() != 0 {
             return Err(PacketError::OutOfRange { offset: self.headlen(), len: self.len() });
         }
-        self.storage.truncate(self.tail);
+        let end = self.linear_end().saturating_add(bytes.len());
+        if end > MAX_LINEAR_END {
+            return Err(PacketError::LinearTooLong { end });
+        }
+        self.storage.truncate(self.linear_end());
         self.storage.extend_from_slice(bytes);
-        self.tail = self.storage.len();
+        self.tail = linear_offset(end);
         Ok(())
     }
 
@@ -664,7 +777,7 @@ impl Packet {
             return Err(PacketError::OutOfRange { offset: len, len: self.len() });
         }
         if len <= self.headlen() {
-            self.tail = self.head + len;
+            self.tail = linear_offset(self.linear_start() + len);
             self.segments.clear();
         } else {
             self.segments.truncate(len - self.headlen());
@@ -682,7 +795,7 @@ impl Packet {
             return Err(PacketError::TooShort { needed: 14, available: self.headlen() });
         }
         self.push(4)?;
-        let h = self.head;
+        let h = self.linear_start();
         // Fixed-size moves (no memmove call): this runs once per VLAN
         // device a packet leaves through.
         let header = &mut self.storage[h..h + 16];
@@ -717,7 +830,7 @@ impl Packet {
         {
             return Err(PacketError::ChecksumStartPulled { pulled: 4, csum_start: start });
         }
-        let h = self.head;
+        let h = self.linear_start();
         let header = &mut self.storage[h..h + 16];
         let mut macs = [0u8; 12];
         macs.copy_from_slice(&header[..12]);
@@ -745,7 +858,9 @@ impl Packet {
     ///
     /// # Errors
     /// [`PacketError::TooShort`] if `header_len` exceeds the linear area;
-    /// [`PacketError::SegmentsFull`] if no segment slot is free.
+    /// [`PacketError::SegmentsFull`] if no segment slot is free;
+    /// [`PacketError::LinearTooLong`] if the headers and the headroom
+    /// would end past [`MAX_LINEAR_END`].
     pub fn detach_payload(&mut self, header_len: usize) -> Result<(), PacketError> {
         if header_len > self.headlen() {
             return Err(PacketError::TooShort { needed: header_len, available: self.headlen() });
@@ -756,13 +871,17 @@ impl Packet {
         if self.segments.len() == MAX_SEGMENTS {
             return Err(PacketError::SegmentsFull);
         }
-        let mut header = Vec::with_capacity(DEFAULT_HEADROOM + header_len);
+        let end = DEFAULT_HEADROOM + header_len;
+        if end > MAX_LINEAR_END {
+            return Err(PacketError::LinearTooLong { end });
+        }
+        let mut header = Vec::with_capacity(end);
         header.resize(DEFAULT_HEADROOM, 0);
         header.extend_from_slice(&self.linear()[..header_len]);
         let old = std::mem::replace(&mut self.storage, header);
-        let payload = Segment::Owned { buf: old, start: self.head + header_len, end: self.tail };
-        self.head = DEFAULT_HEADROOM;
-        self.tail = DEFAULT_HEADROOM + header_len;
+        let payload = Segment::Owned { buf: old, start: self.linear_start() + header_len, end: self.linear_end() };
+        self.head = linear_offset(DEFAULT_HEADROOM);
+        self.tail = linear_offset(end);
         self.segments.items.insert(0, payload);
         Ok(())
     }
@@ -815,7 +934,7 @@ impl Packet {
             if self.segments.len() >= MAX_SEGMENTS {
                 return false;
             }
-            let (start, end) = (other.head + skip, other.tail);
+            let (start, end) = (other.linear_start() + skip, other.linear_end());
             other.head = 0;
             other.tail = 0;
             let items = &mut self.segments.items;
@@ -830,28 +949,6 @@ impl Packet {
             return true;
         }
         self.append_payload_general(other, skip)
-    }
-
-    /// Moves `other` into this packet, which owns nothing (a default
-    /// packet: what GRO leaves in a flow table slot once its aggregate is
-    /// delivered), leaving `other` with no bytes and no memory: as
-    /// `std::mem::swap` with an empty packet would leave both, but of a
-    /// packet that is one receive buffer (no payload segments, no frag
-    /// list, the usual new GRO aggregate) only the buffer, its bounds and
-    /// the metadata are written, not all of the packet's words twice.
-    /// Anything else (this packet owns memory, or `other` has segments or
-    /// a frag list) is swapped whole.
-    #[inline(always)]
-    pub fn take_into_empty(&mut self, other: &mut Packet) {
-        let one_buffer = other.segments.items.capacity() == 0 && other.frag_list.capacity() == 0;
-        if !(one_buffer && self.owns_nothing()) {
-            std::mem::swap(self, other);
-            return;
-        }
-        std::mem::swap(&mut self.storage, &mut other.storage);
-        (self.head, self.tail) = (other.head, other.tail);
-        (other.head, other.tail) = (0, 0);
-        self.meta = other.meta;
     }
 
     /// [`Packet::append_payload_from`] for a packet that has payload
@@ -869,7 +966,7 @@ impl Packet {
             return false;
         }
         let storage = std::mem::take(&mut other.storage);
-        let (head, tail) = (other.head, other.tail);
+        let (head, tail) = (other.linear_start(), other.linear_end());
         other.head = 0;
         other.tail = 0;
         let mut segments = std::mem::take(&mut other.segments);
@@ -900,16 +997,21 @@ impl Packet {
 
     /// Copies the segments into the linear area (for targets without
     /// scatter-gather). The frag list is left alone.
+    ///
+    /// # Panics
+    /// If the linear area would end past [`MAX_LINEAR_END`] (4 GiB).
     pub fn linearize(&mut self) {
         if self.segments.len() == 0 {
             return;
         }
-        self.storage.truncate(self.tail);
-        self.storage.reserve(self.segments.byte_len());
+        let end = self.linear_end() + self.segments.byte_len();
+        let tail = linear_offset(end);
+        self.storage.truncate(self.linear_end());
+        self.storage.reserve(end - self.storage.len());
         for s in &self.segments.items {
             self.storage.extend_from_slice(s.as_slice());
         }
-        self.tail = self.storage.len();
+        self.tail = tail;
         self.segments.clear();
     }
 

@@ -8,5 +8,5 @@ pub mod pool;
 pub mod prefetch;
 pub mod virtio;
 
-pub use buffer::{DEFAULT_HEADROOM, MAX_SEGMENTS, Packet, PacketError, Segment};
+pub use buffer::{DEFAULT_HEADROOM, MAX_LINEAR_END, MAX_SEGMENTS, Packet, PacketError, Segment};
 pub use meta::{ChecksumState, Encapsulation, GsoProtocol, GsoType, OffloadMeta, TunnelKind};

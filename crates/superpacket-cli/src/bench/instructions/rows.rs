@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use super::counter::Meter;
 use crate::bench::defrag::fragment_set;
 use crate::bench::gro::refill_bursts;
-use crate::bench::peers::superpacket::{CountingSink, GroChecksum, GsoOutput, gro_engine, gso_caps};
+use crate::bench::peers::superpacket::{BurstOutputs, CountingSink, GroChecksum, GsoOutput, gro_engine, gso_caps};
 use crate::bench::peers::workload::{GroWorkload, GsoWorkload};
 use superpacket::csum::ones_sum;
 use superpacket::offload::frag::{ManualClock, ReasmConfig, Reassembler, Scope, Verdict};
@@ -163,18 +163,12 @@ fn run_gro(udp: bool, flows: usize, csum: GroChecksum, quick: bool, meter: &mut 
         GroWorkload::tcp4(flows, GRO_FRAMES, GRO_BURST)
     };
     let (mut engine, state) = gro_engine(&work, csum);
-    let mut delivered: Vec<Packet> = Vec::with_capacity(work.frames.len());
+    let mut delivered = BurstOutputs::new(work.batch);
     let mut spare: Vec<Vec<u8>> = Vec::with_capacity(work.frames.len());
     let mut counted = Counted::default();
     for pass in 0..=passes(quick) {
         let mut bursts = refill_bursts(&work.frames, work.batch, state, &mut spare);
-        let mut receive = || {
-            for burst in bursts.iter_mut() {
-                engine.receive_burst(burst);
-                engine.flush();
-                engine.take_delivered_into(&mut delivered);
-            }
-        };
+        let mut receive = || delivered.receive(&mut engine, &mut bursts);
         if pass == 0 {
             receive();
         } else {
@@ -182,9 +176,7 @@ fn run_gro(udp: bool, flows: usize, csum: GroChecksum, quick: bool, meter: &mut 
             counted.units += work.frames.len() as u64;
             counted.bytes += work.ip_bytes();
         }
-        for p in delivered.drain(..) {
-            p.into_buffers(&mut spare);
-        }
+        delivered.recycle(&mut spare);
     }
     counted
 }

@@ -74,26 +74,64 @@ pub fn gro_engine(work: &GroWorkload, csum: GroChecksum) -> (Gro, ChecksumState)
     (Gro::new(config), state)
 }
 
+/// What a GRO engine delivered over one pass of a workload, one vector per
+/// receive burst: what a caller that takes each burst's output
+/// ([`Gro::swap_delivered`]: no packet copied) and hands it on has. The
+/// vectors are reused from pass to pass, so that a pass allocates nothing
+/// once they have grown.
+pub struct BurstOutputs {
+    bursts: Vec<Vec<Packet>>,
+    batch: usize,
+}
+
+impl BurstOutputs {
+    /// Outputs of bursts of up to `batch` packets.
+    pub fn new(batch: usize) -> Self {
+        BurstOutputs { bursts: Vec::new(), batch }
+    }
+
+    /// Receives each burst into `engine`, flushes, and takes its output:
+    /// burst `i`'s delivered packets go to vector `i`, whose (drained)
+    /// buffer the engine delivers the next burst into.
+    pub fn receive(&mut self, engine: &mut Gro, bursts: &mut [Vec<Packet>]) {
+        if self.bursts.len() < bursts.len() {
+            self.bursts.resize_with(bursts.len(), || Vec::with_capacity(self.batch));
+        }
+        for (burst, out) in bursts.iter_mut().zip(&mut self.bursts) {
+            engine.receive_burst(burst);
+            engine.flush();
+            engine.swap_delivered(out);
+        }
+    }
+
+    /// The delivered packets, in delivery order.
+    pub fn packets(&self) -> impl Iterator<Item = &Packet> {
+        self.bursts.iter().flatten()
+    }
+
+    /// Gives the delivered packets' buffers to `spare` (the next pass's
+    /// inputs, [`refill_bursts`]), leaving every vector empty.
+    pub fn recycle(&mut self, spare: &mut Vec<Vec<u8>>) {
+        for p in self.bursts.iter_mut().flat_map(|b| b.drain(..)) {
+            p.into_buffers(spare);
+        }
+    }
+}
+
 /// Times superpacket's GRO ([`PEERS_GRO`]) over the workload, `samples` times.
 pub fn gro(work: &GroWorkload, csum: GroChecksum, samples: usize) -> EngineRun {
     let (mut engine, state) = gro_engine(work, csum);
-    let mut delivered: Vec<Packet> = Vec::with_capacity(work.frames.len());
+    let mut delivered = BurstOutputs::new(work.batch);
     let mut run = EngineRun::new(work.frames.len() as u64);
     let mut spare: Vec<Vec<u8>> = Vec::with_capacity(work.frames.len());
     for pass in EngineRun::passes(samples) {
         let mut bursts = refill_bursts(&work.frames, work.batch, state, &mut spare);
         let start = Instant::now();
-        for burst in bursts.iter_mut() {
-            engine.receive_burst(burst);
-            engine.flush();
-            engine.take_delivered_into(&mut delivered);
-        }
+        delivered.receive(&mut engine, &mut bursts);
         let secs = start.elapsed().as_secs_f64();
-        let bytes = delivered.iter().map(|p| (p.total_len() - ETH_HLEN) as u64).sum();
-        run.record_pass(pass, secs, delivered.len() as u64, bytes);
-        for p in delivered.drain(..) {
-            p.into_buffers(&mut spare);
-        }
+        let bytes = delivered.packets().map(|p| (p.total_len() - ETH_HLEN) as u64).sum();
+        run.record_pass(pass, secs, delivered.packets().count() as u64, bytes);
+        delivered.recycle(&mut spare);
     }
     run
 }

@@ -613,9 +613,21 @@ impl Gro {
         self.out.drain(..)
     }
 
-    /// Moves the delivered packets to the end of `dst`.
+    /// Moves the delivered packets to the end of `dst` (a copy of each:
+    /// [`Gro::swap_delivered`] hands them over without one).
     pub fn take_delivered_into(&mut self, dst: &mut Vec<Packet>) {
         dst.append(&mut self.out);
+    }
+
+    /// Hands the delivered packets over by swapping vectors: afterwards
+    /// `out` holds them, in delivery order, and the engine delivers into
+    /// `out`'s former buffer, emptied first (packets left in it are
+    /// dropped). No packet is copied: a caller that takes each burst's
+    /// output this way and gives the vector back drained allocates nothing
+    /// once the vectors have grown (docs/benchmarks.md, "Packet moves").
+    pub fn swap_delivered(&mut self, out: &mut Vec<Packet>) {
+        out.clear();
+        std::mem::swap(&mut self.out, out);
     }
 
     fn process_lro(&mut self) {
@@ -1260,15 +1272,12 @@ impl Gro {
 }
 
 /// Moves `pkt` into a slot's packet `slot`, the empty one `finish` left
-/// there (a default packet), leaving `pkt` empty for the caller to drop as
-/// `take` would leave it: without the `memcpy` calls of `take` and
-/// `replace` (docs/benchmarks.md, "Instructions per packet: tunnel GRO"),
-/// and for a packet of one buffer without the 136-byte swap
-/// ([`Packet::take_into_empty`]).
+/// there, leaving `pkt` with no bytes and no buffers for the caller to
+/// drop ([`Packet::move_from`]).
 #[inline(always)]
 fn take_into_slot(slot: &mut Packet, pkt: &mut Packet) {
     debug_assert_eq!(slot.total_len(), 0, "a slot keeps an empty packet");
-    slot.take_into_empty(pkt);
+    slot.move_from(pkt);
 }
 
 /// Trims Ethernet padding beyond the IP packet (offload-rules 9.1.1),

@@ -84,7 +84,13 @@ impl Shape {
 /// Those it still must pass (IDs, sequence, lengths, checksums) are checked
 /// as for any packet. One per header layout ([`Shape`]), shared by the
 /// aggregates that have it ([`Templates`]).
+///
+/// Aligned to 16 bytes, the mask first: its 16-byte halves are then operands
+/// of the vector AND straight from memory (an SSE2 memory operand must be
+/// aligned), instead of loads of their own, 8 fewer instructions per compare
+/// of 128 bytes.
 #[derive(Debug, Clone, Copy)]
+#[repr(C, align(16))]
 pub struct Template {
     mask: [u64; TEMPLATE_WORDS],
     /// Words in use (at least one).

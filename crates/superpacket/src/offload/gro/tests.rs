@@ -1181,6 +1181,40 @@ fn no_per_packet_allocation_when_merging() {
 }
 
 #[test]
+fn swap_delivered_hands_over_the_output_and_reuses_the_vector() {
+    let mut flows: Vec<_> = (1..=3).map(|i| flow(&VARIANTS[0], Transport::Tcp, i)).collect();
+    let mut g = Gro::default();
+    let mut expected = Gro::default();
+    let mut out = Vec::with_capacity(8);
+    for burst in 0..3 {
+        for f in &mut flows {
+            for _ in 0..=burst {
+                let frame = f.frame(1000, TcpFlags::empty()).unwrap();
+                g.receive(Packet::from_frame(&frame));
+                expected.receive(Packet::from_frame(&frame));
+            }
+        }
+        g.flush();
+        expected.flush();
+        // A packet left in the vector is dropped, not delivered again.
+        out.push(Packet::from_frame(&[0; 60]));
+        let buffer = out.as_ptr();
+        g.swap_delivered(&mut out);
+        assert!(g.delivered().is_empty());
+        let want: Vec<Vec<u8>> = expected.drain_delivered().map(|p| p.to_vec()).collect();
+        assert_eq!(want.len(), 3, "one aggregate per flow");
+        assert_eq!(out.iter().map(Packet::to_vec).collect::<Vec<_>>(), want, "burst {burst}");
+        // The engine delivers into the vector it was given.
+        let handed = std::mem::take(&mut out);
+        g.receive(Packet::from_frame(&[0; 60]));
+        assert_eq!(g.delivered().as_ptr(), buffer);
+        g.swap_delivered(&mut out);
+        out = handed;
+        out.clear();
+    }
+}
+
+#[test]
 fn table_full_flushes_oldest_of_the_bucket() {
     let v = &VARIANTS[0];
     let mut flows: Vec<Flow> = (0..9).map(|i| flow(v, Transport::Tcp, i)).collect();

@@ -13,7 +13,7 @@ use super::parse::GroHeaders;
 use super::{Gro, Incoming, hint, ip, tcp, tunnel};
 use crate::packet::Packet;
 use crate::wire::Medium;
-use crate::wire::field::{be16, ne32};
+use crate::wire::field::be16;
 
 impl Gro {
     /// The fast path of a TCP tunnel packet (receive hash `hash` as
@@ -34,16 +34,19 @@ impl Gro {
     /// checksum and the outer UDP checksum being zero or not as the
     /// aggregate's (1.2, 2.6); at the inner level the IP length ending the
     /// UDP payload (no inner padding), some TCP payload and the IPv4 header
-    /// checksum; then the checksums ([`Gro::verify_tunnel`]) and the merge
-    /// rules left at both levels ([`tcp::same_headers_before_append`]: size,
-    /// both IPv4 ID rules, sequence; then the append, whose size limit
-    /// alone restarts the aggregate, [`Gro::restart_tunnel`]).
+    /// checksum; then the merge rules left at both levels
+    /// ([`tcp::same_headers_before_append`]: size, both IPv4 ID rules,
+    /// sequence; and the append, whose size limit alone restarts the
+    /// aggregate, [`Gro::restart_tunnel`]) and last the checksums
+    /// ([`Gro::verify_tunnel`]), which the full path verifies first: a
+    /// packet the rules refuse is left to it unverified, and one they take
+    /// is merged or restarts the aggregate only once its checksums verify,
+    /// so the order decides nothing.
     ///
     /// Returns whether it dealt with the packet (merged, held as the next
     /// aggregate after the size limit, or delivered for a bad checksum, as
-    /// the full path would before its lookup); if not,
-    /// nothing has changed but the packet's checksum state (verified, as
-    /// the full path would leave it) and the full path decides.
+    /// the full path would before its lookup); if not, nothing has changed
+    /// and the full path decides.
     ///
     /// The usual layout, VXLAN in an untagged Ethernet frame with IPv4
     /// headers without options at both levels, has a copy of its own with
@@ -120,13 +123,11 @@ impl Gro {
         let frame = pkt.linear();
         let Some(p) = self.table.slot(slot) else { return false };
         let Some(t) = p.tunnel.as_ref() else { return false };
-        // The outer ports first (they tell flows apart: a slot the flow lost
-        // holds another one's aggregate), then the whole template.
+        // The template covers the outer ports too, which tell flows apart (a
+        // slot the flow lost holds another one's aggregate): comparing them
+        // first saved the miss a few instructions and cost every merged
+        // packet 14 (docs/benchmarks.md, "One VXLAN flow: fewer checks").
         let held = p.pkt.linear();
-        let ports = |f: &[u8]| f.get(o.outer_l4..o.outer_l4 + 4).map(|b| ne32(b, 0));
-        if ports(held) != ports(frame) {
-            return false;
-        }
         match self.templates.get(t.shape) {
             Some(template) if template.matches_tunnel(held, frame) => {}
             _ => return false,
@@ -141,23 +142,22 @@ impl Gro {
         let (l3, l4, payload, v6, end) = (o.l3, o.l4, p.payload, o.v6, frame.len());
         let ip = &frame[l3..];
         let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
-        if l3 + l3_len != end || payload >= end {
+        // (The TCP header ends at the payload, so `end > payload` implies
+        // the last test; stated, it bounds the rules' reads of that header,
+        // which then need no bounds checks of their own.)
+        if l3 + l3_len != end || payload >= end || end < l4 + 20 {
             return false;
         }
         if !v6 && !ip::ipv4_header_ok(ip) {
             return false;
         }
-        if !tunnel::vouched(pkt.meta.csum) {
-            let (h, ih) = (at.headers(frame), GroHeaders::tcp(l3, l4, payload, l3_len, v6));
-            if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
-                self.bypass(pkt, reason);
-                return true;
-            }
-        }
+        // The merge rules before the checksums: both only read the packet,
+        // and a packet they refuse goes the full way, which verifies its
+        // checksums before anything else (as if this path had not been
+        // tried). Evaluated here, on the frame and the aggregate already at
+        // hand, their reads of known offsets need no bounds checks of their
+        // own, and neither is looked up again after the verification.
         let n = Incoming::matched_tcp(l3, l4, payload, l3_len, v6, want);
-        let frame = pkt.linear();
-        let p = self.table.get(found);
-        let Some(t) = p.tunnel.as_ref() else { return false };
         let outer = if o.outer_v6 {
             None
         } else {
@@ -167,12 +167,20 @@ impl Gro {
         let Some(latches) = tcp::same_headers_before_append(p, frame, &n, &self.cfg, outer) else {
             return false;
         };
-        if tcp::append_rule(p, &n, &self.cfg).is_err() {
+        let fits = tcp::append_rule(p, &n, &self.cfg).is_ok();
+        let w = tcp::word3(&frame[l4..]);
+        if !tunnel::vouched(pkt.meta.csum) {
+            let (h, ih) = (at.headers(frame), GroHeaders::tcp(l3, l4, payload, l3_len, v6));
+            if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
+                self.bypass(pkt, reason);
+                return true;
+            }
+        }
+        if !fits {
             self.restart_tunnel(pkt, n, found, hint);
             return true;
         }
         let e = tunnel::OuterLevel { outer_l3: at.l3() };
-        let w = tcp::word3(&frame[l4..]);
         self.tcp_merge(pkt, &n, found, latches, w, &e);
         #[cfg(test)]
         {

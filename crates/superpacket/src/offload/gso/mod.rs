@@ -805,6 +805,7 @@ impl Segmenter {
         let mut count = 0;
         let mut k = fixer.for_len(plan.gso_size);
         let mut ko = plan.outer.map(|o| o.for_len(hl, plan.gso_size));
+        self.write_lens(&fixer, plan, &k, &ko);
         for (i, len) in lengths.enumerate() {
             count += 1;
             let at = offset;
@@ -812,6 +813,7 @@ impl Segmenter {
             if len != k.len {
                 k = fixer.for_len(len);
                 ko = plan.outer.map(|o| o.for_len(hl, len));
+                self.write_lens(&fixer, plan, &k, &ko);
             }
             // Too many slices for one frame: `gather` leaves the cursor
             // where it was, and this one goes out linear.
@@ -836,6 +838,16 @@ impl Segmenter {
             sink.linear_frame(hl + len, &plan.frame_meta(len));
         }
         count
+    }
+
+    /// Writes the length fields of `k` (and `ko`, a tunnel's outer ones)
+    /// into the template, which every segment of that length starts from.
+    fn write_lens(&mut self, fixer: &HeaderFixer, plan: &Plan, k: &SegLen, ko: &Option<tunnel::OuterLen>) {
+        let hdr = &mut self.hdr[..plan.lay.hdr_len];
+        fixer.write_len(hdr, k);
+        if let (Some(outer), Some(ko)) = (&plan.outer, ko) {
+            outer.write_len(hdr, ko);
+        }
     }
 }
 
@@ -982,15 +994,36 @@ impl HeaderFixer {
             len,
             l3_field: l3_field as u16,
             l4_len: l4_len as u16,
-            ip_part: u32::from(self.ip_base) + (l3_field as u32 & 0xFFFF),
+            ip_sum: fold32(u32::from(self.ip_base) + (l3_field as u32 & 0xFFFF)),
             pseudo,
             l4_part,
         }
     }
 
-    /// Rewrites `hdr` (a copy of the template's `hdr_len` bytes) for segment
-    /// `i`, which starts `offset` bytes into the payload and carries `k.len`
-    /// bytes whose sum (at even parity) is `psum`; `k` is
+    /// Writes the fields that depend only on the payload length of `k` (IP
+    /// length, UDP length) into the template `hdr`: every segment of that
+    /// length is a copy of it (linear output) or the template itself (SG),
+    /// so [`HeaderFixer::fix`] leaves these fields alone.
+    ///
+    /// # Panics
+    /// If `hdr` is shorter than the template's header block (a programming error).
+    #[inline]
+    pub(crate) fn write_len(&self, hdr: &mut [u8], k: &SegLen) {
+        let lay = &self.lay;
+        let l3 = lay.l3_offset;
+        // IPv6 payload length at 4, IPv4 total length at 2.
+        let at = if lay.v6 { l3 + 4 } else { l3 + 2 };
+        hdr[at..at + 2].copy_from_slice(&k.l3_field.to_be_bytes());
+        if self.proto == GsoProtocol::UdpL4 {
+            let l4 = lay.l4_offset;
+            hdr[l4 + 4..l4 + 6].copy_from_slice(&k.l4_len.to_be_bytes());
+        }
+    }
+
+    /// Rewrites the per-segment fields of `hdr` (a copy of the template's
+    /// `hdr_len` bytes, with [`HeaderFixer::write_len`] of `k` applied) for
+    /// segment `i`, which starts `offset` bytes into the payload and
+    /// carries `k.len` bytes whose sum (at even parity) is `psum`; `k` is
     /// [`HeaderFixer::for_len`] of that length. Returns the segment's L4
     /// pseudo-header sum (for a tunnel's outer checksum by LCO).
     /// Always inlined: called once per segment, a call's register saving
@@ -1006,10 +1039,7 @@ impl HeaderFixer {
         // (one bounds check, then constant offsets).
         let lay = &self.lay;
         let l3 = lay.l3_offset;
-        if lay.v6 {
-            let ip: &mut [u8; 40] = (&mut hdr[l3..l3 + 40]).try_into().expect("IPv6 header in the block");
-            ip[4..6].copy_from_slice(&k.l3_field.to_be_bytes());
-        } else {
+        if !lay.v6 {
             let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("IPv4 header in the block");
             // offload-rules 3.2: ID + i unless FIXEDID; USO always increments (3.3).
             let id = if self.fixed_id {
@@ -1017,8 +1047,7 @@ impl HeaderFixer {
             } else {
                 self.ip_id.wrapping_add((i as u16).wrapping_mul(self.id_stride))
             };
-            let c = !fold32(k.ip_part + u32::from(id));
-            ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
+            let c = !crate::csum::ones_add(k.ip_sum, id);
             ip[4..6].copy_from_slice(&id.to_be_bytes());
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
@@ -1047,9 +1076,7 @@ impl HeaderFixer {
                 }
             }
         };
-        let udp: &mut [u8; 8] = (&mut hdr[l4..l4 + 8]).try_into().expect("UDP header in the block");
-        udp[4..6].copy_from_slice(&k.l4_len.to_be_bytes());
-        udp[6..8].copy_from_slice(&value.to_be_bytes());
+        hdr[l4 + 6..l4 + 8].copy_from_slice(&value.to_be_bytes());
         k.pseudo
     }
 }
@@ -1063,8 +1090,9 @@ pub(crate) struct SegLen {
     l3_field: u16,
     /// L4 length (written as the UDP length).
     l4_len: u16,
-    /// IPv4 header sum without the ID (unfolded).
-    ip_part: u32,
+    /// IPv4 header sum without the ID, folded: a segment adds its ID
+    /// with one end-around carry.
+    ip_sum: u16,
     /// L4 pseudo-header sum with this length.
     pseudo: u16,
     /// Pseudo-header plus the L4 header's fixed part (plus the UDP length

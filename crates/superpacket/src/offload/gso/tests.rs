@@ -1209,3 +1209,17 @@ fn fraglist_pulled_members_keep_their_flags() {
         }
     }
 }
+
+/// `output::copy_header` copies every block length up to
+/// [`MAX_HEADER_LEN`] exactly (each of its fixed-size forms and the loop),
+/// and nothing else.
+#[test]
+fn copy_header_every_length() {
+    let src: Vec<u8> = (0..MAX_HEADER_LEN as u32).map(|i| (i.wrapping_mul(31) ^ (i >> 4)) as u8 | 1).collect();
+    for n in 0..=MAX_HEADER_LEN {
+        let mut buf = vec![0u8; n + 1];
+        output::copy_header(&mut buf[..n], &src[..n]);
+        assert_eq!(&buf[..n], &src[..n], "{n}-byte block");
+        assert_eq!(buf[n], 0, "{n}-byte block: a byte written past the end");
+    }
+}

@@ -270,16 +270,42 @@ impl OuterFixer {
         let pseudo = fold32(u32::from(self.addr_sum) + (udp_len >> 16) as u32 + (udp_len & 0xFFFF) as u32);
         OuterLen {
             l3_field,
-            ip_part: u32::from(self.ip_base) + u32::from(l3_field),
+            ip_sum: fold32(u32::from(self.ip_base) + u32::from(l3_field)),
             udp_field,
             pseudo,
             sw_part: u32::from(pseudo) + u32::from(self.port_sum) + u32::from(udp_field),
         }
     }
 
-    /// Rewrites the outer headers of `hdr` (already holding the fixed inner
-    /// headers) for segment `i`, a frame with [`OuterFixer::for_len`] `k`
-    /// whose inner L4 pseudo-header sum is `inner_pseudo`.
+    /// Writes the outer fields that depend only on the frame length of `k`
+    /// (outer IP length, outer UDP length, and the outer UDP checksum when
+    /// it is 0 or the pseudo-header sum) into the template `hdr`, as
+    /// [`super::HeaderFixer::write_len`] does for the inner ones.
+    ///
+    /// # Panics
+    /// If `hdr` is shorter than the template's header block (a programming error).
+    #[inline]
+    pub(crate) fn write_len(&self, hdr: &mut [u8], k: &OuterLen) {
+        let l3 = self.l3;
+        // IPv6 payload length at 4, IPv4 total length at 2.
+        let at = if self.v6 { l3 + 4 } else { l3 + 2 };
+        hdr[at..at + 2].copy_from_slice(&k.l3_field.to_be_bytes());
+        let udp = self.udp;
+        hdr[udp + 4..udp + 6].copy_from_slice(&k.udp_field.to_be_bytes());
+        let check = match self.mode {
+            OuterCsum::Zero => 0,
+            OuterCsum::Partial => k.pseudo,
+            // Depends on the inner headers of each segment: `fix` writes it.
+            OuterCsum::Software => return,
+        };
+        hdr[udp + 6..udp + 8].copy_from_slice(&check.to_be_bytes());
+    }
+
+    /// Rewrites the per-segment outer fields of `hdr` (already holding the
+    /// fixed inner headers and [`OuterFixer::write_len`] of `k`) for segment
+    /// `i`, a frame whose inner L4 pseudo-header sum is `inner_pseudo`:
+    /// the outer IPv4 ID and header checksum, and the outer UDP checksum
+    /// computed in software.
     ///
     /// # Panics
     /// If `hdr` is shorter than the template's header block (a programming error).
@@ -287,35 +313,24 @@ impl OuterFixer {
     pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, k: &OuterLen, inner_pseudo: u16) {
         use crate::csum::fold32;
         let l3 = self.l3;
-        if self.v6 {
-            let ip: &mut [u8; 40] = (&mut hdr[l3..l3 + 40]).try_into().expect("outer IPv6 header in the block");
-            ip[4..6].copy_from_slice(&k.l3_field.to_be_bytes());
-        } else {
+        if !self.v6 {
             let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("outer IPv4 header in the block");
             let step = (i as u16).wrapping_mul(self.id_stride);
             let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(step) };
-            let c = !fold32(k.ip_part + u32::from(id));
-            ip[2..4].copy_from_slice(&k.l3_field.to_be_bytes());
+            let c = !ones_add(k.ip_sum, id);
             ip[4..6].copy_from_slice(&id.to_be_bytes());
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
-        let udp = self.udp;
-        let check = match self.mode {
-            OuterCsum::Zero => 0,
-            OuterCsum::Partial => k.pseudo,
-            OuterCsum::Software => {
-                // Outer UDP header (checksum field as 0), tunnel header and
-                // inner headers up to the inner L4 header, then the inner L4
-                // bytes by LCO: they sum to the complement of their pseudo-header.
-                let lco = !inner_pseudo;
-                let lco = if (self.inner_l4 - udp) % 2 == 1 { lco.swap_bytes() } else { lco };
-                let sum = fold32(k.sw_part + u32::from(ones_sum(&hdr[udp + 8..self.inner_l4])) + u32::from(lco));
-                super::udp::mangle_zero(!sum)
-            }
-        };
-        let uh: &mut [u8; 8] = (&mut hdr[udp..udp + 8]).try_into().expect("outer UDP header in the block");
-        uh[4..6].copy_from_slice(&k.udp_field.to_be_bytes());
-        uh[6..8].copy_from_slice(&check.to_be_bytes());
+        if self.mode == OuterCsum::Software {
+            // Outer UDP header (checksum field as 0), tunnel header and
+            // inner headers up to the inner L4 header, then the inner L4
+            // bytes by LCO: they sum to the complement of their pseudo-header.
+            let udp = self.udp;
+            let lco = !inner_pseudo;
+            let lco = if (self.inner_l4 - udp) % 2 == 1 { lco.swap_bytes() } else { lco };
+            let sum = fold32(k.sw_part + u32::from(ones_sum(&hdr[udp + 8..self.inner_l4])) + u32::from(lco));
+            hdr[udp + 6..udp + 8].copy_from_slice(&super::udp::mangle_zero(!sum).to_be_bytes());
+        }
     }
 }
 
@@ -324,8 +339,9 @@ impl OuterFixer {
 pub(crate) struct OuterLen {
     /// Outer IPv4 total length or IPv6 payload length.
     l3_field: u16,
-    /// Outer IPv4 header sum without the ID (unfolded).
-    ip_part: u32,
+    /// Outer IPv4 header sum without the ID, folded: a segment adds its ID
+    /// with one end-around carry.
+    ip_sum: u16,
     /// The outer UDP length written.
     udp_field: u16,
     /// Outer pseudo-header sum with the frame's real UDP length.

@@ -37,6 +37,45 @@ fn push_beyond_headroom_reallocates_and_keeps_bytes() {
 }
 
 #[test]
+fn push_past_the_linear_limit_fails_and_leaves_the_packet() {
+    let f = frame(30);
+    let mut p = Packet::from_frame(&f);
+    p.meta.csum = ChecksumState::Partial { start: 34, offset: 16 };
+    for n in [usize::MAX, usize::MAX / 2, MAX_LINEAR_END] {
+        assert!(matches!(p.push(n), Err(PacketError::LinearTooLong { .. })), "push({n})");
+        assert_eq!((p.linear(), p.headroom()), (&f[..], DEFAULT_HEADROOM));
+        assert_eq!(p.meta.csum, ChecksumState::Partial { start: 34, offset: 16 });
+    }
+    // One byte more than fits.
+    let mut q = Packet::from_frame_with_headroom(&[], 0);
+    assert_eq!(q.extend_linear(&f), Ok(()));
+    assert_eq!(
+        q.push(MAX_LINEAR_END - 30 - DEFAULT_HEADROOM + 1).map(|_| ()),
+        Err(PacketError::LinearTooLong { end: MAX_LINEAR_END + 1 })
+    );
+}
+
+#[test]
+fn move_from_moves_the_packet_and_leaves_the_source_empty() {
+    let f = frame(3000);
+    let mut src = Packet::from_frame(&f);
+    src.detach_payload(54).unwrap();
+    src.push_frag(Packet::from_frame(&frame(100)));
+    src.meta.gso_size = 1448;
+    let mut slot = Packet::default();
+    slot.move_from(&mut src);
+    assert_eq!((slot.to_vec(), slot.headroom(), slot.frag_list().len()), (f.clone(), DEFAULT_HEADROOM, 1));
+    assert_eq!(slot.meta.gso_size, 1448);
+    assert_eq!((src.total_len(), src.headroom(), src.truesize()), (0, 0, std::mem::size_of::<Packet>()));
+    // Into a packet that still holds bytes: the source gets its buffers.
+    let mut other = Packet::from_frame(&frame(40));
+    other.move_from(&mut slot);
+    assert_eq!(other.to_vec(), f);
+    assert_eq!((slot.total_len(), slot.headroom()), (0, 0));
+    assert_eq!(slot.truesize(), std::mem::size_of::<Packet>() + DEFAULT_HEADROOM + 40);
+}
+
+#[test]
 fn partial_checksum_start_follows_push_and_pull() {
     let mut p = Packet::from_frame(&frame(60));
     p.meta.csum = ChecksumState::Partial { start: 34, offset: 16 };
@@ -208,37 +247,4 @@ fn all_chunks_include_the_frag_list() {
     assert_eq!(p.to_vec(), &f[..150], "to_vec is the packet's own bytes only");
     p.frag_list_mut()[0].trim(49).unwrap();
     assert_eq!(p.total_len(), 199);
-}
-
-/// `take_into_empty` leaves the packets as swapping them would: the taker
-/// has the other's bytes, buffer and metadata, the other no bytes and no
-/// memory; for one buffer (its short way, no copy of the bytes), with
-/// payload segments and a frag list, and into a packet that owns memory
-/// (both swapped whole).
-#[test]
-fn take_into_empty_moves_the_packet_and_leaves_nothing_behind() {
-    let f = frame(300);
-    let mut with_segments = Packet::from_frame(&f[..100]);
-    let mut more = Packet::from_frame(&f[100..]);
-    assert!(with_segments.append_payload_from(&mut more, 0));
-    let mut with_frags = Packet::from_frame(&f[..50]);
-    with_frags.push_frag(Packet::from_frame(&f[50..]));
-    for (name, mut src) in
-        [("one buffer", Packet::from_frame(&f)), ("segments", with_segments), ("frag list", with_frags)]
-    {
-        src.meta.gso_size = 1234;
-        src.meta.rss_hash = Some(7);
-        let (bytes, meta) = (src.to_vec(), src.meta);
-        let buffer = src.linear().as_ptr();
-        let mut dst = Packet::default();
-        dst.take_into_empty(&mut src);
-        assert_eq!((dst.to_vec(), dst.meta), (bytes, meta), "{name}");
-        assert_eq!(dst.linear().as_ptr(), buffer, "{name}: the buffer moved, not its bytes");
-        assert_eq!(src.total_len(), 0, "{name}");
-        assert!(src.owns_nothing(), "{name}");
-    }
-    let mut full = Packet::from_frame(&f[..10]);
-    let mut src = Packet::from_frame(&f[10..40]);
-    full.take_into_empty(&mut src);
-    assert_eq!((full.to_vec(), src.to_vec()), (f[10..40].to_vec(), f[..10].to_vec()), "swapped whole");
 }
