@@ -134,51 +134,70 @@ impl Gro {
 }
 
 impl Gro {
-    /// The fast path of a plain TCP segment (hint `hint`, receive hash
-    /// `hash`) whose hint names a free slot: the first segment of a flow
-    /// after its last aggregate was delivered (at the end of a burst, say).
-    /// The slot still describes that aggregate (its key, key hash, offsets
-    /// `o`, shape and first header bytes, [`HeadCopy`]). If the segment's
-    /// masked headers equal those bytes (so its flow key is that key: the
-    /// template covers every byte the key is built from, offload-rules
-    /// 1.1), it passes the entry checks the template leaves open ([`entry`],
-    /// 1.2), has none of the flags that keep a segment from starting an
-    /// aggregate (1.3 outcome matrix) and its flow has no aggregate held in
-    /// the bucket its hash picks ([`FlowTable::find`], as the full path
-    /// looks), the full path would hold it as a new aggregate: so it is
-    /// held ([`Gro::hold`]) with that key, without the parse, the key build
-    /// and its hash. A bad L4 checksum delivers it, as the full path does
-    /// before its lookup.
+    /// [`Gro::plain_start_at`] if the hint `hint` names a free slot (the
+    /// merge path, [`Gro::plain_fast`], found no aggregate there; `false`,
+    /// nothing changed, otherwise).
+    ///
+    /// Tried first on the full path ([`Gro::gro_full`]), so that the burst
+    /// loop's code stays as it was: tried from the loop right after the
+    /// merge path (out of line), 64 interleaved flows took 31 instructions
+    /// per packet fewer, but one trusted flow lost 6% of its packet rate
+    /// (`superpacket bench peers`, docs/benchmarks.md).
+    #[inline(always)]
+    pub(super) fn plain_start(&mut self, pkt: &mut Packet, hint: Hint, hash: Option<u32>) -> bool {
+        let slot = self.plain_hints.slot(hint);
+        if pkt.meta.is_gso() || !self.table.is_free(slot) {
+            return false;
+        }
+        let Some(p) = self.table.slot(slot) else { return false };
+        let o = Layout { l3: p.l3, l4: p.l4, v6: p.v6 };
+        if o == Layout::ETHERNET_IPV4 {
+            self.plain_start_at::<true>(pkt, slot, o, hash)
+        } else {
+            self.plain_start_at::<false>(pkt, slot, o, hash)
+        }
+    }
+
+    /// The fast path of a plain TCP segment (receive hash `hash`) whose
+    /// hint names the free slot `slot`: the first segment of
+    /// a flow after its last aggregate was delivered (at the end of a
+    /// burst, say). The slot still describes that aggregate (its key, key
+    /// hash, offsets `o`, shape and first header bytes, [`HeadCopy`]). If
+    /// the segment's masked headers equal those bytes (so its flow key is
+    /// that key: the template covers every byte the key is built from,
+    /// offload-rules 1.1), it passes the entry checks the template leaves
+    /// open ([`entry`], 1.2), has none of the flags that keep a segment
+    /// from starting an aggregate (1.3 outcome matrix) and its flow has no
+    /// aggregate held in the bucket its hash picks ([`FlowTable::find`],
+    /// as the full path looks), the full path would hold it as a new
+    /// aggregate: so it is held in that slot, without the parse, the key
+    /// build and its hash, and only the fields a new first packet changes
+    /// are written ([`Held::begin`]: the slot's identity, layout, shape and
+    /// header copy are the flow's already). A bad L4 checksum delivers it,
+    /// as the full path does before its lookup.
+    ///
+    /// `ETH_IPV4`: `o` is [`Layout::ETHERNET_IPV4`] (the offsets are then
+    /// constants in this copy).
     ///
     /// Returns whether it dealt with the packet; if not, nothing has
     /// changed and the full path decides.
     ///
-    /// Tried first on the full path ([`Gro::gro_full`]), after the merge
-    /// path ([`Gro::plain_fast`]) left the packet: the merge path's code
-    /// stays as it was (with the start in it, one trusted flow cost 2.4
-    /// instructions per packet more).
+    /// Inlined into the full path's entry, one copy per layout: out of
+    /// line, the full path's code around the call cost the UDP rows 12-14
+    /// instructions per packet (`gro_instructions 1 peers udp`, on main
+    /// with `pkt-moves`).
     ///
     /// [`FlowTable::find`]: super::flow::FlowTable::find
+    /// [`Held::begin`]: super::flow::Held::begin
     #[inline(always)]
-    pub(super) fn plain_start(&mut self, pkt: &mut Packet, hint: Hint, hash: Option<u32>) -> bool {
-        if !self.plain_fast || pkt.meta.is_gso() {
-            return false;
-        }
-        let slot = self.plain_hints.slot(hint);
-        let Some(p) = self.table.slot(slot) else { return false };
-        let o = Layout { l3: p.l3, l4: p.l4, v6: p.v6 };
-        if o == Layout::ETHERNET_IPV4 {
-            self.plain_start_at(pkt, slot, Layout::ETHERNET_IPV4, hint, hash)
-        } else {
-            self.plain_start_at(pkt, slot, o, hint, hash)
-        }
-    }
-
-    #[inline(always)]
-    fn plain_start_at(&mut self, pkt: &mut Packet, slot: u32, o: Layout, hint: Hint, hash: Option<u32>) -> bool {
-        if !self.table.is_free(slot) {
-            return false;
-        }
+    fn plain_start_at<const ETH_IPV4: bool>(
+        &mut self,
+        pkt: &mut Packet,
+        slot: u32,
+        o: Layout,
+        hash: Option<u32>,
+    ) -> bool {
+        let o = if ETH_IPV4 { Layout::ETHERNET_IPV4 } else { o };
         let Some(p) = self.table.slot(slot) else { return false };
         let frame = pkt.linear();
         match self.templates.get(p.shape) {
@@ -195,7 +214,6 @@ impl Gro {
         if self.table.holds_plain(b, &p.key, p.key_hash, ext) {
             return false;
         }
-        let n = Incoming { key: p.key, key_hash: p.key_hash, hash: want, ..n };
         if !matches!(pkt.meta.csum, ChecksumState::Unnecessary { .. } | ChecksumState::Partial { .. }) {
             let h = GroHeaders::tcp(n.l3, n.l4, n.payload, n.l3_len, n.v6);
             if let Err(reason) = self.verify_l4(pkt, &h) {
@@ -203,8 +221,10 @@ impl Gro {
                 return true;
             }
         }
-        self.hold_in(pkt, &n, b, &Plain, Some(slot));
-        self.note_plain_hint(Some(hint), b);
+        // The hint names this slot already: it is not noted again.
+        if !self.hold_in_own_slot(pkt, &n, b, slot) {
+            return false;
+        }
         #[cfg(test)]
         {
             self.plain_fast_starts += 1;
@@ -215,7 +235,7 @@ impl Gro {
 
 /// The first header bytes of a plain TCP aggregate's first packet (from
 /// the start of the frame; zeros past a shorter frame), kept in its slot
-/// for [`Gro::plain_start`]. As many as the fixed-size template compare
+/// for [`Gro::plain_start_at`]. As many as the fixed-size template compare
 /// takes: a plain frame's headers up to IPv6 with TCP timestamps and one
 /// VLAN tag; a longer header never matches (its template has more words).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

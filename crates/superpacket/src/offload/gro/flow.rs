@@ -13,6 +13,7 @@
 //! flushes the held aggregate instead of starting a second one beside it,
 //! exactly as in Linux.
 
+use super::Incoming;
 use super::parse::GroHeaders;
 use super::template::Shape;
 use crate::packet::Packet;
@@ -191,6 +192,13 @@ pub struct Held {
     pub head: super::fast::HeadCopy,
     /// Its first packet's headers, for the merge rules.
     pub first: FirstHeaders,
+    /// A TCP aggregate's pseudo-header sum without the TCP length (its
+    /// addresses and protocol, folded; [`super::ip::pseudo_sum`] with
+    /// length 0), which completion adds the aggregate's TCP length to
+    /// (offload-rules 1.4). The same for every aggregate of the flow, so
+    /// kept with the identity when the plain fast path starts the flow's
+    /// next aggregate in the slot.
+    pub pseudo_addrs: u16,
     /// TCP (else UDP).
     pub tcp: bool,
     /// IPv6 (else IPv4).
@@ -223,6 +231,52 @@ pub struct Held {
     /// `l4`, `payload`, `first`, `fixed_id` and `v6` describe the inner
     /// headers and `l3_len` counts from the outer IP header.
     pub tunnel: Option<super::tunnel::TunnelHeld>,
+}
+
+impl Held {
+    /// Starts the state of a new aggregate whose first packet `frame` is
+    /// `n` (its TCP sequence number plus payload length `next_seq`, its UDP
+    /// length `ulen`, arrival time `arrival_ns`): every field the segments
+    /// of an aggregate change. The rest (identity and layout, shape, header
+    /// copy, packet, tunnel state) is the caller's, kept as it is when the
+    /// slot held the same flow before ([`super::Gro::plain_start_at`]). The
+    /// pattern names every field, so that a new one is not forgotten here.
+    #[inline(always)]
+    pub(crate) fn begin(&mut self, frame: &[u8], n: &Incoming, next_seq: u32, ulen: u16, arrival_ns: Option<u64>) {
+        let Held {
+            key: _,
+            key_hash: _,
+            shape: _,
+            pkt: _,
+            head: _,
+            first,
+            pseudo_addrs: _,
+            tcp: _,
+            v6: _,
+            fraglist: _,
+            l3: _,
+            l4: _,
+            payload: _,
+            l3_len,
+            count,
+            mss,
+            next_seq: held_next_seq,
+            ulen: held_ulen,
+            fixed_id,
+            age_ns,
+            merged,
+            tunnel: _,
+        } = self;
+        first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
+        *l3_len = n.l3_len;
+        *count = n.segs;
+        *mss = if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 };
+        *held_next_seq = next_seq;
+        *held_ulen = ulen;
+        *fixed_id = false;
+        *age_ns = arrival_ns;
+        *merged = false;
+    }
 }
 
 /// Where a held aggregate is: its bucket and its slab slot. Valid until
@@ -475,34 +529,35 @@ impl FlowTable {
 
     /// [`FlowTable::insert`] into the free slot `slot`, which still holds
     /// the values of the last aggregate started in it (for the caller to
-    /// keep what is still right); `true` with it. If `slot` is not free,
-    /// [`FlowTable::insert`] picks one, and `false` says so. A full bucket
-    /// first loses its oldest aggregate, handed to `evict`, whose slot is
-    /// then free.
+    /// keep what is still right). `None`, and nothing changed, if `slot` is
+    /// not free. A full bucket first loses its oldest aggregate, handed to
+    /// `evict`, whose slot is then free.
     #[inline(always)]
-    pub fn insert_at(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> (&mut Held, bool) {
-        if !self.free.has(slot) {
-            return (self.insert_elsewhere(b, evict), false);
+    pub fn insert_free(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> Option<&mut Held> {
+        let len = *self.lens.get(b)?;
+        if !self.free.claim(slot) {
+            return None;
         }
-        if self.lens[b] >= self.depth {
-            let oldest = self.unlink(b, 0);
-            evict(&mut self.slots[oldest as usize]);
-            self.free.push(oldest);
-        }
-        self.free.claim(slot);
-        self.homes[slot as usize] = b as u32;
-        let len = self.lens[b];
-        self.rows[b * self.depth + len] = slot;
-        self.lens[b] = len + 1;
-        (&mut self.slots[slot as usize], true)
+        let len = if len >= self.depth { self.evict_oldest(b, evict) } else { len };
+        // In range: `slot` was free, and a bucket below `depth` has room.
+        *self.homes.get_mut(slot as usize)? = b as u32;
+        *self.rows.get_mut(b * self.depth + len)? = slot;
+        *self.lens.get_mut(b)? = len + 1;
+        self.slots.get_mut(slot as usize)
     }
 
-    /// [`FlowTable::insert`] out of line, for [`FlowTable::insert_at`]
-    /// when its slot is taken (its callers check it is not).
+    /// Frees the oldest aggregate's slot of the full bucket `b`, handing it
+    /// to `evict` first (see [`FlowTable::remove_with`]); returns the
+    /// bucket's length after. Out of line: [`FlowTable::insert_free`]'s
+    /// usual bucket has room, and its code does not reload the table's
+    /// vectors after a call it does not make.
     #[cold]
     #[inline(never)]
-    fn insert_elsewhere(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> &mut Held {
-        self.insert(b, evict)
+    fn evict_oldest(&mut self, b: usize, evict: impl FnOnce(&mut Held)) -> usize {
+        let oldest = self.unlink(b, 0);
+        evict(&mut self.slots[oldest as usize]);
+        self.free.push(oldest);
+        self.lens[b]
     }
 
     /// Removes every aggregate, bucket by bucket, oldest first within a
@@ -561,7 +616,7 @@ struct FreeSlots {
     stack: Vec<u32>,
     /// Each free slot's index in `stack`, written when it is pushed or
     /// moved; stale for a slot that is not free (a pop leaves it: one
-    /// store less per new aggregate), which [`FreeSlots::has`] sees.
+    /// store less per new aggregate), which [`FreeSlots::claim`] sees.
     at: Vec<u32>,
 }
 
@@ -594,24 +649,27 @@ impl FreeSlots {
     }
 
     /// Whether `slot` is free (its recorded place in the stack holds it).
-    #[inline(always)]
+    #[cfg(test)]
     fn has(&self, slot: u32) -> bool {
         self.at.get(slot as usize).and_then(|&i| self.stack.get(i as usize)) == Some(&slot)
     }
 
     /// Takes the free slot `slot` out (the top of the stack moves to its
-    /// place); nothing if it is not free.
-    #[inline]
-    fn claim(&mut self, slot: u32) {
-        if !self.has(slot) {
-            return;
+    /// place) and returns `true`; `false`, nothing changed, if it is not
+    /// free.
+    #[inline(always)]
+    fn claim(&mut self, slot: u32) -> bool {
+        let Some(&i) = self.at.get(slot as usize) else { return false };
+        if self.stack.get(i as usize) != Some(&slot) {
+            return false;
         }
-        let i = self.at[slot as usize];
-        let Some(top) = self.stack.pop() else { return };
-        if top != slot {
-            self.stack[i as usize] = top;
-            self.at[top as usize] = i;
+        let Some(top) = self.stack.pop() else { return false };
+        if let (Some(place), Some(top_at)) = (self.stack.get_mut(i as usize), self.at.get_mut(top as usize)) {
+            // `top != slot`: the top moves down into the place `slot` left.
+            *place = top;
+            *top_at = i;
         }
+        true
     }
 }
 
@@ -643,8 +701,7 @@ mod tests {
             let s = step.wrapping_mul(7) % 8;
             match step % 3 {
                 0 => {
-                    f.claim(s);
-                    free.remove(&s);
+                    assert_eq!(f.claim(s), free.remove(&s), "claim of slot {s}");
                 }
                 1 => {
                     if let Some(p) = f.pop() {

@@ -1194,106 +1194,90 @@ impl Gro {
     /// Holds the packet as a new aggregate; a full bucket first loses its
     /// oldest aggregate (offload-rules 1.1).
     ///
-    /// Out of line, as the compiler made it before [`Gro::hold_in`] was
-    /// split out: inlined into the UDP path it cost UDP 64 flows 17
-    /// instructions per packet (`bench instructions --rows gro`).
+    /// Out of line, as the compiler made it before: inlined into the UDP
+    /// path it cost UDP 64 flows 17 instructions per packet (`bench
+    /// instructions --rows gro`).
     #[inline(never)]
     fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl EncapStart) {
-        self.hold_in(pkt, n, b, e, None);
-    }
-
-    /// [`Gro::hold`] in the free slot `slot` if one is given (the plain
-    /// fast path starts a flow's next aggregate in the slot of its last
-    /// one: [`FlowTable::insert_at`]), else in any free one.
-    #[inline(always)]
-    fn hold_in(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl EncapStart, slot: Option<u32>) {
         let frame = pkt.linear();
         let l4 = &frame[n.l4..];
         let (next_seq, ulen) =
             if n.tcp { (tcp::seq(l4).wrapping_add(n.payload_len as u32), 0) } else { (0, be16(l4, 4)) };
         let fraglist = if n.tcp { self.cfg.tcp_fraglist } else { self.cfg.udp == UdpGroMode::Fraglist };
         let arrival_ns = pkt.meta.arrival_ns;
-        if let Some(a) = arrival_ns {
-            self.min_age = self.min_age.min(a);
-        }
-        self.counters.held += 1;
+        self.note_start(arrival_ns);
         let (out, counters) = (&mut self.out, &mut self.counters);
-        let evict = |evicted: &mut Held| finish(evicted, FlushReason::TableFull, out, counters);
-        let (slot, reused) = match slot {
-            Some(s) => self.table.insert_at(b, s, evict),
-            None => (self.table.insert(b, evict), false),
-        };
-        // Every field is written (the slot holds a stale aggregate), but
-        // in the slot of the flow's last aggregate those of its identity
-        // and layout are right already; the pattern names them all, so a
-        // new field cannot be forgotten here.
-        let Held {
-            key,
-            key_hash,
-            // Written below, from the offsets.
-            shape: _,
-            head: _,
-            pkt: _,
-            first,
-            tcp,
-            v6,
-            fraglist: held_fraglist,
-            l3,
-            l4,
-            payload,
-            l3_len,
-            count,
-            mss,
-            next_seq: held_next_seq,
-            ulen: held_ulen,
-            fixed_id,
-            age_ns,
-            merged,
-            // None in every free slot (`finish` leaves it so); the tunnel
-            // path sets it below.
-            tunnel: _,
-        } = &mut *slot;
-        let same = (*key == n.key) & (*key_hash == n.key_hash) & (*tcp == n.tcp) & (*v6 == n.v6);
-        let same = same & (*held_fraglist == fraglist) & (*l3 == n.l3) & (*l4 == n.l4) & (*payload == n.payload);
-        debug_assert!(!reused || same, "a reused slot describes the same flow and layout");
-        if !reused {
-            *key = n.key;
-            *key_hash = n.key_hash;
-            *tcp = n.tcp;
-            *v6 = n.v6;
-            *held_fraglist = fraglist;
-            *l3 = n.l3;
-            *l4 = n.l4;
-            *payload = n.payload;
+        let slot = self.table.insert(b, |evicted| finish(evicted, FlushReason::TableFull, out, counters));
+        // Every field is written: the slot holds a stale aggregate.
+        slot.key = n.key;
+        slot.key_hash = n.key_hash;
+        slot.tcp = n.tcp;
+        slot.v6 = n.v6;
+        slot.fraglist = fraglist;
+        slot.l3 = n.l3;
+        slot.l4 = n.l4;
+        slot.payload = n.payload;
+        if n.tcp {
+            slot.pseudo_addrs = ip::pseudo_sum(frame, n.l3, n.v6, 6, 0);
         }
-        first.copy_from(frame, n.l3, n.l4, n.payload, n.tcp);
-        *l3_len = n.l3_len;
-        *count = n.segs;
-        *mss = if n.gso_size != 0 { n.gso_size } else { n.payload_len as u16 };
-        *held_next_seq = next_seq;
-        *held_ulen = ulen;
-        *fixed_id = false;
-        *age_ns = arrival_ns;
-        *merged = false;
+        slot.begin(frame, n, next_seq, ulen, arrival_ns);
         e.held(slot, frame);
         // A plain TCP aggregate's template, for the plain fast path (a
         // tunnel aggregate has its own, `TunnelHeld::shape`; a fraglist
         // one none: the fast path leaves its packets to the full path).
-        // A reused slot's shape, header copy and template are right: the
-        // fast path matched the packet with them.
-        if !reused {
-            slot.shape = template::Shape::NONE;
-            if n.tcp && slot.tunnel.is_none() && !fraglist {
-                slot.shape = template::Shape::plain(slot);
-                slot.head.copy_from(frame);
-                self.templates.ensure(slot.shape);
-            }
+        slot.shape = template::Shape::NONE;
+        if n.tcp && slot.tunnel.is_none() && !fraglist {
+            slot.shape = template::Shape::plain(slot);
+            slot.head.copy_from(frame);
+            self.templates.ensure(slot.shape);
         }
-        // The slot's packet is an empty one left by `finish`.
-        debug_assert_eq!(slot.pkt.total_len(), 0, "a slot keeps an empty packet");
-        slot.pkt.move_from(pkt);
+        take_into_slot(&mut slot.pkt, pkt);
         self.peak_held = self.peak_held.max(self.table.len());
     }
+
+    /// [`Gro::hold`] of a plain TCP segment `n` (one wire segment, not
+    /// fraglist) in the free slot `slot` of bucket `b`, which holds the
+    /// identity, layout, shape and header copy of its flow already (the
+    /// plain fast path matched the segment with them): only what a new
+    /// first packet changes is written. Returns `false`, nothing changed,
+    /// if the slot is not free.
+    #[inline(always)]
+    fn hold_in_own_slot(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, slot: u32) -> bool {
+        let (out, counters) = (&mut self.out, &mut self.counters);
+        let Some(held) =
+            self.table.insert_free(b, slot, |evicted| finish(evicted, FlushReason::TableFull, out, counters))
+        else {
+            return false;
+        };
+        debug_assert!(held.tcp && !held.fraglist && held.tunnel.is_none() && (held.l3, held.l4) == (n.l3, n.l4));
+        let frame = pkt.linear();
+        let next_seq = tcp::seq(&frame[n.l4..]).wrapping_add(n.payload_len as u32);
+        let arrival_ns = pkt.meta.arrival_ns;
+        held.begin(frame, n, next_seq, 0, arrival_ns);
+        take_into_slot(&mut held.pkt, pkt);
+        self.note_start(arrival_ns);
+        self.peak_held = self.peak_held.max(self.table.len());
+        true
+    }
+
+    /// Counts a new aggregate whose first packet arrived at `arrival_ns`
+    /// (the age flush's lower bound follows it).
+    #[inline(always)]
+    fn note_start(&mut self, arrival_ns: Option<u64>) {
+        if let Some(a) = arrival_ns {
+            self.min_age = self.min_age.min(a);
+        }
+        self.counters.held += 1;
+    }
+}
+
+/// Moves `pkt` into a slot's packet `slot`, the empty one `finish` left
+/// there, leaving `pkt` with no bytes and no buffers for the caller to
+/// drop ([`Packet::move_from`]).
+#[inline(always)]
+fn take_into_slot(slot: &mut Packet, pkt: &mut Packet) {
+    debug_assert_eq!(slot.total_len(), 0, "a slot keeps an empty packet");
+    slot.move_from(pkt);
 }
 
 /// Trims Ethernet padding beyond the IP packet (offload-rules 9.1.1),

@@ -5,6 +5,7 @@ use super::counters::FlushReason;
 use super::flow::Held;
 use super::ip;
 use super::{CwrRule, Encap, GroConfig, Incoming};
+use crate::csum;
 use crate::packet::{ChecksumState, GsoType};
 use crate::wire::field::{be32, ne32, ne64};
 
@@ -234,8 +235,11 @@ pub fn complete_on<const TUNNEL: bool>(held: &mut Held) {
         meta.gso_type |= GsoType::FRAGLIST | proto;
         meta.csum = unnecessary(meta.csum);
     } else {
-        let l4_len = l3_len - (l4 - l3);
-        let pseudo = ip::pseudo_sum(lin, l3, v6, 6, l4_len);
+        // The TCP length (below 2^32: a `usize` of an in-memory packet
+        // length) added to the flow's address sum, as `ip::pseudo_sum`
+        // adds it.
+        let l4_len = (l3_len - (l4 - l3)) as u32;
+        let pseudo = csum::ones_add(held.pseudo_addrs, csum::fold32(l4_len));
         lin[l4 + 16..l4 + 18].copy_from_slice(&pseudo.to_be_bytes());
         let mut t = meta.gso_type | proto;
         if word3(&lin[l4..]) & W3_CWR != 0 {
