@@ -26,7 +26,7 @@
 //! outer IP length (and IPv4 header checksum), the outer UDP length, and a
 //! non-zero outer UDP checksum replaced by the outer pseudo-header sum;
 //! `gso_type` = `UDP_TUNNEL` (outer checksum zero) or `UDP_TUNNEL_CSUM`,
-//! plus the inner bits; [`OffloadMeta::encap`] records the offsets. The
+//! plus the inner bits; [`OffloadMeta::encap`](crate::packet::OffloadMeta::encap) records the offsets. The
 //! checksum state is the inner `CHECKSUM_PARTIAL` Linux leaves.
 //!
 //! The fast path of a TCP segment that joins its flow's aggregate
