@@ -383,7 +383,12 @@ impl TunnelStarts {
 
     /// Keeps the record of the tunnel aggregate in `slot` if it holds its
     /// first packet only (its headers as received: a merge may set FIN or
-    /// PSH in them).
+    /// PSH in them). Written in place: once per aggregate. (An inner UDP
+    /// aggregate's record names no template, [`Shape::NONE`], so no start
+    /// takes a packet with it; with `tcp_fraglist` no tunnel TCP aggregate
+    /// is held, 2.6.)
+    ///
+    /// [`Shape::NONE`]: super::template::Shape::NONE
     #[inline(never)]
     pub(super) fn note(&mut self, table: &FlowTable, slot: u32) {
         let (Some(p), Some(rec)) = (table.slot(slot), self.0.get_mut(slot as usize)) else { return };
@@ -391,13 +396,24 @@ impl TunnelStarts {
         if p.merged {
             return;
         }
-        let frame = p.pkt.linear();
-        let mut head = [0u8; TUNNEL_HEAD_BYTES];
-        let len = frame.len().min(TUNNEL_HEAD_BYTES);
-        head[..len].copy_from_slice(&frame[..len]);
         let layout =
             TunnelLayout { outer_l3: t.outer_l3, outer_l4: t.outer_l4, outer_v6: t.outer_v6, l3: p.l3, l4: p.l4, v6: p.v6 };
-        *rec = Some(TunnelStart { head, key: p.key, key_hash: p.key_hash, held: *t, layout, payload: p.payload });
+        let r = rec.get_or_insert_with(|| TunnelStart {
+            head: [0; TUNNEL_HEAD_BYTES],
+            key: p.key,
+            key_hash: p.key_hash,
+            held: *t,
+            layout,
+            payload: p.payload,
+        });
+        let frame = p.pkt.linear();
+        if let Some(h) = frame.first_chunk::<TUNNEL_HEAD_BYTES>() {
+            r.head = *h;
+        } else {
+            r.head = [0; TUNNEL_HEAD_BYTES];
+            r.head[..frame.len()].copy_from_slice(frame);
+        }
+        (r.key, r.key_hash, r.held, r.layout, r.payload) = (p.key, p.key_hash, *t, layout, p.payload);
     }
 }
 
