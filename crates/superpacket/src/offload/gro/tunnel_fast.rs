@@ -346,12 +346,7 @@ fn tunnel_in(t: &tunnel::TunnelHeld) -> tunnel::TunnelIn {
 /// when it starts the flow's next aggregate: `t`'s, which the template
 /// covers, and the segment's own length from the outer IP header.
 fn outer_of(t: &tunnel::TunnelHeld, n: &Incoming) -> tunnel::Outer {
-    tunnel::Outer {
-        t: tunnel_in(t),
-        id: t.id,
-        identity_hash: t.identity_hash,
-        agg_len: n.l3 - t.outer_l3 + n.l3_len,
-    }
+    tunnel::Outer { t: tunnel_in(t), id: t.id, identity_hash: t.identity_hash, agg_len: n.l3 - t.outer_l3 + n.l3_len }
 }
 
 /// Bytes of a [`TunnelStart`]'s header copy: the fixed tunnel template
@@ -416,8 +411,14 @@ impl TunnelStarts {
         if p.merged {
             return;
         }
-        let layout =
-            TunnelLayout { outer_l3: t.outer_l3, outer_l4: t.outer_l4, outer_v6: t.outer_v6, l3: p.l3, l4: p.l4, v6: p.v6 };
+        let layout = TunnelLayout {
+            outer_l3: t.outer_l3,
+            outer_l4: t.outer_l4,
+            outer_v6: t.outer_v6,
+            l3: p.l3,
+            l4: p.l4,
+            v6: p.v6,
+        };
         let r = rec.get_or_insert_with(|| TunnelStart {
             head: [0; TUNNEL_HEAD_BYTES],
             key: p.key,
