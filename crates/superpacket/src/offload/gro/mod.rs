@@ -413,9 +413,6 @@ pub struct Gro {
     peak_held: usize,
     /// Where tunnel packets went last, by outer source port (the fast path's hint).
     tunnel_cache: hint::SlotHints,
-    /// The headers of each slot's last tunnel aggregate, for the start of
-    /// its flow's next one ([`Gro::tunnel_start`]).
-    tunnel_starts: tunnel_fast::TunnelStarts,
     /// The header templates of the tunnel fast path, by header layout.
     templates: template::Templates,
     /// Take the tunnel fast path ([`Gro::tunnel_fast`]); off only in tests
@@ -444,10 +441,6 @@ pub struct Gro {
     /// the one before (tests check that it is taken).
     #[cfg(test)]
     tunnel_fast_restarts: u64,
-    /// Aggregates the tunnel fast path started in a free slot, after the
-    /// flow's last one there was delivered (tests check that it is taken).
-    #[cfg(test)]
-    tunnel_fast_starts: u64,
 }
 
 impl Default for Gro {
@@ -467,11 +460,6 @@ impl Gro {
             min_age: u64::MAX,
             peak_held: 0,
             tunnel_cache: hint::SlotHints::default(),
-            tunnel_starts: tunnel_fast::TunnelStarts::with_slots(if cfg.tunnels.is_empty() {
-                0
-            } else {
-                cfg.buckets * cfg.bucket_depth
-            }),
             templates: template::Templates::default(),
             tunnel_fast: true,
             plain_hints: hint::SlotHints::default(),
@@ -480,8 +468,6 @@ impl Gro {
             fast_merges: 0,
             #[cfg(test)]
             tunnel_fast_restarts: 0,
-            #[cfg(test)]
-            tunnel_fast_starts: 0,
             #[cfg(test)]
             plain_fast_merges: 0,
             #[cfg(test)]
@@ -776,7 +762,6 @@ impl Gro {
             if let Some(hint) = hint {
                 self.tunnel_cache.note(hint, slot);
             }
-            self.tunnel_starts.note(&self.table, slot);
             if let Some(t) = self.table.slot(slot).and_then(|p| p.tunnel.as_ref()) {
                 self.templates.ensure(t.shape);
             }

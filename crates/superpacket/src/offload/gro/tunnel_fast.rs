@@ -8,7 +8,7 @@
 //! [`Template`]: super::template::Template
 
 use super::counters::FlushReason;
-use super::flow::{FlowKey, FlowTable, Position};
+use super::flow::Position;
 use super::parse::GroHeaders;
 use super::{Gro, Incoming, hint, ip, tcp, tunnel};
 use crate::packet::Packet;
@@ -75,10 +75,7 @@ impl Gro {
         let Some(hint) = hint::tunnel_hint(frame, self.cfg.medium == Medium::Ip) else { return false };
         let slot = self.tunnel_cache.slot(hint);
         let Some(p) = self.table.slot(slot) else { return false };
-        // A free slot has no tunnel state: the flow's last aggregate there
-        // may have been delivered (the end of a burst), and its next one
-        // may start without the parse ([`Gro::tunnel_start`]).
-        let Some(t) = p.tunnel.as_ref() else { return self.tunnel_start(pkt, slot, hint, hash) };
+        let Some(t) = p.tunnel.as_ref() else { return false };
         let o = TunnelLayout {
             outer_l3: t.outer_l3,
             outer_l4: t.outer_l4,
@@ -141,14 +138,13 @@ impl Gro {
         }
         let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
         let Some(found) = self.table.position_in(self.table.bucket_of(want), slot) else { return false };
-        // The checks of `inner_entry`, written out: through the helper
-        // (inlined, its layout by value or by reference) the register
-        // allocation of this path cost one VXLAN flow 6 instructions per
-        // packet (docs/benchmarks.md, "One VXLAN flow: starts after a
-        // flush"). The outer IP packet ends the frame (`entry`).
+        // The outer IP packet ends the frame (`entry`).
         let (l3, l4, payload, v6, end) = (o.l3, o.l4, p.payload, o.v6, frame.len());
         let ip = &frame[l3..];
         let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
+        // (The TCP header ends at the payload, so `end > payload` implies
+        // the last test; stated, it bounds the rules' reads of that header,
+        // which then need no bounds checks of their own.)
         if l3 + l3_len != end || payload >= end || end < l4 + 20 {
             return false;
         }
@@ -181,7 +177,7 @@ impl Gro {
             }
         }
         if !fits {
-            self.restart_tunnel(pkt, n, found, slot, hint);
+            self.restart_tunnel(pkt, n, found, hint);
             return true;
         }
         let e = tunnel::OuterLevel { outer_l3: at.l3() };
@@ -207,234 +203,28 @@ impl Gro {
     ///
     /// [`TunnelId::csum`]: tunnel::TunnelId::csum
     #[inline(never)]
-    fn restart_tunnel(&mut self, pkt: &mut Packet, n: Incoming, at: Position, slot: u32, hint: hint::Hint) {
+    fn restart_tunnel(&mut self, pkt: &mut Packet, n: Incoming, at: Position, hint: hint::Hint) {
         let p = self.table.get(at);
         let Some(t) = p.tunnel.as_ref() else { return };
-        let outer = outer_of(t, &n);
+        let tin = tunnel::TunnelIn {
+            kind: t.kind,
+            outer_v6: t.outer_v6,
+            outer_l3: t.outer_l3 as u16,
+            outer_l4: t.outer_l4 as u16,
+            inner_mac: t.inner_mac as u16,
+        };
+        let outer =
+            tunnel::Outer { t: tin, id: t.id, identity_hash: t.identity_hash, agg_len: n.l3 - t.outer_l3 + n.l3_len };
         let n = Incoming { key: p.key, key_hash: p.key_hash, ..n };
         self.flush_at(at, FlushReason::SizeLimit);
         self.hold(pkt, &n, at.bucket, &outer);
-        self.note_tunnel_hold(at.bucket, hint, slot);
+        if let Some(slot) = self.table.newest(at.bucket) {
+            self.tunnel_cache.note(hint, slot);
+        }
         #[cfg(test)]
         {
             self.tunnel_fast_restarts += 1;
         }
-    }
-}
-
-impl Gro {
-    /// What the full path does with the first segment of a flow whose last
-    /// aggregate was delivered from slot `slot` (the one the packet's
-    /// tunnel hint `hint` names, now free): when its masked headers equal
-    /// those that aggregate's first packet had ([`TunnelStarts`]), it holds
-    /// the segment as the flow's next aggregate, as
-    /// [`Gro::restart_tunnel`] does after the size limit, without the two
-    /// parses, the key and the identity hash. The entry checks, and the
-    /// checksums of a packet not vouched for, are those of
-    /// [`Gro::tunnel_fast`]; the bucket its hash picks must hold no
-    /// aggregate of the flow (the full path would try to merge the segment
-    /// there), and a closing segment (FIN, RST, SYN...) goes the full way,
-    /// which delivers it. Returns whether it dealt with the packet; if not,
-    /// nothing has changed and the full path decides.
-    ///
-    /// Out of line and cold: once per flow and burst (each burst ends with
-    /// a flush), and the merge path inlined in the burst loop keeps its
-    /// registers.
-    #[cold]
-    #[inline(never)]
-    fn tunnel_start(&mut self, pkt: &mut Packet, slot: u32, hint: hint::Hint, hash: Option<u32>) -> bool {
-        if pkt.meta.is_gso() || !self.table.is_free(slot) {
-            return false;
-        }
-        let Some(s) = self.tunnel_starts.get(slot) else { return false };
-        let frame = pkt.linear();
-        match self.templates.get(s.held.shape) {
-            Some(template) if template.matches_tunnel(&s.head, frame) => {}
-            _ => return false,
-        }
-        let t = &s.held;
-        let at = tunnel::OuterAt::held_at(t.outer_l3, t.outer_l4, t.outer_v6, t.kind);
-        if !at.entry(frame, t.id.csum) || s.key.ext_len() != 0 {
-            return false;
-        }
-        let o = s.layout;
-        let Some(l3_len) = inner_entry(&o, s.payload, frame) else { return false };
-        if tcp::word3(&frame[o.l4..]) & tcp::W3_CLOSING != 0 {
-            return false;
-        }
-        let want = hash.or(pkt.meta.rss_hash).unwrap_or(t.identity_hash);
-        let b = self.table.bucket_of(want);
-        let tin = tunnel_in(t);
-        if self.table.find_tunnel(b, &s.key, &[], &tin, &t.id, frame).is_some() {
-            return false;
-        }
-        let n = Incoming::matched_tcp(o.l3, o.l4, s.payload, l3_len, o.v6, want);
-        let n = Incoming { key: s.key, key_hash: s.key_hash, ..n };
-        let outer = outer_of(t, &n);
-        if !tunnel::vouched(pkt.meta.csum) {
-            let (h, ih) = (at.headers(frame), GroHeaders::tcp(o.l3, o.l4, s.payload, l3_len, o.v6));
-            if let Err(reason) = self.verify_tunnel(pkt, &h, &ih, false, false) {
-                self.bypass(pkt, reason);
-                return true;
-            }
-        }
-        self.hold(pkt, &n, b, &outer);
-        self.note_tunnel_hold(b, hint, slot);
-        #[cfg(test)]
-        {
-            self.tunnel_fast_starts += 1;
-        }
-        true
-    }
-
-    /// After a tunnel segment with hint `hint` was held as the newest
-    /// aggregate of bucket `b`, taking over from the flow's aggregate in
-    /// slot `last` (flushed at the size limit, or delivered before a
-    /// start): the next segment of its flow is sent to it, and its headers
-    /// are kept for the start of the flow's next one unless it took `last`
-    /// itself (the free slot taken first is the one freed last), where a
-    /// record of the flow is kept already. Skipping the write there only
-    /// loses starts, never changes a decision: a record is written whole
-    /// from one aggregate, and a start trusts it only for a packet matching
-    /// its header copy ([`TunnelStarts`]).
-    #[inline(always)]
-    fn note_tunnel_hold(&mut self, b: usize, hint: hint::Hint, last: u32) {
-        let Some(slot) = self.table.newest(b) else { return };
-        self.tunnel_cache.note(hint, slot);
-        if slot != last {
-            self.tunnel_starts.note(&self.table, slot);
-        }
-    }
-}
-
-/// The inner entry checks of a tunnel segment whose masked headers equal
-/// an aggregate's (so its offsets are `o`, its payload at `payload`) that
-/// the template leaves open (offload-rules 1.2, 2.6), the outer ones
-/// ([`tunnel::OuterAt::entry`]) passed: its inner IP packet ends the frame
-/// (the outer one does, so no inner padding) after some TCP payload, and an
-/// inner IPv4 header checksum verifies. Returns its inner IP length.
-#[inline(always)]
-fn inner_entry(o: &TunnelLayout, payload: usize, frame: &[u8]) -> Option<usize> {
-    let (l3, l4, v6, end) = (o.l3, o.l4, o.v6, frame.len());
-    let ip = frame.get(l3..)?;
-    let l3_len = if v6 { 40 + be16(ip, 4) as usize } else { be16(ip, 2) as usize };
-    // (The TCP header ends at the payload, so `end > payload` implies
-    // the last test; stated, it bounds the merge rules' reads of that
-    // header, which then need no bounds checks of their own.)
-    if l3 + l3_len != end || payload >= end || end < l4 + 20 {
-        return None;
-    }
-    if !v6 && !ip::ipv4_header_ok(ip) {
-        return None;
-    }
-    Some(l3_len)
-}
-
-/// The tunnel headers of held aggregate `t`, as the full path's parse
-/// gives them.
-fn tunnel_in(t: &tunnel::TunnelHeld) -> tunnel::TunnelIn {
-    tunnel::TunnelIn {
-        kind: t.kind,
-        outer_v6: t.outer_v6,
-        outer_l3: t.outer_l3 as u16,
-        outer_l4: t.outer_l4 as u16,
-        inner_mac: t.inner_mac as u16,
-    }
-}
-
-/// The outer state of segment `n` of the flow of tunnel aggregate `t`
-/// when it starts the flow's next aggregate: `t`'s, which the template
-/// covers, and the segment's own length from the outer IP header.
-fn outer_of(t: &tunnel::TunnelHeld, n: &Incoming) -> tunnel::Outer {
-    tunnel::Outer { t: tunnel_in(t), id: t.id, identity_hash: t.identity_hash, agg_len: n.l3 - t.outer_l3 + n.l3_len }
-}
-
-/// Bytes of a [`TunnelStart`]'s header copy: the fixed tunnel template
-/// compare's ([`Template::matches_tunnel`]); a layout with longer headers
-/// never matches the copy, and its flows start by the full path.
-///
-/// [`Template::matches_tunnel`]: super::template::Template::matches_tunnel
-const TUNNEL_HEAD_BYTES: usize = 128;
-
-/// What a tunnel aggregate's flow needs for [`Gro::tunnel_start`], kept
-/// once the aggregate is delivered: its first packet's first header bytes
-/// as received (zeros past a shorter frame), its inner flow key and hash,
-/// its outer state and its header offsets. A packet whose masked headers
-/// equal the copy (the template covers every byte these are built from)
-/// gets the same from the full path's parse.
-#[derive(Debug, Clone, Copy)]
-struct TunnelStart {
-    head: [u8; TUNNEL_HEAD_BYTES],
-    key: FlowKey,
-    key_hash: u32,
-    held: tunnel::TunnelHeld,
-    layout: TunnelLayout,
-    payload: usize,
-}
-
-/// The [`TunnelStart`] of each flow table slot's last tunnel aggregate, by
-/// slot: apart from the table ([`Held`] is moved at every hold, and a
-/// larger record cost 64 VXLAN flows 12 instructions per packet,
-/// docs/benchmarks.md "One VXLAN flow: fewer checks"). Allocated once
-/// with the engine; a slot's record is written when a tunnel aggregate is
-/// held there and stays, whatever the slot holds next, until the next
-/// tunnel aggregate there: [`Gro::tunnel_start`] trusts only a record
-/// whose copy matches the packet, in a free slot.
-///
-/// [`Held`]: super::flow::Held
-#[derive(Debug, Default)]
-pub(super) struct TunnelStarts(Vec<Option<TunnelStart>>);
-
-impl TunnelStarts {
-    /// Room for `slots` slots' records (none without a tunnel port).
-    pub(super) fn with_slots(slots: usize) -> TunnelStarts {
-        TunnelStarts(vec![None; slots])
-    }
-
-    #[inline]
-    fn get(&self, slot: u32) -> Option<&TunnelStart> {
-        self.0.get(slot as usize)?.as_ref()
-    }
-
-    /// Keeps the record of the tunnel aggregate in `slot` if it holds its
-    /// first packet only (its headers as received: a merge may set FIN or
-    /// PSH in them). Written in place: once per aggregate. (An inner UDP
-    /// aggregate's record names no template, [`Shape::NONE`], so no start
-    /// takes a packet with it; with `tcp_fraglist` no tunnel TCP aggregate
-    /// is held, 2.6.)
-    ///
-    /// [`Shape::NONE`]: super::template::Shape::NONE
-    #[inline(never)]
-    pub(super) fn note(&mut self, table: &FlowTable, slot: u32) {
-        let (Some(p), Some(rec)) = (table.slot(slot), self.0.get_mut(slot as usize)) else { return };
-        let Some(t) = p.tunnel.as_ref() else { return };
-        if p.merged {
-            return;
-        }
-        let layout = TunnelLayout {
-            outer_l3: t.outer_l3,
-            outer_l4: t.outer_l4,
-            outer_v6: t.outer_v6,
-            l3: p.l3,
-            l4: p.l4,
-            v6: p.v6,
-        };
-        let r = rec.get_or_insert_with(|| TunnelStart {
-            head: [0; TUNNEL_HEAD_BYTES],
-            key: p.key,
-            key_hash: p.key_hash,
-            held: *t,
-            layout,
-            payload: p.payload,
-        });
-        let frame = p.pkt.linear();
-        if let Some(h) = frame.first_chunk::<TUNNEL_HEAD_BYTES>() {
-            r.head = *h;
-        } else {
-            r.head = [0; TUNNEL_HEAD_BYTES];
-            r.head[..frame.len()].copy_from_slice(frame);
-        }
-        (r.key, r.key_hash, r.held, r.layout, r.payload) = (p.key, p.key_hash, *t, layout, p.payload);
     }
 }
 

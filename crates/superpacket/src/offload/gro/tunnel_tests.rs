@@ -724,54 +724,6 @@ fn tunnel_fast_path_takes_a_flows_later_segments() {
     assert_eq!(out, fast);
 }
 
-/// A flow's first segment after a flush starts its next aggregate in the
-/// fast path (`Gro::tunnel_start`, in the slot its last one left): a VXLAN
-/// TCP flow in bursts of 8, each burst flushed (checksums trusted or
-/// verified, with or without a receive hash), gives the packets and
-/// counters of an engine without the fast path, which parses every burst's
-/// first segment. A UDP flow in VXLAN is never started there (its
-/// aggregates keep no record: `TunnelStarts::note`).
-#[test]
-fn tunnel_fast_path_starts_after_a_flush() {
-    for (inner, starts) in [(Transport::Tcp, 3), (Transport::Udp, 0)] {
-        let s = Shape { kind: TunnelKind::Vxlan, geneve_opts: 0, outer_v6: false, inner, inner_v6: false };
-        for csum in [ChecksumState::Unnecessary { level: 1 }, ChecksumState::None] {
-            for rss in [None, Some(0x1234_5678)] {
-                let ctx = format!("{inner:?} {csum:?} {rss:?}");
-                let mut f = tflow(&s, 3);
-                let bursts: Vec<Vec<Packet>> = (0..4)
-                    .map(|_| {
-                        (0..8)
-                            .map(|_| {
-                                let mut p = Packet::from_frame(&f.frame(1000, TcpFlags::empty()).unwrap());
-                                p.meta.csum = csum;
-                                p.meta.rss_hash = rss;
-                                p
-                            })
-                            .collect()
-                    })
-                    .collect();
-                let mut g = Gro::new(config());
-                let mut fast = Vec::new();
-                for burst in &bursts {
-                    let mut pkts = burst.clone();
-                    g.receive_burst(&mut pkts);
-                    g.flush();
-                    fast.extend(g.drain_delivered().map(|p| (bytes(&p), p.meta)));
-                }
-                // The first burst's first segment is parsed; each later
-                // burst's starts in the fast path.
-                assert_eq!(g.tunnel_fast_starts, starts, "{ctx}");
-                assert_eq!(fast.len(), 4, "{ctx}");
-                let fast_counters = *g.counters();
-                let (out, counters) = deliver_by_the_full_path(config(), &bursts);
-                assert_eq!(out, fast, "{ctx}");
-                assert_eq!(counters, fast_counters, "{ctx}");
-            }
-        }
-    }
-}
-
 /// The size limit ends a tunnel aggregate in the fast path: a bulk flow in
 /// VXLAN (checksums trusted or verified, with or without a receive hash)
 /// starts its next aggregate there (`Gro::restart_tunnel`), and gives the
