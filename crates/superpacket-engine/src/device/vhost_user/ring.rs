@@ -213,7 +213,8 @@ impl<'m> Rings<'m> {
 
     /// Follows the chain at `head`, calling `visit` with every descriptor
     /// that describes a buffer (not the one naming an indirect table), in
-    /// order; returns how many it visited.
+    /// order; returns how many it visited (at most `u16::MAX`: more is
+    /// counted as that many).
     ///
     /// # Errors
     /// [`QueueFault::Chain`]: the chain is cut short (see the module
@@ -241,7 +242,9 @@ impl<'m> Rings<'m> {
                 continue;
             }
             bytes = bytes.checked_add(d.len()).ok_or(QueueFault::Chain)?;
-            visited += 1;
+            // A direct descriptor before an indirect table of 65535 makes
+            // 65536: the count saturates instead of overflowing.
+            visited = visited.saturating_add(1);
             visit(&d)?;
             if !d.has_next() {
                 return Ok(visited);

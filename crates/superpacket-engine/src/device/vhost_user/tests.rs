@@ -732,3 +732,26 @@ fn buffers_across_regions_are_copied_whole() {
     m.read_slice(&mut got, GuestAddress(0x8000 - 50)).unwrap();
     assert_eq!((&got[..10], u16::from_le_bytes([got[10], got[11]]), &got[12..]), (&[0x11; 10][..], 1, &frame[..]));
 }
+
+/// The longest chain a guest can build, a direct descriptor and then an
+/// indirect table of 65535 (65536 buffers), is walked without the count
+/// overflowing.
+#[test]
+fn the_longest_chain_is_counted_without_overflow() {
+    const TABLE: u64 = 0x10_0000;
+    let m = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x20_0000)]).unwrap();
+    let q = queue(&m);
+    for i in 0..u16::MAX {
+        let next = if i < u16::MAX - 1 { F_NEXT } else { 0 };
+        desc_at(&m, TABLE, i, 0x8000, 0, next, i.wrapping_add(1));
+    }
+    desc(&m, 0, 0x4000, 12, F_NEXT, 1);
+    desc(&m, 1, TABLE, u32::from(u16::MAX) * 16, F_INDIRECT, 0);
+    let rings = ring::Rings::new(&q, &m).unwrap();
+    let mut seen = 0u32;
+    let counted = rings.walk(0, |_| {
+        seen += 1;
+        Ok(())
+    });
+    assert_eq!((counted, seen), (Ok(u16::MAX), 65536));
+}

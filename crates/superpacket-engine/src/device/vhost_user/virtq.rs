@@ -5,8 +5,8 @@
 //! Everything here reads the guest's memory through `vm-memory`
 //! ([`GuestMemory`]: bounds-checked guest addresses, volatile copies); the
 //! data queues' chains are followed by the port's own walk ([`super::ring`]:
-//! rings resolved to host slices once per call, the available index loaded
-//! once per burst), `virtio-queue`'s [`Queue`] keeping the queue's state
+//! rings resolved to host slices and kept by the port between calls, the
+//! available index loaded once per burst), `virtio-queue`'s [`Queue`] keeping the queue's state
 //! (`next_avail`, `next_used`, addresses) that the protocol side sets and
 //! reads. Nothing a guest writes can
 //! make these functions panic: a ring or chain the guest broke is reported

@@ -184,8 +184,7 @@ impl Gro {
     ///
     /// Inlined into the full path's entry, one copy per layout: out of
     /// line, the full path's code around the call cost the UDP rows 12-14
-    /// instructions per packet (`gro_instructions 1 peers udp`, on main
-    /// with `pkt-moves`).
+    /// instructions per packet (`gro_instructions 1 peers udp`).
     ///
     /// [`FlowTable::find`]: super::flow::FlowTable::find
     /// [`Held::begin`]: super::flow::Held::begin

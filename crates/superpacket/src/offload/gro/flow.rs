@@ -529,9 +529,12 @@ impl FlowTable {
 
     /// [`FlowTable::insert`] into the free slot `slot`, which still holds
     /// the values of the last aggregate started in it (for the caller to
-    /// keep what is still right). `None`, and nothing changed, if `slot` is
-    /// not free. A full bucket first loses its oldest aggregate, handed to
-    /// `evict`, whose slot is then free.
+    /// keep what is still right). `None`, and nothing changed, if `b` is
+    /// not a bucket or `slot` is not free. A full bucket first loses its
+    /// oldest aggregate, handed to `evict`, whose slot is then free. The
+    /// lookups after the claim cannot fail (a claimed slot is in range, a
+    /// bucket below `depth` has room); they are checked rather than
+    /// indexed only because that costs no more here.
     #[inline(always)]
     pub fn insert_free(&mut self, b: usize, slot: u32, evict: impl FnOnce(&mut Held)) -> Option<&mut Held> {
         let len = *self.lens.get(b)?;

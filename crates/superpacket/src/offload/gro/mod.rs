@@ -1194,9 +1194,8 @@ impl Gro {
     /// Holds the packet as a new aggregate; a full bucket first loses its
     /// oldest aggregate (offload-rules 1.1).
     ///
-    /// Out of line, as the compiler made it before: inlined into the UDP
-    /// path it cost UDP 64 flows 17 instructions per packet (`bench
-    /// instructions --rows gro`).
+    /// Out of line: inlined into the UDP path it cost UDP 64 flows 17
+    /// instructions per packet (`bench instructions --rows gro`).
     #[inline(never)]
     fn hold(&mut self, pkt: &mut Packet, n: &Incoming, b: usize, e: &impl EncapStart) {
         let frame = pkt.linear();
