@@ -110,6 +110,24 @@ pub struct Rings<'m> {
     size: u16,
 }
 
+/// Byte lengths of a queue's three rings for `size` entries: what
+/// [`Rings::new`] resolves and [`Rings::cached`] rebuilds from the kept host
+/// addresses (its `unsafe` relies on the two being the same).
+struct RingLens {
+    desc: usize,
+    /// flags, idx, ring[size] of u16.
+    avail: usize,
+    /// flags, idx, ring[size] of (id, len).
+    used: usize,
+}
+
+impl RingLens {
+    fn of(size: u16) -> RingLens {
+        let n = usize::from(size);
+        RingLens { desc: DESC_LEN * n, avail: 4 + 2 * n, used: 4 + 8 * n }
+    }
+}
+
 impl<'m> Rings<'m> {
     /// Resolves the rings of `q` in `mem` (three region lookups).
     ///
@@ -121,15 +139,15 @@ impl<'m> Rings<'m> {
         if size == 0 {
             return Err(QueueFault::Address);
         }
-        let n = usize::from(size);
+        let lens = RingLens::of(size);
         let slice = |addr: u64, len: usize| {
             GuestMemoryBackend::get_slice(mem, GuestAddress(addr), len).map_err(|_| QueueFault::Address)
         };
         Ok(Rings {
             mem,
-            desc: slice(q.desc_table(), DESC_LEN * n)?,
-            avail: slice(q.avail_ring(), 4 + 2 * n)?,
-            used: slice(q.used_ring(), 4 + 8 * n)?,
+            desc: slice(q.desc_table(), lens.desc)?,
+            avail: slice(q.avail_ring(), lens.avail)?,
+            used: slice(q.used_ring(), lens.used)?,
             size,
         })
     }
@@ -146,22 +164,22 @@ impl<'m> Rings<'m> {
             && held.key == key
             && Arc::ptr_eq(&held.mem, mem)
         {
-            let n = usize::from(key.3);
+            let lens = RingLens::of(key.3);
             let slice = |at: usize, len: usize| {
                 // SAFETY: `at` is the host address `get_slice` gave for
                 // `len` bytes of `held.mem` (a `VolatileSlice` of one mapped
-                // region, `Rings::new` below), which the cache keeps alive
-                // with its `Arc` (a region is unmapped only when the last
-                // reference to its memory goes) and which is the `mem`
-                // borrowed for `'m`. Guest memory is only ever accessed
-                // through volatile accesses and raw-pointer copies.
+                // region, `Rings::new` below, of the same `RingLens`), which
+                // the cache keeps alive with its `Arc` (a region is unmapped
+                // only when the last reference to its memory goes) and which
+                // is the `mem` borrowed for `'m`. Guest memory is only ever
+                // accessed through volatile accesses and raw-pointer copies.
                 unsafe { VolatileSlice::new(at as *mut u8, len) }
             };
             return Ok(Rings {
                 mem,
-                desc: slice(held.desc, DESC_LEN * n),
-                avail: slice(held.avail, 4 + 2 * n),
-                used: slice(held.used, 4 + 8 * n),
+                desc: slice(held.desc, lens.desc),
+                avail: slice(held.avail, lens.avail),
+                used: slice(held.used, lens.used),
                 size: key.3,
             });
         }
