@@ -851,6 +851,17 @@ impl Segmenter {
     }
 }
 
+/// Writes `field` into the length field of the IP header at `l3` of
+/// `hdr`: IPv6's payload length (at 4) or IPv4's total length (at 2).
+///
+/// # Panics
+/// If `hdr` ends inside that field (a programming error).
+#[inline]
+pub(crate) fn write_ip_len(hdr: &mut [u8], l3: usize, v6: bool, field: u16) {
+    let at = if v6 { l3 + 4 } else { l3 + 2 };
+    hdr[at..at + 2].copy_from_slice(&field.to_be_bytes());
+}
+
 /// Checks that the GSO type names the frame's protocol (offload-rules 3.2,
 /// 3.3: `tcp4_gso_segment` needs TCP over IPv4, etc.; never a fragment).
 fn check_protocol(t: GsoType, proto: GsoProtocol, lay: &Layout) -> Result<(), GsoError> {
@@ -1010,10 +1021,7 @@ impl HeaderFixer {
     #[inline]
     pub(crate) fn write_len(&self, hdr: &mut [u8], k: &SegLen) {
         let lay = &self.lay;
-        let l3 = lay.l3_offset;
-        // IPv6 payload length at 4, IPv4 total length at 2.
-        let at = if lay.v6 { l3 + 4 } else { l3 + 2 };
-        hdr[at..at + 2].copy_from_slice(&k.l3_field.to_be_bytes());
+        write_ip_len(hdr, lay.l3_offset, lay.v6, k.l3_field);
         if self.proto == GsoProtocol::UdpL4 {
             let l4 = lay.l4_offset;
             hdr[l4 + 4..l4 + 6].copy_from_slice(&k.l4_len.to_be_bytes());

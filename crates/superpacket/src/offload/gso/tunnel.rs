@@ -286,10 +286,7 @@ impl OuterFixer {
     /// If `hdr` is shorter than the template's header block (a programming error).
     #[inline]
     pub(crate) fn write_len(&self, hdr: &mut [u8], k: &OuterLen) {
-        let l3 = self.l3;
-        // IPv6 payload length at 4, IPv4 total length at 2.
-        let at = if self.v6 { l3 + 4 } else { l3 + 2 };
-        hdr[at..at + 2].copy_from_slice(&k.l3_field.to_be_bytes());
+        super::write_ip_len(hdr, self.l3, self.v6, k.l3_field);
         let udp = self.udp;
         hdr[udp + 4..udp + 6].copy_from_slice(&k.udp_field.to_be_bytes());
         let check = match self.mode {
