@@ -99,8 +99,10 @@ pub struct PeersArgs {
     /// lightweight GRO takes at most 128).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u16).range(1..=128))]
     pub batch: u16,
-    /// Rounds: every engine is measured once per round, in turn.
-    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u16).range(1..=1000))]
+    /// Rounds: every engine is measured once per round, in turn (20 by
+    /// default: the shared machine's slow spells last seconds, and more turns
+    /// spread them over the engines alike).
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u16).range(1..=1000))]
     pub rounds: u16,
     /// Also measure the kernel as reference (root): one TCP stream between
     /// two namespaces over a veth, and the same through `superpacket run`.

@@ -89,7 +89,7 @@ pub struct PeersOptions {
 
 impl Default for PeersOptions {
     fn default() -> Self {
-        PeersOptions { batch: 128, rounds: 5, samples: 40, quick: false, kernel_seconds: None }
+        PeersOptions { batch: 128, rounds: 20, samples: 40, quick: false, kernel_seconds: None }
     }
 }
 
