@@ -170,9 +170,10 @@ pub fn id_rule(a: &[u8; 20], fixed: bool, count: u32, b: &[u8; 20], cfg: &GroCon
     // The usual case, an ID one further per segment held and no latch, is
     // decided before `cfg` and the latch are read: the test below gives
     // the same (`off == count` excludes the latch, which needs `off == 0`
-    // with `count == 1`). On the merge fast paths, where both IP levels
-    // take this rule, the lines below cost about 20 instructions per VXLAN
-    // packet more (docs/benchmarks.md, "One VXLAN flow: the ID rule first").
+    // with `count == 1`). Decided by the lines below, this case cost a
+    // merged VXLAN packet (both IP levels) about 15 instructions more, a
+    // plain one 8 (docs/benchmarks.md, "One VXLAN flow: the ID rule
+    // first").
     if !fixed && off == count as u16 {
         return Ok(false);
     }
