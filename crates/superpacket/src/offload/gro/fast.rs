@@ -22,7 +22,7 @@ impl Gro {
     /// fast path is off or the packet has none.
     #[inline(always)]
     pub(super) fn plain_hint(&self, pkt: &Packet) -> Option<Hint> {
-        if !self.plain_fast {
+        if !self.fast_paths_on().0 {
             return None;
         }
         hint::plain_hint(pkt.linear(), self.cfg.medium == Medium::Ip)

@@ -416,12 +416,14 @@ pub struct Gro {
     /// The header templates of the tunnel fast path, by header layout.
     templates: template::Templates,
     /// Take the tunnel fast path ([`Gro::tunnel_fast`]); off only in tests
-    /// that compare it with the full path.
+    /// that compare it with the full path ([`Gro::fast_paths_on`]).
+    #[cfg(test)]
     tunnel_fast: bool,
     /// Where plain TCP packets went last, by their hint key (the plain fast path's hint).
     plain_hints: hint::SlotHints,
     /// Take the plain fast path ([`Gro::plain_fast`]); off only in tests
-    /// that compare it with the full path.
+    /// that compare it with the full path ([`Gro::fast_paths_on`]).
+    #[cfg(test)]
     plain_fast: bool,
     /// Packets the plain fast path merged (tests check that it is taken).
     #[cfg(test)]
@@ -461,8 +463,10 @@ impl Gro {
             peak_held: 0,
             tunnel_cache: hint::SlotHints::default(),
             templates: template::Templates::default(),
+            #[cfg(test)]
             tunnel_fast: true,
             plain_hints: hint::SlotHints::default(),
+            #[cfg(test)]
             plain_fast: true,
             #[cfg(test)]
             fast_merges: 0,
@@ -694,10 +698,21 @@ impl Gro {
         }
         // A datagram (no plain hint) to a configured tunnel port may join
         // its inner flow's aggregate without the parse (`tunnel_fast.rs`).
-        if hint.is_none() && self.tunnel_fast && !self.cfg.tunnels.is_empty() && self.tunnel_fast(pkt, hash) {
+        if hint.is_none() && self.fast_paths_on().1 && !self.cfg.tunnels.is_empty() && self.tunnel_fast(pkt, hash) {
             return;
         }
         self.gro_full(pkt, hash, hint);
+    }
+
+    /// Whether the plain and the tunnel fast paths are taken: both always,
+    /// a constant outside tests (no test of a flag per packet in the burst
+    /// loop); tests turn either off to compare it with the full path.
+    #[inline(always)]
+    fn fast_paths_on(&self) -> (bool, bool) {
+        #[cfg(test)]
+        return (self.plain_fast, self.tunnel_fast);
+        #[cfg(not(test))]
+        (true, true)
     }
 
     /// [`Gro::gro_one`] after the fast paths left the packet (`hint`: its

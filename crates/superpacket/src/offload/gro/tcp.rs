@@ -198,7 +198,9 @@ pub fn same_headers_before_append(
         return None;
     }
     size_rule(p, n).ok()?;
-    let latch = if p.v6 {
+    // `n.v6` is `p.v6` (equal headers); the callers' copies for one layout
+    // have it as a constant, and the test goes.
+    let latch = if n.v6 {
         false
     } else {
         ip::id_rule(&p.first.ip, p.fixed_id, p.count, nl.get(n.l3..)?.first_chunk()?, cfg).ok()?
