@@ -950,6 +950,10 @@ impl PortDriver for VhostUserDriver {
     }
     /// Copies `pkt` into the guest's receive buffers (or the backlog).
     fn xmit(&mut self, pkt: Packet) -> Result<(), DriverError> {
+        let len = pkt.total_len();
+        self.xmit_len(pkt, len)
+    }
+    fn xmit_len(&mut self, pkt: Packet, len: usize) -> Result<(), DriverError> {
         self.refresh();
         if self.active.is_none() {
             return Err(DriverError::new("vhost-no-guest", format!("no guest on {}", self.opts.socket.display())));
@@ -961,7 +965,6 @@ impl PortDriver for VhostUserDriver {
                 return Ok(());
             }
         }
-        let len = pkt.total_len();
         // A linear packet (every frame copied from a guest) is its one
         // chunk: `all_chunks`'s chained iterators cost more than the
         // copy of a small frame.
