@@ -592,8 +592,7 @@ impl VhostUserDriver {
                 if frames == max || *discards >= MAX_DISCARDS_PER_RECV {
                     break None;
                 }
-                let chain = match virtq::take_frame_at(&rings, q, &mut self.avail[1], &mut self.tx_scratch, hdr_len)
-                {
+                let chain = match virtq::take_frame_at(&rings, q, &mut self.avail[1], &mut self.tx_scratch, hdr_len) {
                     Ok(None) => break None,
                     Ok(Some(c)) => c,
                     Err(f) => break Some(f),
