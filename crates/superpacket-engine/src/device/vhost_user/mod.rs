@@ -31,8 +31,8 @@
 //!   within the pairs the guest set there ([`ctrl`]). Every worker builds
 //!   its own graph; the port's control thread and socket are shared
 //!   through a process-wide registry keyed by the socket path.
-//! - **receive from the guest** ([`PortDriver::recv`], [`virtq::take_frame`]):
-//!   the buffers of one chain (direct or indirect descriptors) are
+//! - **receive from the guest** ([`PortDriver::recv_burst`], [`virtq::take_frame`]):
+//!   a burst of chains under one lock and one ring lookup; the buffers of one chain (direct or indirect descriptors) are
 //!   recorded and checked, the `virtio_net_hdr_v1` read from them and
 //!   parsed, and only then the frame copied once, straight from guest
 //!   memory into a [`Packet`] (a pool buffer for a superpacket); the chain
@@ -184,11 +184,12 @@ pub const BACKLOG: usize = 256;
 /// Default (and largest) queue size offered.
 pub const DEFAULT_QUEUE_SIZE: u16 = 1024;
 
-/// Times [`PortDriver::recv`] finds the queue empty, re-enables kicks and
-/// finds frames again before it returns.
+/// Times one [`PortDriver::recv_burst`] (or `recv`) finds the queue empty,
+/// re-enables kicks and finds frames again before it returns.
 const MAX_IDLE_CHECKS: usize = 8;
 
-/// Frames one [`PortDriver::recv`] call may drop before it returns.
+/// Frames one [`PortDriver::recv_burst`] (or `recv`) call may drop before
+/// it returns.
 const MAX_DISCARDS_PER_RECV: usize = 64;
 
 /// Features of every vhost-user port (copies from any chunk list).
