@@ -744,15 +744,20 @@ impl Graph {
     /// frames the packet first.
     fn receive_one(&mut self, port: DeviceId, pkt: Packet) {
         let d = &mut self.sh.devices[port.0];
-        let pkt = match self.kinds[port.0].port_driver() {
-            Some(driver) if d.medium == Medium::Ip => match driver.link_input(pkt, d.mac) {
+        // The medium first: the driver is a virtual call away, and only a
+        // raw-IP port's is needed.
+        let pkt = if d.medium == Medium::Ip
+            && let Some(driver) = self.kinds[port.0].port_driver()
+        {
+            match driver.link_input(pkt, d.mac) {
                 Ok(p) => p,
                 Err(reason) => {
                     d.counters.drop_n(reason, 1);
                     return;
                 }
-            },
-            _ => pkt,
+            }
+        } else {
+            pkt
         };
         let len = pkt.total_len();
         self.walk(Hop::Receive(port), pkt, len, 0);

@@ -113,6 +113,23 @@ pub trait PortDriver: fmt::Debug + Send {
     fn sink(&mut self) -> &mut dyn SegmentSink;
     /// The next received packet, if any.
     fn recv(&mut self) -> Option<Packet>;
+    /// A burst: up to `max` received packets appended to `out`, in the
+    /// order [`PortDriver::recv`] would give them; returns how many (0: as
+    /// `recv` returning `None`, with the same side effects). The engine
+    /// worker receives through this, so a driver can make its per-call
+    /// checks (connection, ring addresses, available index) once per burst
+    /// instead of once per packet. `out` is the caller's, reused between
+    /// bursts: a driver only pushes to it. Default: [`PortDriver::recv`]
+    /// until it has nothing or `max` are taken.
+    fn recv_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(p) = self.recv() else { break };
+            out.push(p);
+            n += 1;
+        }
+        n
+    }
     /// Reports, then forgets, the drops the driver counted itself since the
     /// last call, as `(reason, count)`: frames given to [`PortDriver::sink`]
     /// that could not be written, received packets refused (a bad

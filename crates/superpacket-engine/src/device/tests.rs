@@ -700,3 +700,19 @@ fn conntrack_is_bounded_and_times_out() {
     let got = nat.create(other, snat(other), 100 * s).unwrap();
     assert_ne!(got.sport, 1);
 }
+
+#[test]
+fn a_burst_takes_what_recv_would_in_order_up_to_its_max() {
+    // The default `recv_burst` (what the engine worker receives through):
+    // the packets `recv` would give, in order, appended to the caller's
+    // vector, never more than asked.
+    let mut d = MemoryDriver::new(NetdevFeatures::EMPTY);
+    for len in 60..65 {
+        d.rx.push_back(Packet::from_frame(&vec![0u8; len]));
+    }
+    let mut out = Vec::new();
+    assert_eq!(d.recv_burst(&mut out, 3), 3);
+    assert_eq!(d.recv_burst(&mut out, 10), 2);
+    assert_eq!(d.recv_burst(&mut out, 10), 0);
+    assert_eq!(out.iter().map(Packet::len).collect::<Vec<_>>(), [60, 61, 62, 63, 64]);
+}

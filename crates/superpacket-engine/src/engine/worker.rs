@@ -9,6 +9,7 @@ use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use superpacket::offload::gro::{Gro, GroConfig};
+use superpacket::packet::Packet;
 
 /// Epoll token of the stop eventfd (port tokens are their slot index).
 const STOP_TOKEN: u64 = u64::MAX;
@@ -98,6 +99,10 @@ pub struct Worker {
     rounds: u64,
     packets: u64,
     ready: Vec<u64>,
+    /// The burst [`poll_port`](Worker::poll_port) takes from a driver
+    /// ([`crate::device::PortDriver::recv_burst`]): empty between bursts,
+    /// its capacity (the budget) kept, so receiving allocates nothing.
+    burst: Vec<Packet>,
 }
 
 impl Worker {
@@ -117,6 +122,7 @@ impl Worker {
         on_event: Box<dyn FnMut(PortEvent) + Send>,
     ) -> Result<Worker, IoError> {
         let mut graph = graph;
+        let budget = cfg.budget;
         let epoll = Epoll::new(64)?;
         epoll.add(stop.as_fd().as_raw_fd(), STOP_TOKEN)?;
         let mut ports = Vec::new();
@@ -147,6 +153,7 @@ impl Worker {
             rounds: 0,
             packets: 0,
             ready: Vec::with_capacity(64),
+            burst: Vec::with_capacity(budget),
         })
     }
 
@@ -244,14 +251,19 @@ impl Worker {
         let mut n = 0;
         while n < budget {
             let Some(driver) = self.graph.port_driver_mut(id) else { break };
-            let Some(mut pkt) = driver.recv() else { break };
-            if pkt.meta.arrival_ns.is_none() {
-                pkt.meta.arrival_ns = Some(now_ns);
+            let got = driver.recv_burst(&mut self.burst, budget - n);
+            if got == 0 {
+                break;
             }
-            n += 1;
-            match &mut slot.gro {
-                Some(gro) => gro.receive(pkt),
-                None => self.graph.receive(id, pkt),
+            n += got;
+            for mut pkt in self.burst.drain(..) {
+                if pkt.meta.arrival_ns.is_none() {
+                    pkt.meta.arrival_ns = Some(now_ns);
+                }
+                match &mut slot.gro {
+                    Some(gro) => gro.receive(pkt),
+                    None => self.graph.receive(id, pkt),
+                }
             }
         }
         if let Some(gro) = &mut slot.gro {

@@ -25,6 +25,17 @@ pub const VLAN_TAG_LEN: usize = 4;
 /// Most VLAN tags a [`VlanStack`] holds; deeper stacks are `Unsupported`.
 pub const MAX_VLAN_TAGS: usize = 8;
 
+/// The MAC address in the six bytes of `b` from `at` (one bounds check and
+/// one copy; indexing byte by byte checked each: the bridge reads two per
+/// frame). Panics, as indexing did, if `b` is shorter: callers hold a frame
+/// checked to have its header ([`EthernetFrame::new_checked`]).
+#[inline]
+fn mac_at(b: &[u8], at: usize) -> MacAddr {
+    let mut m = [0u8; 6];
+    m.copy_from_slice(&b[at..at + 6]);
+    MacAddr(m)
+}
+
 /// A 48-bit IEEE MAC address.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct MacAddr(pub [u8; 6]);
@@ -181,15 +192,13 @@ impl<T: AsRef<[u8]>> EthernetFrame<T> {
     /// Destination address.
     #[inline]
     pub fn dst_addr(&self) -> MacAddr {
-        let b = self.buffer.as_ref();
-        MacAddr([b[0], b[1], b[2], b[3], b[4], b[5]])
+        mac_at(self.buffer.as_ref(), 0)
     }
 
     /// Source address.
     #[inline]
     pub fn src_addr(&self) -> MacAddr {
-        let b = self.buffer.as_ref();
-        MacAddr([b[6], b[7], b[8], b[9], b[10], b[11]])
+        mac_at(self.buffer.as_ref(), 6)
     }
 
     /// The raw type field at offset 12 (a TPID for a tagged frame).

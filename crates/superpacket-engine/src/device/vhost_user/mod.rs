@@ -31,8 +31,8 @@
 //!   within the pairs the guest set there ([`ctrl`]). Every worker builds
 //!   its own graph; the port's control thread and socket are shared
 //!   through a process-wide registry keyed by the socket path.
-//! - **receive from the guest** ([`PortDriver::recv`], [`virtq::take_frame`]):
-//!   the buffers of one chain (direct or indirect descriptors) are
+//! - **receive from the guest** ([`PortDriver::recv_burst`], [`virtq::take_frame`]):
+//!   a burst of chains under one lock and one ring lookup; the buffers of one chain (direct or indirect descriptors) are
 //!   recorded and checked, the `virtio_net_hdr_v1` read from them and
 //!   parsed, and only then the frame copied once, straight from guest
 //!   memory into a [`Packet`] (a pool buffer for a superpacket); the chain
@@ -184,11 +184,12 @@ pub const BACKLOG: usize = 256;
 /// Default (and largest) queue size offered.
 pub const DEFAULT_QUEUE_SIZE: u16 = 1024;
 
-/// Times [`PortDriver::recv`] finds the queue empty, re-enables kicks and
-/// finds frames again before it returns.
+/// Times one [`PortDriver::recv_burst`] (or `recv`) finds the queue empty,
+/// re-enables kicks and finds frames again before it returns.
 const MAX_IDLE_CHECKS: usize = 8;
 
-/// Frames one [`PortDriver::recv`] call may drop before it returns.
+/// Frames one [`PortDriver::recv_burst`] (or `recv`) call may drop before
+/// it returns.
 const MAX_DISCARDS_PER_RECV: usize = 64;
 
 /// Features of every vhost-user port (copies from any chunk list).
@@ -476,10 +477,7 @@ impl VhostUserDriver {
     }
 
     fn drop_n(&mut self, reason: &'static str, n: u64) {
-        match self.pending.iter_mut().find(|(r, _)| *r == reason) {
-            Some((_, c)) => *c += n,
-            None => self.pending.push((reason, n)),
-        }
+        count_drop(&mut self.pending, reason, n);
     }
 
     /// Takes in what the control thread published since the last look.
@@ -565,48 +563,68 @@ impl VhostUserDriver {
         ok
     }
 
-    /// One frame from the guest's transmit queue.
-    fn take_tx(&mut self) -> TxStep {
+    /// Frames from the guest's transmit queue, at most `max`, each handed to
+    /// `put` in ring order; returns how many. The queue's lock, its ring
+    /// lookup ([`ring::Rings::cached`]) and its checks are taken once for
+    /// the burst, not per frame. Frames the port refuses (a bad header, a
+    /// chain too long) are counted as drops in `discards`, and the burst
+    /// ends when that reaches [`MAX_DISCARDS_PER_RECV`]. Zero with
+    /// `discards` below the limit: the queue is empty, stopped or not in
+    /// service.
+    fn take_tx_burst(&mut self, max: usize, discards: &mut usize, put: &mut impl FnMut(Packet)) -> usize {
         if self.stopped[1] || !self.validate(1) {
-            return TxStep::Empty;
+            return 0;
         }
-        let Some(a) = &self.active else { return TxStep::Empty };
+        let Some(a) = &self.active else { return 0 };
         let hdr_len = a.hdr_len;
         let mut st = a.tx.get_mut();
         if !in_service(a, &st) {
-            return TxStep::Empty;
+            return 0;
         }
         if self.tx_kicks_on {
             let _ = st.get_queue_mut().disable_notification(&*a.mem);
             self.tx_kicks_on = false;
         }
         let q = st.get_queue_mut();
-        let taken = ring::Rings::cached(q, &a.mem, &mut self.rings[1])
-            .and_then(|rings| virtq::take_frame_at(&rings, q, &mut self.avail[1], &mut self.tx_scratch, hdr_len));
+        let mut frames = 0;
+        let fault = match ring::Rings::cached(q, &a.mem, &mut self.rings[1]) {
+            Err(f) => Some(f),
+            Ok(rings) => loop {
+                if frames == max || *discards >= MAX_DISCARDS_PER_RECV {
+                    break None;
+                }
+                let chain = match virtq::take_frame_at(&rings, q, &mut self.avail[1], &mut self.tx_scratch, hdr_len) {
+                    Ok(None) => break None,
+                    Ok(Some(c)) => c,
+                    Err(f) => break Some(f),
+                };
+                self.signal_tx = true;
+                self.stats.rx_descs += u64::from(chain.descs);
+                let f = match chain.frame {
+                    Ok(f) => f,
+                    Err(reason) => {
+                        count_drop(&mut self.pending, reason, 1);
+                        *discards += 1;
+                        continue;
+                    }
+                };
+                self.stats.rx_frames += 1;
+                self.stats.rx_bytes += f.packet.len() as u64;
+                if f.packet.meta.is_gso() {
+                    self.stats.rx_superpackets += 1;
+                }
+                if f.csum_partial {
+                    self.stats.rx_csum_partial += 1;
+                }
+                frames += 1;
+                put(f.packet);
+            },
+        };
         drop(st);
-        let chain = match taken {
-            Ok(None) => return TxStep::Empty,
-            Ok(Some(c)) => c,
-            Err(f) => {
-                self.stop_queue(1, f);
-                return TxStep::Empty;
-            }
-        };
-        self.signal_tx = true;
-        self.stats.rx_descs += u64::from(chain.descs);
-        let f = match chain.frame {
-            Ok(f) => f,
-            Err(reason) => return TxStep::Dropped(reason),
-        };
-        self.stats.rx_frames += 1;
-        self.stats.rx_bytes += f.packet.len() as u64;
-        if f.packet.meta.is_gso() {
-            self.stats.rx_superpackets += 1;
+        if let Some(f) = fault {
+            self.stop_queue(1, f);
         }
-        if f.csum_partial {
-            self.stats.rx_csum_partial += 1;
-        }
-        TxStep::Frame(f.packet)
+        frames
     }
 
     /// True while the transmit queue has been empty for less than
@@ -849,12 +867,66 @@ impl VhostUserDriver {
             }
         }
     }
+
+    /// [`PortDriver::recv_burst`]: up to `max` frames from the guest, each
+    /// handed to `put`; returns how many. With none, the queue's idle
+    /// handling: used buffers given back, then busy polling or kicks on.
+    fn receive_burst(&mut self, max: usize, put: &mut impl FnMut(Packet)) -> usize {
+        self.polling = false;
+        self.refresh();
+        if self.active.is_none() {
+            self.shared().wake[self.qp].take();
+            return 0;
+        }
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+        }
+        let mut discards = 0;
+        let mut idle = 0;
+        while idle < MAX_IDLE_CHECKS && discards < MAX_DISCARDS_PER_RECV {
+            let n = self.take_tx_burst(max, &mut discards, put);
+            if n > 0 {
+                self.idle_since = None;
+                return n;
+            }
+            if discards >= MAX_DISCARDS_PER_RECV {
+                break;
+            }
+            // Idle: give back used buffers; while busy polling, come back
+            // next round with kicks off; else take the wake-up and sleep
+            // with kicks enabled unless frames slipped in meanwhile. The
+            // wake-up is not read while polling: with kicks off it is
+            // rarely signalled, and reading it is a system call per empty
+            // poll (per engine round), which at two frames a round was
+            // most of a frame's cost in the loop (docs/benchmarks.md,
+            // "vhost-user backends"). A connection change is seen through
+            // the generation (`refresh`), not the descriptor.
+            self.signal_pending();
+            if self.keep_polling() {
+                self.polling = true;
+                return 0;
+            }
+            if self.shared().wake[self.qp].take() {
+                self.stats.wakeups += 1;
+            }
+            if self.stopped[1] || !self.enable_tx_kicks() {
+                return 0;
+            }
+            idle += 1;
+        }
+        // Still frames: make the descriptor readable so the worker comes back.
+        self.shared().wake[self.qp].notify();
+        0
+    }
 }
 
-enum TxStep {
-    Frame(Packet),
-    Dropped(&'static str),
-    Empty,
+/// Adds `n` drops for `reason` to the counts a driver reports at
+/// [`PortDriver::take_drops`].
+fn count_drop(pending: &mut Vec<(&'static str, u64)>, reason: &'static str, n: u64) {
+    match pending.iter_mut().find(|(r, _)| *r == reason) {
+        Some((_, c)) => *c += n,
+        None => pending.push((reason, n)),
+    }
 }
 
 enum Place {
@@ -878,6 +950,10 @@ impl PortDriver for VhostUserDriver {
     }
     /// Copies `pkt` into the guest's receive buffers (or the backlog).
     fn xmit(&mut self, pkt: Packet) -> Result<(), DriverError> {
+        let len = pkt.total_len();
+        self.xmit_len(pkt, len)
+    }
+    fn xmit_len(&mut self, pkt: Packet, len: usize) -> Result<(), DriverError> {
         self.refresh();
         if self.active.is_none() {
             return Err(DriverError::new("vhost-no-guest", format!("no guest on {}", self.opts.socket.display())));
@@ -889,8 +965,15 @@ impl PortDriver for VhostUserDriver {
                 return Ok(());
             }
         }
-        let len = pkt.total_len();
-        match self.place(&pkt.meta, pkt.linear(), pkt.all_chunks(), len) {
+        // A linear packet (every frame copied from a guest) is its one
+        // chunk: `all_chunks`'s chained iterators cost more than the
+        // copy of a small frame.
+        let placed = if pkt.segments().is_empty() && pkt.frag_list().is_empty() {
+            self.place(&pkt.meta, pkt.linear(), std::iter::once(pkt.linear()), len)
+        } else {
+            self.place(&pkt.meta, pkt.linear(), pkt.all_chunks(), len)
+        };
+        match placed {
             Ok(()) => Ok(()),
             Err(Place::NoRoom) => {
                 self.backlog_push(pkt);
@@ -903,55 +986,12 @@ impl PortDriver for VhostUserDriver {
         self
     }
     fn recv(&mut self) -> Option<Packet> {
-        self.polling = false;
-        self.refresh();
-        if self.active.is_none() {
-            self.shared().wake[self.qp].take();
-            return None;
-        }
-        if !self.backlog.is_empty() {
-            self.drain_backlog();
-        }
-        let mut discards = 0;
-        let mut idle = 0;
-        while idle < MAX_IDLE_CHECKS && discards < MAX_DISCARDS_PER_RECV {
-            match self.take_tx() {
-                TxStep::Frame(p) => {
-                    self.idle_since = None;
-                    return Some(p);
-                }
-                TxStep::Dropped(reason) => {
-                    self.drop_n(reason, 1);
-                    discards += 1;
-                    continue;
-                }
-                TxStep::Empty => {}
-            }
-            // Idle: give back used buffers; while busy polling, come back
-            // next round with kicks off; else take the wake-up and sleep
-            // with kicks enabled unless frames slipped in meanwhile. The
-            // wake-up is not read while polling: with kicks off it is
-            // rarely signalled, and reading it is a system call per empty
-            // poll (per engine round), which at two frames a round was
-            // most of a frame's cost in the loop (docs/benchmarks.md,
-            // "vhost-user backends"). A connection change is seen through
-            // the generation (`refresh`), not the descriptor.
-            self.signal_pending();
-            if self.keep_polling() {
-                self.polling = true;
-                return None;
-            }
-            if self.shared().wake[self.qp].take() {
-                self.stats.wakeups += 1;
-            }
-            if self.stopped[1] || !self.enable_tx_kicks() {
-                return None;
-            }
-            idle += 1;
-        }
-        // Still frames: make the descriptor readable so the worker comes back.
-        self.shared().wake[self.qp].notify();
-        None
+        let mut got = None;
+        self.receive_burst(1, &mut |p| got = Some(p));
+        got
+    }
+    fn recv_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
+        self.receive_burst(max, &mut |p| out.push(p))
     }
     fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
         for (reason, n) in self.pending.drain(..) {

@@ -245,6 +245,29 @@ fn hostile_chains_stop_the_queue_without_a_panic() {
 }
 
 #[test]
+fn a_frame_in_one_chain_says_one_buffer() {
+    // The header's num_buffers is the port's to set: 1 for a frame that
+    // fits one chain, with MRG_RXBUF or without, whatever the caller's
+    // header bytes held.
+    for mrg in [true, false] {
+        let mut rxs = virtq::RxScratch::new();
+        let m = mem();
+        let mut q = queue(&m);
+        desc(&m, 0, 0x4000, 2048, F_WRITE, 0);
+        offer(&m, &[0]);
+        let hdr = [0x11u8; 12];
+        let frame: Vec<u8> = (0..60u32).map(|i| i as u8).collect();
+        let placed = virtq::push_rx(&mut q, &m, &mut rxs, &hdr, std::iter::once(&frame[..]), 60, mrg).unwrap();
+        assert_eq!((placed.chains, placed.bytes), (1, 72), "mrg {mrg}");
+        let mut got = vec![0u8; 72];
+        m.read_slice(&mut got, GuestAddress(0x4000)).unwrap();
+        assert_eq!(&got[..10], &[0x11; 10], "mrg {mrg}");
+        assert_eq!(u16::from_le_bytes([got[10], got[11]]), 1, "num_buffers, mrg {mrg}");
+        assert_eq!(&got[12..], &frame[..], "mrg {mrg}");
+    }
+}
+
+#[test]
 fn mergeable_buffers_carry_a_frame_over_several_chains() {
     let mut rxs = virtq::RxScratch::new();
     let m = mem();

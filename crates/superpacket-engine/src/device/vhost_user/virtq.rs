@@ -486,9 +486,22 @@ pub fn push_rx_at<'h, 'a: 'h>(
     used.clear();
     let mut near = Near::default();
     let mut written = 0usize;
-    // Where bytes 10 and 11 of the header (num_buffers) landed.
+    // The header is written with num_buffers (bytes 10 and 11 of a 12-byte
+    // header) at 1, what it is for a frame in one chain (every frame
+    // without MRG_RXBUF, and nearly every small one with it); a frame
+    // that takes more chains gets it rewritten at the end, where bytes 10
+    // and 11 landed.
+    let mut first = [0u8; 12];
+    let hdr: &[u8] = match hdr.len() {
+        12 => {
+            first.copy_from_slice(hdr);
+            first[10..].copy_from_slice(&1u16.to_le_bytes());
+            &first
+        }
+        _ => hdr,
+    };
     let mut nb_addr: [Option<GuestAddress>; 2] = [None, None];
-    let mut src = std::iter::once(hdr).chain(parts.map(|p| -> &'h [u8] { p })).filter(|p| !p.is_empty());
+    let mut src = std::iter::once(hdr).chain(parts.map(|p| p as &[u8])).filter(|p| !p.is_empty());
     let mut cur: &[u8] = src.next().unwrap_or(&[]);
     let give_back = |q: &mut Queue, cursor: &mut AvailCursor, n: usize| {
         for _ in 0..n {
@@ -523,10 +536,12 @@ pub fn push_rx_at<'h, 'a: 'h>(
                 }
                 let n = cur.len().min((blen - off) as usize);
                 let at = addr.checked_add(u64::from(off)).ok_or(QueueFault::Address)?;
-                for (k, slot) in nb_addr.iter_mut().enumerate() {
-                    let pos = 10 + k;
-                    if hdr.len() == 12 && written <= pos && pos < written + n {
-                        *slot = at.checked_add((pos - written) as u64);
+                if written < 12 && hdr.len() == 12 {
+                    for (k, slot) in nb_addr.iter_mut().enumerate() {
+                        let pos = 10 + k;
+                        if written <= pos && pos < written + n {
+                            *slot = at.checked_add((pos - written) as u64);
+                        }
                     }
                 }
                 match near.get(i) {
@@ -548,7 +563,9 @@ pub fn push_rx_at<'h, 'a: 'h>(
             return Err(RxRefused::TooBig);
         }
     }
-    if let [Some(lo), Some(hi)] = nb_addr {
+    if let [Some(lo), Some(hi)] = nb_addr
+        && used.len() > 1
+    {
         let nb = (used.len() as u16).to_le_bytes();
         if lo.checked_add(1) == Some(hi) {
             write_guest(mem, lo, &nb)?;
