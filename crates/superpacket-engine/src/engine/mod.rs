@@ -49,8 +49,8 @@ pub use stats::{DeviceTotals, EngineSnapshot, WorkerSnapshot};
 pub use worker::{EngineConfig, PortEvent, Worker};
 
 use crate::device::{BuildOptions, Graph, StackMode, Topology, TopologyError};
-use crate::io::IoError;
 use crate::io::event::EventFd;
+use crate::io::{IoError, affinity};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
@@ -93,6 +93,14 @@ pub struct EngineOptions {
     pub tap_offloads: Option<u32>,
     /// Overrides every AF_PACKET port's batch ([`BuildOptions::packet_batch`]).
     pub packet_batch: Option<usize>,
+    /// Pins worker `i` to the `i`-th CPU (wrapping) of those the thread
+    /// calling [`OpenEngine::start`] may run on. Unpinned, the scheduler
+    /// pulls a worker onto the CPU of the sender whose softirq wakes it
+    /// (a synchronous wake-up), where both then share one CPU while the
+    /// other runs only the receiver; pinned, the worker stays and the
+    /// sender and receiver are moved instead (docs/benchmarks.md, "One
+    /// stream, two workers: pinned workers").
+    pub pin_workers: bool,
 }
 
 /// A running engine: worker threads plus the handles to watch and stop them.
@@ -178,7 +186,7 @@ impl Engine {
             shared.push(slot);
             built.push(w);
         }
-        Ok(OpenEngine { stop, built, shared, events })
+        Ok(OpenEngine { stop, built, shared, events, pin_workers: opts.pin_workers })
     }
 }
 
@@ -189,23 +197,38 @@ pub struct OpenEngine {
     built: Vec<Worker>,
     shared: Vec<Arc<Mutex<WorkerSnapshot>>>,
     events: Receiver<PortEvent>,
+    pin_workers: bool,
 }
 
 impl OpenEngine {
-    /// Starts one thread per worker.
+    /// Starts one thread per worker (each pinned to its CPU with
+    /// [`EngineOptions::pin_workers`]).
     ///
     /// # Errors
-    /// A thread that cannot be started (the ones started are stopped).
+    /// A thread that cannot be started or pinned (the ones started are stopped).
     pub fn start(self) -> Result<Engine, EngineError> {
-        let OpenEngine { stop, built, shared, events } = self;
+        let OpenEngine { stop, built, shared, events, pin_workers } = self;
         let workers = built.len();
+        let cpus = if pin_workers { affinity::cpus(&affinity::current()?) } else { Vec::new() };
         let mut threads = Vec::with_capacity(workers);
         for mut w in built {
             let idx = threads.len();
             let h = std::thread::Builder::new()
                 .name(format!("sp-worker-{idx}"))
                 .spawn(move || w.run())
-                .map_err(|e| EngineError::Worker { worker: idx, message: format!("cannot start thread: {e}") });
+                .map_err(|e| EngineError::Worker { worker: idx, message: format!("cannot start thread: {e}") })
+                .and_then(|h| {
+                    let Some(&cpu) = cpus.get(idx % cpus.len().max(1)) else { return Ok(h) };
+                    match affinity::pin_thread(&h, cpu) {
+                        Ok(()) => Ok(h),
+                        Err(e) => {
+                            // Not in `threads`: stopped here, the others below.
+                            stop.notify();
+                            let _ = h.join();
+                            Err(EngineError::Worker { worker: idx, message: e.to_string() })
+                        }
+                    }
+                });
             match h {
                 Ok(h) => threads.push(h),
                 Err(e) => {

@@ -180,6 +180,13 @@ pub fn engine_workers() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
+/// Whether the engine's workers are pinned, one per CPU
+/// ([`superpacket_engine::engine::EngineOptions::pin_workers`]): unpinned,
+/// one TCP stream through two workers ran at 0.8-0.95x its rate through
+/// one, its worker sharing the sender's CPU (docs/benchmarks.md, "One
+/// stream, two workers: pinned workers").
+pub const PIN_WORKERS: bool = true;
+
 /// One workload through one datapath: its sample, or why it could not be carried.
 pub type Measured = (Workload, Result<Sample, String>);
 
@@ -199,7 +206,12 @@ impl Middle {
                 // Counters published every 10 ms: the CPU time read around a transfer is that fresh.
                 let config =
                     EngineConfig { publish_interval: std::time::Duration::from_millis(10), ..Default::default() };
-                let opts = EngineOptions { workers: engine_workers(), config, ..EngineOptions::default() };
+                let opts = EngineOptions {
+                    workers: engine_workers(),
+                    config,
+                    pin_workers: PIN_WORKERS,
+                    ..EngineOptions::default()
+                };
                 Engine::start(&topo, &opts).map(Middle::Engine).map_err(|e| e.to_string())
             }
             Datapath::Ovs => ovs::Ovs::start(&lab.middle, &[MID_S, MID_R], dir).map(Middle::Ovs),
