@@ -285,3 +285,55 @@ fn merge_published(shared: &[Arc<Mutex<WorkerSnapshot>>]) -> EngineSnapshot {
     let snaps: Vec<WorkerSnapshot> = shared.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect();
     EngineSnapshot::merge(&snaps)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{Engine, EngineOptions};
+    use crate::device::Topology;
+    use crate::io::affinity;
+
+    /// The CPUs each of the `workers` threads named `sp-worker-N` of this
+    /// process may run on, by N (waiting up to 5 s for every worker to have
+    /// named itself: a thread sets its own name once it runs).
+    fn worker_cpus(workers: usize) -> Vec<(usize, Vec<usize>)> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let found = named_worker_cpus();
+            if found.len() >= workers || std::time::Instant::now() > deadline {
+                return found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    fn named_worker_cpus() -> Vec<(usize, Vec<usize>)> {
+        let mut found = Vec::new();
+        for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let Some(n) = comm.trim().strip_prefix("sp-worker-").and_then(|n| n.parse().ok()) else { continue };
+            let tid = t.file_name().to_str().unwrap().parse().unwrap();
+            found.push((n, affinity::cpus(&affinity::of_thread(tid).unwrap())));
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn pinned_workers_each_keep_one_cpu_in_turn() {
+        // The only test of this binary that starts workers: the threads named sp-worker-N are these.
+        let topo = Topology::parse("[[device]]\nname = \"a\"\nkind = \"port\"\n\n[[device]]\nname = \"b\"\nkind = \"port\"\n")
+            .unwrap();
+        let allowed = affinity::cpus(&affinity::current().unwrap());
+        let workers = allowed.len() + 1;
+        let engine = Engine::start(&topo, &EngineOptions { workers, pin_workers: true, ..EngineOptions::default() }).unwrap();
+        let pinned = worker_cpus(workers);
+        engine.stop().unwrap();
+        let expected: Vec<(usize, Vec<usize>)> = (0..workers).map(|i| (i, vec![allowed[i % allowed.len()]])).collect();
+        assert_eq!(pinned, expected, "worker i on the i-th allowed CPU, wrapping");
+
+        let engine = Engine::start(&topo, &EngineOptions { workers: 2, ..EngineOptions::default() }).unwrap();
+        let free = worker_cpus(2);
+        engine.stop().unwrap();
+        assert_eq!(free, vec![(0, allowed.clone()), (1, allowed)], "unpinned workers keep every CPU");
+    }
+}

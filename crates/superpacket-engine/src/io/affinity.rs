@@ -12,12 +12,21 @@ use super::error::IoError;
 /// # Errors
 /// `sched_getaffinity` failing.
 pub fn current() -> Result<libc::cpu_set_t, IoError> {
+    of_thread(0)
+}
+
+/// The CPUs thread `tid` (a kernel thread id, `/proc/self/task/TID`; 0:
+/// the calling thread) may run on.
+///
+/// # Errors
+/// `sched_getaffinity` failing (no such thread).
+pub fn of_thread(tid: libc::pid_t) -> Result<libc::cpu_set_t, IoError> {
     // SAFETY: cpu_set_t is plain data (all-zero is the empty set); the
     // kernel writes at most `size_of::<cpu_set_t>()` bytes into it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) < 0 {
-            return Err(IoError::last_os("sched_getaffinity", "calling thread"));
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) < 0 {
+            return Err(IoError::last_os("sched_getaffinity", format!("thread {tid}")));
         }
         Ok(set)
     }
