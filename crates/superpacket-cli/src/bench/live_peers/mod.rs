@@ -9,7 +9,7 @@
 //!
 //! | key | datapath | addressing |
 //! |---|---|---|
-//! | `sp_bridge` | superpacket, a bridge of two AF_PACKET ports (in-process engine, [`engine_workers`] workers, rings of [`RX_RING_FRAMES`]) | bridged |
+//! | `sp_bridge` | superpacket, a bridge of two AF_PACKET ports (in-process engine, [`engine_workers`] workers, pinned ([`PIN_WORKERS`]), rings of [`RX_RING_FRAMES`]) | bridged |
 //! | `sp_router` | superpacket, a router with the two AF_PACKET ports as interfaces | routed |
 //! | `sp_nat` | the same router with masquerade out of the receiver's side | routed |
 //! | `ovs` | Open vSwitch 3.1 `ovs-vswitchd`, a `netdev` (userspace) bridge with `userspace-tso-enable=true`, the veth ends as ports ([`ovs`]) | bridged |
@@ -417,9 +417,10 @@ pub const COMPARED: [(Datapath, Datapath); 3] = [
 pub fn side_by_side(s: &ScenarioResult) -> String {
     let workers = s.mean("sp_workers");
     let mut out = format!(
-        "\nlive-peers side by side (means over {} run(s); superpacket with {} worker(s), one per CPU available):\n",
+        "\nlive-peers side by side (means over {} run(s); superpacket with {} worker(s), one per CPU available{}):\n",
         s.runs_ok,
-        if workers.is_finite() { super::format_value(workers) } else { "?".to_string() }
+        if workers.is_finite() { super::format_value(workers) } else { "?".to_string() },
+        if PIN_WORKERS { ", each pinned to its CPU" } else { "" }
     );
     out += &format!("  {:<40}", "workload / figure");
     for dp in Datapath::ALL {
