@@ -321,11 +321,13 @@ mod tests {
     #[test]
     fn pinned_workers_each_keep_one_cpu_in_turn() {
         // The only test of this binary that starts workers: the threads named sp-worker-N are these.
-        let topo = Topology::parse("[[device]]\nname = \"a\"\nkind = \"port\"\n\n[[device]]\nname = \"b\"\nkind = \"port\"\n")
-            .unwrap();
+        let topo =
+            Topology::parse("[[device]]\nname = \"a\"\nkind = \"port\"\n\n[[device]]\nname = \"b\"\nkind = \"port\"\n")
+                .unwrap();
         let allowed = affinity::cpus(&affinity::current().unwrap());
         let workers = allowed.len() + 1;
-        let engine = Engine::start(&topo, &EngineOptions { workers, pin_workers: true, ..EngineOptions::default() }).unwrap();
+        let engine =
+            Engine::start(&topo, &EngineOptions { workers, pin_workers: true, ..EngineOptions::default() }).unwrap();
         let pinned = worker_cpus(workers);
         engine.stop().unwrap();
         let expected: Vec<(usize, Vec<usize>)> = (0..workers).map(|i| (i, vec![allowed[i % allowed.len()]])).collect();
