@@ -95,11 +95,12 @@ pub struct EngineOptions {
     pub packet_batch: Option<usize>,
     /// Pins worker `i` to the `i`-th CPU (wrapping) of those the thread
     /// calling [`OpenEngine::start`] may run on. Unpinned, the scheduler
-    /// pulls a worker onto the CPU of the sender whose softirq wakes it
-    /// (a synchronous wake-up), where both then share one CPU while the
-    /// other runs only the receiver; pinned, the worker stays and the
-    /// sender and receiver are moved instead (docs/benchmarks.md, "One
-    /// stream, two workers: pinned workers").
+    /// tends to pull a worker onto the CPU of the local sender whose
+    /// softirq wakes it (a synchronous wake-up), where the two then share
+    /// a CPU; pinned, the worker keeps its CPU and the scheduler moves the
+    /// other threads instead. A pinned worker cannot leave a CPU that
+    /// other busy threads hold (docs/benchmarks.md, "One stream, two
+    /// workers: pinned workers").
     pub pin_workers: bool,
 }
 

@@ -181,10 +181,11 @@ pub fn engine_workers() -> usize {
 }
 
 /// Whether the engine's workers are pinned, one per CPU
-/// ([`superpacket_engine::engine::EngineOptions::pin_workers`]): unpinned,
-/// one TCP stream through two workers ran at 0.8-0.95x its rate through
-/// one, its worker sharing the sender's CPU (docs/benchmarks.md, "One
-/// stream, two workers: pinned workers").
+/// ([`superpacket_engine::engine::EngineOptions::pin_workers`]), for every
+/// workload: on a quiet machine one TCP stream went through two unpinned
+/// workers at 11.2-13.6 Gbit/s and through one at 14.3-14.7; pinned, two
+/// workers beat unpinned ones on one stream in 9 of 12 interleaved rounds
+/// under load (docs/benchmarks.md, "One stream, two workers: pinned workers").
 pub const PIN_WORKERS: bool = true;
 
 /// One workload through one datapath: its sample, or why it could not be carried.
