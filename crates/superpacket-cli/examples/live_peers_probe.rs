@@ -15,7 +15,9 @@
 //! `udp_gso`, `udp_mtu`. Environment: `RING=N` RX ring frames of the
 //! engine's ports (default: the bench's), `GRO=1` GRO on the engine's
 //! ports, `BYPASS=1` `qdisc_bypass` on them, `NICE=N` the engine's worker
-//! threads reniced to N once started, `VERBOSE=1` the engine's
+//! threads reniced to N once started, `PIN=0|1` the workers unpinned or pinned
+//! (default: the bench's), `PUBLISH_MS=N` the workers' publish
+//! interval (default the bench's 10 ms), `VERBOSE=1` the engine's
 //! counters, the receiver's UDP counters and the middle's links after each
 //! transfer.
 
@@ -23,7 +25,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use superpacket_cli::bench::live_peers::workload::{self, Workload};
-use superpacket_cli::bench::live_peers::{Datapath, RX_RING_FRAMES, topology};
+use superpacket_cli::bench::live_peers::{Datapath, PIN_WORKERS, RX_RING_FRAMES, topology};
 use superpacket_engine::device::Topology;
 use superpacket_engine::engine::{Engine, EngineConfig, EngineOptions};
 use superpacket_lab::peers_lab::PeersLab;
@@ -77,9 +79,11 @@ fn run(dp: Datapath, workers: usize, w: Workload, secs: f64, reps: usize) -> Res
     let engine = match probe_topology(dp, lab.middle.name()) {
         Some(text) => {
             let topo = Topology::parse(&text).map_err(|e| format!("topology: {e}"))?;
-            let config = EngineConfig { publish_interval: Duration::from_millis(10), ..Default::default() };
+            let pin_workers = std::env::var("PIN").map_or(PIN_WORKERS, |v| v != "0");
+            let publish_ms = std::env::var("PUBLISH_MS").ok().and_then(|m| m.parse().ok()).unwrap_or(10);
+            let config = EngineConfig { publish_interval: Duration::from_millis(publish_ms), ..Default::default() };
             Some(
-                Engine::start(&topo, &EngineOptions { workers, config, ..Default::default() })
+                Engine::start(&topo, &EngineOptions { workers, config, pin_workers, ..Default::default() })
                     .map_err(|e| e.to_string())?,
             )
         }

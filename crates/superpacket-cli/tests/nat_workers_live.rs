@@ -13,6 +13,8 @@
 //! fanout group hashes each packet on its own; so this test does not force
 //! the two directions of a translated connection onto different workers.
 //! The engine's unit tests (`device/tests_workers.rs`) do, deterministically.
+//! The NAT router runs once more with `--pin-workers` (each worker on its
+//! own CPU, as `bench live-peers` runs the engine).
 //!
 //! Needs root (fails with the reason otherwise, unless
 //! `SUPERPACKET_SKIP_PRIVILEGED=1`, which skips). Only the namespaces and
@@ -107,14 +109,16 @@ fn nat_and_routing_on_two_workers_carry_connections_both_ways() {
         return;
     }
     let tag = format!("spnw{}", std::process::id() % 100_000);
-    // (example, B's host address, B's namespace, whether it NATs)
+    // (example, B's host address, whether it NATs, whether the workers are
+    // pinned to CPUs as `bench live-peers` runs them)
     let cases = [
-        ("live-qinq-nat.toml", "10.72.0.2", true),
-        ("live-router-nat.toml", "10.72.0.2", true),
-        ("live-router.toml", "10.72.0.2", false),
-        ("live-tun-router.toml", "10.74.0.2", false),
+        ("live-qinq-nat.toml", "10.72.0.2", true, false),
+        ("live-router-nat.toml", "10.72.0.2", true, false),
+        ("live-router.toml", "10.72.0.2", false, false),
+        ("live-tun-router.toml", "10.74.0.2", false, false),
+        ("live-router-nat.toml", "10.72.0.2", true, true),
     ];
-    for (i, (name, host_b, nat)) in cases.into_iter().enumerate() {
+    for (i, (name, host_b, nat, pinned)) in cases.into_iter().enumerate() {
         // Own namespace names; TAPs and TUNs multi-queue (one queue per worker).
         let topo = example(name)
             .replace("\"sp-lab-", &format!("\"{tag}-"))
@@ -122,7 +126,9 @@ fn nat_and_routing_on_two_workers_carry_connections_both_ways() {
             .replace("[[lab.link]]\nkind = \"tun\"\n", "[[lab.link]]\nkind = \"tun\"\nmulti_queue = true\n");
         assert!(topo.contains("multi_queue = true"), "{name}: its lab has TAPs or TUNs");
         // `run --lab`: the lab is made for the run and removed when it ends.
-        let run = Running::start_with(&topo, &["--lab", "--workers", "2"]);
+        let args: &[&str] =
+            if pinned { &["--lab", "--workers", "2", "--pin-workers"] } else { &["--lab", "--workers", "2"] };
+        let run = Running::start_with(&topo, args);
         let (a, b) = (NetNs::attach(&format!("{tag}-a")).unwrap(), NetNs::attach(&format!("{tag}-b")).unwrap());
         let failures = echo_from_a_to_b(&a, &b, host_b.parse().unwrap(), 5601 + 20 * i as u16);
         assert!(failures.is_empty(), "{name}: {failures:?}\n{}", run.stats());

@@ -31,6 +31,12 @@ pub struct RunArgs {
     /// fanout; NAT's connection table and the neighbour table shared).
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
+    /// Pin worker N to the N-th CPU this process may run on (wrapping), as
+    /// `bench live-peers` does: a worker then keeps its CPU instead of being
+    /// pulled onto the CPU of the sender that wakes it (docs/benchmarks.md,
+    /// "One stream, two workers: pinned workers").
+    #[arg(long)]
+    pub pin_workers: bool,
     /// Most packets taken from one port per round (NAPI weight).
     #[arg(long, default_value_t = 64)]
     pub budget: usize,
@@ -138,6 +144,7 @@ pub fn run_engine(args: &RunArgs) -> Result<u8, CliError> {
         base_dir: args.topology.parent().map(Path::to_path_buf),
         tap_offloads: None,
         packet_batch: None,
+        pin_workers: args.pin_workers,
     };
     let open = Engine::open(&topo, &opts).map_err(|e| CliError::context(args.topology.display(), e))?;
     // The socket appears once every port is open: its existence means "running".

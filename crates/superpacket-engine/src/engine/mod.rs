@@ -49,8 +49,8 @@ pub use stats::{DeviceTotals, EngineSnapshot, WorkerSnapshot};
 pub use worker::{EngineConfig, PortEvent, Worker};
 
 use crate::device::{BuildOptions, Graph, StackMode, Topology, TopologyError};
-use crate::io::IoError;
 use crate::io::event::EventFd;
+use crate::io::{IoError, affinity};
 use std::path::PathBuf;
 use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
@@ -93,6 +93,15 @@ pub struct EngineOptions {
     pub tap_offloads: Option<u32>,
     /// Overrides every AF_PACKET port's batch ([`BuildOptions::packet_batch`]).
     pub packet_batch: Option<usize>,
+    /// Pins worker `i` to the `i`-th CPU (wrapping) of those the thread
+    /// calling [`OpenEngine::start`] may run on. Unpinned, the scheduler
+    /// tends to pull a worker onto the CPU of the local sender whose
+    /// softirq wakes it (a synchronous wake-up), where the two then share
+    /// a CPU; pinned, the worker keeps its CPU and the scheduler moves the
+    /// other threads instead. A pinned worker cannot leave a CPU that
+    /// other busy threads hold (docs/benchmarks.md, "One stream, two
+    /// workers: pinned workers").
+    pub pin_workers: bool,
 }
 
 /// A running engine: worker threads plus the handles to watch and stop them.
@@ -178,7 +187,7 @@ impl Engine {
             shared.push(slot);
             built.push(w);
         }
-        Ok(OpenEngine { stop, built, shared, events })
+        Ok(OpenEngine { stop, built, shared, events, pin_workers: opts.pin_workers })
     }
 }
 
@@ -189,23 +198,38 @@ pub struct OpenEngine {
     built: Vec<Worker>,
     shared: Vec<Arc<Mutex<WorkerSnapshot>>>,
     events: Receiver<PortEvent>,
+    pin_workers: bool,
 }
 
 impl OpenEngine {
-    /// Starts one thread per worker.
+    /// Starts one thread per worker (each pinned to its CPU with
+    /// [`EngineOptions::pin_workers`]).
     ///
     /// # Errors
-    /// A thread that cannot be started (the ones started are stopped).
+    /// A thread that cannot be started or pinned (the ones started are stopped).
     pub fn start(self) -> Result<Engine, EngineError> {
-        let OpenEngine { stop, built, shared, events } = self;
+        let OpenEngine { stop, built, shared, events, pin_workers } = self;
         let workers = built.len();
+        let cpus = if pin_workers { affinity::cpus(&affinity::current()?) } else { Vec::new() };
         let mut threads = Vec::with_capacity(workers);
         for mut w in built {
             let idx = threads.len();
             let h = std::thread::Builder::new()
                 .name(format!("sp-worker-{idx}"))
                 .spawn(move || w.run())
-                .map_err(|e| EngineError::Worker { worker: idx, message: format!("cannot start thread: {e}") });
+                .map_err(|e| EngineError::Worker { worker: idx, message: format!("cannot start thread: {e}") })
+                .and_then(|h| {
+                    let Some(&cpu) = cpus.get(idx % cpus.len().max(1)) else { return Ok(h) };
+                    match affinity::pin_thread(&h, cpu) {
+                        Ok(()) => Ok(h),
+                        Err(e) => {
+                            // Not in `threads`: stopped here, the others below.
+                            stop.notify();
+                            let _ = h.join();
+                            Err(EngineError::Worker { worker: idx, message: e.to_string() })
+                        }
+                    }
+                });
             match h {
                 Ok(h) => threads.push(h),
                 Err(e) => {
@@ -261,4 +285,58 @@ impl Engine {
 fn merge_published(shared: &[Arc<Mutex<WorkerSnapshot>>]) -> EngineSnapshot {
     let snaps: Vec<WorkerSnapshot> = shared.iter().map(|s| s.lock().map(|g| g.clone()).unwrap_or_default()).collect();
     EngineSnapshot::merge(&snaps)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Engine, EngineOptions};
+    use crate::device::Topology;
+    use crate::io::affinity;
+
+    /// The CPUs each of the `workers` threads named `sp-worker-N` of this
+    /// process may run on, by N (waiting up to 5 s for every worker to have
+    /// named itself: a thread sets its own name once it runs).
+    fn worker_cpus(workers: usize) -> Vec<(usize, Vec<usize>)> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        loop {
+            let found = named_worker_cpus();
+            if found.len() >= workers || std::time::Instant::now() > deadline {
+                return found;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    fn named_worker_cpus() -> Vec<(usize, Vec<usize>)> {
+        let mut found = Vec::new();
+        for t in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+            let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+            let Some(n) = comm.trim().strip_prefix("sp-worker-").and_then(|n| n.parse().ok()) else { continue };
+            let tid = t.file_name().to_str().unwrap().parse().unwrap();
+            found.push((n, affinity::cpus(&affinity::of_thread(tid).unwrap())));
+        }
+        found.sort();
+        found
+    }
+
+    #[test]
+    fn pinned_workers_each_keep_one_cpu_in_turn() {
+        // The only test of this binary that starts workers: the threads named sp-worker-N are these.
+        let topo =
+            Topology::parse("[[device]]\nname = \"a\"\nkind = \"port\"\n\n[[device]]\nname = \"b\"\nkind = \"port\"\n")
+                .unwrap();
+        let allowed = affinity::cpus(&affinity::current().unwrap());
+        let workers = allowed.len() + 1;
+        let engine =
+            Engine::start(&topo, &EngineOptions { workers, pin_workers: true, ..EngineOptions::default() }).unwrap();
+        let pinned = worker_cpus(workers);
+        engine.stop().unwrap();
+        let expected: Vec<(usize, Vec<usize>)> = (0..workers).map(|i| (i, vec![allowed[i % allowed.len()]])).collect();
+        assert_eq!(pinned, expected, "worker i on the i-th allowed CPU, wrapping");
+
+        let engine = Engine::start(&topo, &EngineOptions { workers: 2, ..EngineOptions::default() }).unwrap();
+        let free = worker_cpus(2);
+        engine.stop().unwrap();
+        assert_eq!(free, vec![(0, allowed.clone()), (1, allowed)], "unpinned workers keep every CPU");
+    }
 }

@@ -12,12 +12,21 @@ use super::error::IoError;
 /// # Errors
 /// `sched_getaffinity` failing.
 pub fn current() -> Result<libc::cpu_set_t, IoError> {
+    of_thread(0)
+}
+
+/// The CPUs thread `tid` (a kernel thread id, `/proc/self/task/TID`; 0:
+/// the calling thread) may run on.
+///
+/// # Errors
+/// `sched_getaffinity` failing (no such thread).
+pub fn of_thread(tid: libc::pid_t) -> Result<libc::cpu_set_t, IoError> {
     // SAFETY: cpu_set_t is plain data (all-zero is the empty set); the
     // kernel writes at most `size_of::<cpu_set_t>()` bytes into it.
     unsafe {
         let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) < 0 {
-            return Err(IoError::last_os("sched_getaffinity", "calling thread"));
+        if libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) < 0 {
+            return Err(IoError::last_os("sched_getaffinity", format!("thread {tid}")));
         }
         Ok(set)
     }
@@ -48,6 +57,32 @@ pub fn pin(cpu: usize) -> Result<(), IoError> {
         s
     };
     set(&s)
+}
+
+/// Pins the thread behind `thread` to CPU `cpu` (from any thread: the
+/// engine pins each worker it starts, [`crate::engine::EngineOptions::pin_workers`]).
+///
+/// # Errors
+/// `pthread_setaffinity_np` failing (no such CPU, or not allowed).
+pub fn pin_thread<T>(thread: &std::thread::JoinHandle<T>, cpu: usize) -> Result<(), IoError> {
+    use std::os::unix::thread::JoinHandleExt;
+    // SAFETY: cpu_set_t is plain data (all-zero is the empty set); CPU_SET
+    // writes one bit of it, bounds-checked by the libc crate. The pthread_t
+    // is valid while the JoinHandle lives (the thread is not yet joined or
+    // detached), and the kernel only reads the set.
+    let rc = unsafe {
+        let mut s: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut s);
+        libc::pthread_setaffinity_np(thread.as_pthread_t(), std::mem::size_of::<libc::cpu_set_t>(), &s)
+    };
+    if rc != 0 {
+        return Err(IoError::Syscall {
+            call: "pthread_setaffinity_np",
+            what: format!("thread to CPU {cpu}"),
+            source: std::io::Error::from_raw_os_error(rc),
+        });
+    }
+    Ok(())
 }
 
 /// Gives the calling thread back the CPUs it had when this was made, on drop.
@@ -95,5 +130,23 @@ mod tests {
         });
         assert_eq!(t.join().unwrap().len(), 1);
         assert_eq!(super::cpus(&super::current().unwrap()), super::cpus(&before), "other threads unaffected");
+    }
+
+    #[test]
+    fn pin_another_thread() {
+        let cpus = super::cpus(&super::current().unwrap());
+        let last = cpus[cpus.len() - 1];
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            wait.recv().unwrap();
+            super::cpus(&super::current().unwrap())
+        });
+        super::pin_thread(&t, last).unwrap();
+        go.send(()).unwrap();
+        assert_eq!(t.join().unwrap(), vec![last]);
+        assert_eq!(super::cpus(&super::current().unwrap()), cpus, "the caller unaffected");
+        let t = std::thread::spawn(|| ());
+        assert!(super::pin_thread(&t, libc::CPU_SETSIZE as usize - 1).is_err(), "a CPU that does not exist");
+        t.join().unwrap();
     }
 }

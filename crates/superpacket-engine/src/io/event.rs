@@ -55,15 +55,18 @@ impl Epoll {
         let _ = self.ctl(libc::EPOLL_CTL_DEL, fd, 0);
     }
 
-    /// Waits up to `timeout` and calls `ready` with the token of every
+    /// Waits up to `timeout` (at least, unless input comes first: whole
+    /// milliseconds, rounded up) and calls `ready` with the token of every
     /// descriptor that has input (or an error/hangup to read). Returns the
     /// number of events; an interrupted wait returns 0.
     ///
     /// # Errors
     /// `epoll_wait` failing for another reason than `EINTR`.
     pub fn wait(&mut self, timeout: Duration, mut ready: impl FnMut(u64)) -> Result<usize> {
-        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
-        let ms = if ms == 0 && !timeout.is_zero() { 1 } else { ms };
+        // Rounded down, a wait for a deadline would end before it and a
+        // second wait follow: two wake-ups per publication tick of an idle
+        // worker (docs/benchmarks.md, "One stream, two workers").
+        let ms = timeout.as_nanos().div_ceil(1_000_000).min(i32::MAX as u128) as i32;
         // SAFETY: `events` is a writable array of `len` epoll_events that lives across the call.
         let n = unsafe {
             libc::epoll_wait(self.fd.as_raw_fd(), self.events.as_mut_ptr(), self.events.len() as libc::c_int, ms)
@@ -207,5 +210,15 @@ mod tests {
         seen.clear();
         ep.wait(Duration::ZERO, |t| seen.push(t)).unwrap();
         assert!(seen.is_empty());
+    }
+
+    #[test]
+    fn a_wait_without_input_lasts_at_least_its_timeout() {
+        let mut ep = Epoll::new(4).unwrap();
+        for timeout in [Duration::from_micros(300), Duration::from_micros(1500), Duration::from_micros(2900)] {
+            let start = std::time::Instant::now();
+            assert_eq!(ep.wait(timeout, |_| ()).unwrap(), 0);
+            assert!(start.elapsed() >= timeout, "{timeout:?}: woke after {:?}", start.elapsed());
+        }
     }
 }

@@ -9,7 +9,7 @@
 //!
 //! | key | datapath | addressing |
 //! |---|---|---|
-//! | `sp_bridge` | superpacket, a bridge of two AF_PACKET ports (in-process engine, [`engine_workers`] workers, rings of [`RX_RING_FRAMES`]) | bridged |
+//! | `sp_bridge` | superpacket, a bridge of two AF_PACKET ports (in-process engine, [`engine_workers`] workers, pinned ([`PIN_WORKERS`]), rings of [`RX_RING_FRAMES`]) | bridged |
 //! | `sp_router` | superpacket, a router with the two AF_PACKET ports as interfaces | routed |
 //! | `sp_nat` | the same router with masquerade out of the receiver's side | routed |
 //! | `ovs` | Open vSwitch 3.1 `ovs-vswitchd`, a `netdev` (userspace) bridge with `userspace-tso-enable=true`, the veth ends as ports ([`ovs`]) | bridged |
@@ -180,6 +180,14 @@ pub fn engine_workers() -> usize {
     std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
 }
 
+/// Whether the engine's workers are pinned, one per CPU
+/// ([`superpacket_engine::engine::EngineOptions::pin_workers`]), for every
+/// workload: on a quiet machine one TCP stream went through two unpinned
+/// workers at 11.2-13.6 Gbit/s and through one at 14.3-14.7; pinned, two
+/// workers beat unpinned ones on one stream in 9 of 12 interleaved rounds
+/// under load (docs/benchmarks.md, "One stream, two workers: pinned workers").
+pub const PIN_WORKERS: bool = true;
+
 /// One workload through one datapath: its sample, or why it could not be carried.
 pub type Measured = (Workload, Result<Sample, String>);
 
@@ -199,7 +207,12 @@ impl Middle {
                 // Counters published every 10 ms: the CPU time read around a transfer is that fresh.
                 let config =
                     EngineConfig { publish_interval: std::time::Duration::from_millis(10), ..Default::default() };
-                let opts = EngineOptions { workers: engine_workers(), config, ..EngineOptions::default() };
+                let opts = EngineOptions {
+                    workers: engine_workers(),
+                    config,
+                    pin_workers: PIN_WORKERS,
+                    ..EngineOptions::default()
+                };
                 Engine::start(&topo, &opts).map(Middle::Engine).map_err(|e| e.to_string())
             }
             Datapath::Ovs => ovs::Ovs::start(&lab.middle, &[MID_S, MID_R], dir).map(Middle::Ovs),
@@ -405,9 +418,10 @@ pub const COMPARED: [(Datapath, Datapath); 3] = [
 pub fn side_by_side(s: &ScenarioResult) -> String {
     let workers = s.mean("sp_workers");
     let mut out = format!(
-        "\nlive-peers side by side (means over {} run(s); superpacket with {} worker(s), one per CPU available):\n",
+        "\nlive-peers side by side (means over {} run(s); superpacket with {} worker(s), one per CPU available{}):\n",
         s.runs_ok,
-        if workers.is_finite() { super::format_value(workers) } else { "?".to_string() }
+        if workers.is_finite() { super::format_value(workers) } else { "?".to_string() },
+        if PIN_WORKERS { ", each pinned to its CPU" } else { "" }
     );
     out += &format!("  {:<40}", "workload / figure");
     for dp in Datapath::ALL {
