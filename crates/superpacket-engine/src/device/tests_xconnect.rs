@@ -66,7 +66,7 @@ fn superpackets_cross_whole_or_are_segmented_at_the_member_that_cannot_take_them
         let what = format!("{transport:?} ipv6 {ipv6}");
         let sp = Flow::new(FlowSpec::new(transport, ipv6, 0)).superpacket(14000, 1400, TcpFlags::empty()).unwrap();
         // b takes every offload: the superpacket leaves whole.
-        let (mut g, a, b, xc) = pair(NetdevFeatures::FULL_NIC);
+        let (mut g, a, b, _) = pair(NetdevFeatures::FULL_NIC);
         g.receive(a, sp.clone());
         let out = tx_of(&mut g, b);
         assert_eq!(out.len(), 1, "{what}");
