@@ -25,7 +25,10 @@ impl VhostUserDriver {
         if self.held.len() >= TX_BURST {
             self.place_held();
         }
-        self.held.push((pkt, len));
+        // Packets and lengths apart: a `(Packet, usize)` is past the 128
+        // bytes a move copies inline (docs/benchmarks.md, "Packet moves").
+        self.held.push(pkt);
+        self.held_len.push(len);
     }
 
     /// Places the held frames in order: behind the backlog, each in the
@@ -35,6 +38,7 @@ impl VhostUserDriver {
             return;
         }
         let mut held = std::mem::take(&mut self.held);
+        let lens = std::mem::take(&mut self.held_len);
         self.refresh();
         if !self.backlog.is_empty() {
             self.drain_backlog();
@@ -42,22 +46,24 @@ impl VhostUserDriver {
         let mut next = 0;
         while next < held.len() {
             if !self.backlog.is_empty() {
-                for (p, _) in held.drain(next..) {
+                for p in held.drain(next..) {
                     self.backlog_push(p);
                 }
                 break;
             }
-            next = self.place_run(&mut held, next);
+            next = self.place_run(&mut held, &lens, next);
         }
         held.clear();
         self.held = held;
+        self.held_len = lens;
+        self.held_len.clear();
     }
 
-    /// Places `held[from..]` under one lock of the receive queue and one
+    /// Places `held[from..]` (lengths `lens[from..]`) under one lock of the receive queue and one
     /// ring lookup until one finds no room (moved to the backlog) or the
     /// queue faults (the rest dropped); returns the index after the last
     /// frame dealt with.
-    fn place_run(&mut self, held: &mut [(Packet, usize)], from: usize) -> usize {
+    fn place_run(&mut self, held: &mut [Packet], lens: &[usize], from: usize) -> usize {
         let refused = if self.active.is_none() {
             Some("vhost-no-guest")
         } else if self.stopped[0] {
@@ -86,7 +92,7 @@ impl VhostUserDriver {
             Err(f) => stop = Some(RxRefused::Fault(f)),
             Ok(rings) => {
                 while i < held.len() {
-                    let (pkt, len) = (&held[i].0, held[i].1);
+                    let (pkt, len) = (&held[i], lens[i]);
                     let hb = match rx_header(a, &pkt.meta, pkt.linear()) {
                         Ok(hb) => hb,
                         Err(reason) => {
@@ -121,7 +127,7 @@ impl VhostUserDriver {
         match stop {
             None => i,
             Some(RxRefused::NoRoom) => {
-                let p = std::mem::take(&mut held[i].0);
+                let p = std::mem::take(&mut held[i]);
                 self.backlog_push(p);
                 i + 1
             }

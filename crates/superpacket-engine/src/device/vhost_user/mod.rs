@@ -391,7 +391,9 @@ pub struct VhostUserDriver {
     backlog: VecDeque<Packet>,
     /// Frames given to the port since [`PortDriver::hold_tx`], placed
     /// together at the flush ([`hold`]); at most [`hold::TX_BURST`].
-    held: Vec<(Packet, usize)>,
+    held: Vec<Packet>,
+    /// Their lengths.
+    held_len: Vec<usize>,
     /// Between [`PortDriver::hold_tx`] and the next flush.
     holding: bool,
     stats: Stats,
@@ -493,6 +495,7 @@ impl VhostUserDriver {
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
             held: Vec::with_capacity(hold::TX_BURST),
+            held_len: Vec::with_capacity(hold::TX_BURST),
             holding: false,
             stats: Stats::default(),
             pending: Vec::new(),
