@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The 64-byte loop of `superpacket bench vhost-user` (Workload::Loop), held
 # open for profiling the engine: `superpacket run` with the bench's topology
-# (two vhost-user ports in a bridge, busy_poll_us = 1000) on the second CPU,
+# (two vhost-user ports in a bridge or, JOIN=xconnect, a cross-connect;
+# busy_poll_us = 1000) on the second CPU,
 # one dpdk-testpmd on the first holding both virtio-user ports, mac
 # forwarding, `start tx_first 8` (512 frames circulating). After a warm-up
 # it measures a window and prints: frames the engine took from the guests
@@ -18,6 +19,9 @@
 #             are zeroed at the window's start and dumped at its end
 #             ($OUT/callgrind.out.*); instructions per frame = the dump's
 #             `summary` / frames.
+# JOIN=bridge (default) joins the two ports in a learning bridge, as the
+# bench's bridge rows; JOIN=xconnect in a cross-connect (no lookup), as its
+# `*_loop_xc_*` rows and DPDK's io forwarding.
 # OUT defaults to a fresh directory under /tmp; it is kept (sockets,
 # topology, logs, profiles). Only the processes this script starts are
 # stopped (by PID), also on failure or Ctrl-C.
@@ -27,6 +31,14 @@ SECS=${2:?seconds}
 MODE=${3:-time}
 OUT=${OUT:-$(mktemp -d /tmp/vhost-loop-profile.XXXXXX)}
 mkdir -p "$OUT"
+JOIN=${JOIN:-bridge}
+case "$JOIN" in
+    bridge) JOINED='name = "br0"
+kind = "bridge"' ;;
+    xconnect) JOINED='name = "xc0"
+kind = "xconnect"' ;;
+    *) echo "JOIN is bridge or xconnect, not $JOIN" >&2; exit 2 ;;
+esac
 WARMUP=5
 [ "$MODE" = callgrind ] && WARMUP=15
 cpus=($(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' | while IFS=- read -r a b; do seq "$a" "${b:-$a}"; done))
@@ -45,8 +57,7 @@ kind = "port"
 driver = { kind = "vhost-user", socket = "$OUT/s1.sock", busy_poll_us = 1000 }
 
 [[device]]
-name = "br0"
-kind = "bridge"
+$JOINED
 ports = ["vsend", "vrecv"]
 EOF
 

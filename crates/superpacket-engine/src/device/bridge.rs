@@ -320,10 +320,7 @@ impl NetDevice for Bridge {
     }
 
     fn compute_features(&self, own: &DeviceFeatures, lowers: &[DeviceFeatures], mode: StackMode) -> DeviceFeatures {
-        let mut f = compute_master_features(own.wanted, lowers, mode);
-        f.hw_features = own.hw_features;
-        f.wanted = own.wanted;
-        f
+        member_features(own, lowers, mode)
     }
 
     fn is_master(&self) -> bool {
@@ -346,6 +343,16 @@ impl NetDevice for Bridge {
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
     }
+}
+
+/// Features of a device forwarding between member ports (a bridge, a
+/// cross-connect): the common set over the members (offload-rules 6.5),
+/// with the device's own wanted and hardware sets kept.
+pub fn member_features(own: &DeviceFeatures, lowers: &[DeviceFeatures], mode: StackMode) -> DeviceFeatures {
+    let mut f = compute_master_features(own.wanted, lowers, mode);
+    f.hw_features = own.hw_features;
+    f.wanted = own.wanted;
+    f
 }
 
 /// Requested features of a new bridge (6.5: SG, FRAGLIST, HIGHDMA, every

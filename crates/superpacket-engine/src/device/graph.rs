@@ -48,6 +48,7 @@ use super::tables::TableUsage;
 use super::team::{Team, TeamMode};
 use super::udp_tunnel::{self, TunnelConfig, UdpTunnel};
 use super::vlan::{Vlan, VlanProto, outer_tag};
+use super::xconnect::Xconnect;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::net::IpAddr;
@@ -82,6 +83,16 @@ pub enum DeviceError {
     /// The device already has a master.
     #[error("{0:?} is already enslaved")]
     AlreadyEnslaved(String),
+    /// A master that takes no more lowers (a cross-connect has two).
+    #[error("{name:?} already has {max} members, the most a {kind} takes")]
+    TooManyLowers {
+        /// The master's name.
+        name: String,
+        /// Its kind.
+        kind: &'static str,
+        /// Most lowers it takes.
+        max: usize,
+    },
     /// A VLAN id outside 1..=4094.
     #[error("VLAN id {0} is outside 1..=4094")]
     BadVid(u16),
@@ -529,6 +540,14 @@ impl Graph {
         self.add_device(name, Box::new(Team::new(mode)), DeviceFeatures::default())
     }
 
+    /// Adds a cross-connect without members ([`Xconnect`]: at most two).
+    ///
+    /// # Errors
+    /// [`DeviceError::NameTaken`].
+    pub fn add_xconnect(&mut self, name: &str) -> Result<DeviceId, DeviceError> {
+        self.add_device(name, Box::new(Xconnect::new()), DeviceFeatures::default())
+    }
+
     /// Adds a bridge without ports.
     ///
     /// # Errors
@@ -593,16 +612,28 @@ impl Graph {
         self.sh.devices[dev.0].l3_upper = self.router;
     }
 
-    /// Enslaves `lower` to the bond, team or bridge `master` (bridge ports
-    /// get VLAN 1 pvid untagged; see [`Graph::set_bridge_port_vlans`]).
+    /// Enslaves `lower` to the bond, team, bridge or cross-connect `master`
+    /// (bridge ports get VLAN 1 pvid untagged; see
+    /// [`Graph::set_bridge_port_vlans`]).
     ///
     /// # Errors
-    /// Wrong kind of master, or `lower` already enslaved.
+    /// Wrong kind of master, a master with all the lowers it takes
+    /// ([`DeviceError::TooManyLowers`]), or `lower` already enslaved.
     pub fn enslave(&mut self, master: DeviceId, lower: DeviceId) -> Result<(), DeviceError> {
         if !self.kinds[master.0].is_master() {
             return Err(DeviceError::WrongKind {
                 name: self.sh.devices[master.0].name.clone(),
-                expected: "bond, team or bridge",
+                expected: "bond, team, bridge or xconnect",
+            });
+        }
+        let kind = &self.kinds[master.0];
+        if let Some(max) = kind.max_lowers()
+            && self.sh.devices[master.0].lowers.len() >= max
+        {
+            return Err(DeviceError::TooManyLowers {
+                name: self.sh.devices[master.0].name.clone(),
+                kind: kind.kind(),
+                max,
             });
         }
         if self.sh.devices[lower.0].master.is_some() || lower == master {

@@ -1,5 +1,5 @@
 //! Stacked virtual devices with feature negotiation (offload-rules 3.1, 6):
-//! ports, 802.1Q/802.1ad VLAN devices, bonds, teams, bridges and an
+//! ports, 802.1Q/802.1ad VLAN devices, bonds, teams, bridges, cross-connects and an
 //! IPv4/IPv6 router with NAT, through which superpackets travel intact and
 //! are segmented only at the final port.
 //!
@@ -13,7 +13,7 @@
 //! Each real port driver is built with its cargo feature of this crate
 //! (`tap`, `tun`, `af-packet`, `vhost-user`; all on by default); a topology naming a
 //! driver that is not built is refused, naming the feature.
-//! - [`vlan`], [`bond`], [`team`], [`bridge`]: device kinds.
+//! - [`vlan`], [`bond`], [`team`], [`bridge`], [`xconnect`]: device kinds.
 //! - [`udp_tunnel`]: VXLAN and Geneve devices (superpackets encapsulated whole).
 //! - [`router`]: IPv4/IPv6 forwarding, ARP/NDP, NAT, local UDP sockets of tunnels;
 //!   [`conntrack`]: NAT's connection table, shared by the engine's workers;
@@ -44,6 +44,7 @@ pub mod udp_tunnel;
 #[cfg(feature = "vhost-user")]
 pub mod vhost_user;
 pub mod vlan;
+pub mod xconnect;
 
 #[cfg(test)]
 mod tests;
@@ -59,6 +60,8 @@ mod tests_topology;
 mod tests_tunnel;
 #[cfg(test)]
 mod tests_workers;
+#[cfg(test)]
+mod tests_xconnect;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, Graph};

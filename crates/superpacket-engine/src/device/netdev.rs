@@ -242,9 +242,16 @@ pub trait NetDevice: fmt::Debug + Send + Any {
         f
     }
 
-    /// Whether other devices can be enslaved to it (bond, team, bridge).
+    /// Whether other devices can be enslaved to it (bond, team, bridge,
+    /// cross-connect).
     fn is_master(&self) -> bool {
         false
+    }
+
+    /// Most lowers a master takes (a cross-connect: two); `None`: no limit.
+    /// [`super::Graph::enslave`] refuses one more.
+    fn max_lowers(&self) -> Option<usize> {
+        None
     }
 
     /// `lower` was enslaved to this device (it is already in `lowers`).

@@ -144,6 +144,13 @@ pub trait PortDriver: fmt::Debug + Send {
     fn poll_fd(&self) -> Option<std::os::fd::RawFd> {
         None
     }
+    /// Starts a transmit burst: until the next [`PortDriver::flush`] the
+    /// driver may hold what [`PortDriver::xmit`] gives it and send it all
+    /// at the flush, in order, paying its per-call checks once per burst.
+    /// A held packet the driver cannot send then is one of its own drops
+    /// ([`PortDriver::take_drops`]). The engine worker calls it at the
+    /// start of each round and flushes at its end. Default: nothing held.
+    fn hold_tx(&mut self) {}
     /// Writes out whatever the driver queued for a batched send (the end of
     /// an engine round). Default: nothing is queued.
     fn flush(&mut self) {}

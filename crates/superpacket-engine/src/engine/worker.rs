@@ -209,13 +209,20 @@ impl Worker {
         Ok(())
     }
 
-    /// One round: every pending port gets up to `budget` packets received,
-    /// GRO'd and pushed through the graph; then every driver flushes its
-    /// batched sends and unconsumed local deliveries are discarded.
+    /// One round: every port starts a transmit burst
+    /// ([`crate::device::PortDriver::hold_tx`]), every pending port gets up
+    /// to `budget` packets received, GRO'd and pushed through the graph;
+    /// then every driver flushes its batched sends and unconsumed local deliveries are discarded.
     fn round(&mut self) {
         self.rounds += 1;
         let now_ns = self.started.elapsed().as_nanos() as u64;
         self.graph.set_time(now_ns);
+        // What the round transmits to a port leaves in one burst at its flush.
+        for slot in &self.ports {
+            if let Some(d) = self.graph.port_driver_mut(slot.id) {
+                d.hold_tx();
+            }
+        }
         for i in 0..self.ports.len() {
             if self.ports[i].pending && !self.ports[i].gone {
                 let n = self.poll_port(i, now_ns);

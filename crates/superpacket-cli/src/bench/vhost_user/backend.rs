@@ -3,8 +3,8 @@
 //! sender's and the receiver's):
 //!
 //! - **superpacket**: `superpacket run --workers 1` (this binary, release
-//!   build for figures) on a topology of two vhost-user ports in a bridge,
-//!   each busy-polling for [`BUSY_POLL_US`] after its queue runs empty:
+//!   build for figures) on a topology of two vhost-user ports in a bridge
+//!   or in a cross-connect ([`EngineTopology`]), each busy-polling for [`BUSY_POLL_US`] after its queue runs empty:
 //!   one engine worker thread serves both ports' queues.
 //! - **DPDK**: `dpdk-testpmd` with DPDK's own vhost PMD on both sockets
 //!   (`--vdev net_vhost0,iface=S0,tso=1 --vdev net_vhost1,iface=S1,tso=1`)
@@ -42,6 +42,26 @@ impl BackendKind {
     }
 }
 
+/// What joins superpacket's two ports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EngineTopology {
+    /// A learning bridge: the operator's usual case.
+    Bridge,
+    /// A cross-connect (`kind = "xconnect"`): every frame to the other
+    /// port, no lookup; the same work as DPDK's `io` forwarding.
+    Xconnect,
+}
+
+impl EngineTopology {
+    /// The `[[device]]` joining ports `vsend` and `vrecv`.
+    fn device(self) -> &'static str {
+        match self {
+            EngineTopology::Bridge => "name = \"br0\"\nkind = \"bridge\"\n",
+            EngineTopology::Xconnect => "name = \"xc0\"\nkind = \"xconnect\"\n",
+        }
+    }
+}
+
 /// How long a backend may take to listen on its sockets.
 const LISTEN_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -67,16 +87,19 @@ impl Backend {
     ///
     /// # Errors
     /// The process could not start or does not listen within 30 s.
-    /// `dpdk_mbufs` are DPDK's mbuf arguments (the engine has none).
+    /// `dpdk_mbufs` are DPDK's mbuf arguments (the engine has none);
+    /// `topology` joins the engine's ports (DPDK's always does `io`
+    /// forwarding).
     pub fn start(
         kind: BackendKind,
+        topology: EngineTopology,
         dir: &Path,
         sockets: [&Path; 2],
         cpu: usize,
         dpdk_mbufs: Vec<String>,
     ) -> Result<Backend, String> {
         let mut backend = match kind {
-            BackendKind::Superpacket => start_engine(dir, sockets, cpu)?,
+            BackendKind::Superpacket => start_engine(topology, dir, sockets, cpu)?,
             BackendKind::Dpdk => {
                 let vdevs = sockets
                     .iter()
@@ -175,8 +198,9 @@ pub const BUSY_POLL_US: u32 = 1000;
 
 /// The topology of the superpacket backend: the two sockets' ports in a
 /// bridge (the receiver never sends, so the bridge floods the sender's
-/// frames to the one other port, as `io` forwarding does).
-fn topology(sockets: [&Path; 2]) -> String {
+/// frames to the one other port, as `io` forwarding does) or in a
+/// cross-connect.
+fn topology(joined_by: EngineTopology, sockets: [&Path; 2]) -> String {
     format!(
         r#"[[device]]
 name = "vsend"
@@ -189,19 +213,18 @@ kind = "port"
 driver = {{ kind = "vhost-user", socket = "{}", busy_poll_us = {BUSY_POLL_US} }}
 
 [[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vsend", "vrecv"]
+{}ports = ["vsend", "vrecv"]
 "#,
         sockets[0].display(),
-        sockets[1].display()
+        sockets[1].display(),
+        joined_by.device()
     )
 }
 
-fn start_engine(dir: &Path, sockets: [&Path; 2], cpu: usize) -> Result<Backend, String> {
+fn start_engine(joined_by: EngineTopology, dir: &Path, sockets: [&Path; 2], cpu: usize) -> Result<Backend, String> {
     let bin = crate::bench::peer_process::superpacket_binary()?;
     let topo = dir.join("vhost-user-bench.toml");
-    std::fs::write(&topo, topology(sockets)).map_err(|e| format!("{}: {e}", topo.display()))?;
+    std::fs::write(&topo, topology(joined_by, sockets)).map_err(|e| format!("{}: {e}", topo.display()))?;
     let log = dir.join("engine.log");
     let out = std::fs::File::create(&log).map_err(|e| format!("{}: {e}", log.display()))?;
     let err = out.try_clone().map_err(|e| format!("{}: {e}", log.display()))?;

@@ -14,6 +14,7 @@ use crate::device::router::Route;
 use crate::device::team::TeamMode;
 use crate::device::udp_tunnel::{TunnelConfig, UdpTunnel};
 use crate::device::vlan::VlanProto;
+use crate::device::xconnect::XCONNECT_MEMBERS;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr};
 use std::ops::Range;
@@ -51,9 +52,10 @@ impl Topology {
             index.insert(name, i);
             let kind = d.kind.get_ref().as_str();
             if !KINDS.contains(&kind) {
-                return Err(
-                    self.err(&d.kind.span(), format!("unknown device kind `{kind}` (port, vlan, bond, team, bridge)"))
-                );
+                return Err(self.err(
+                    &d.kind.span(),
+                    format!("unknown device kind `{kind}` (port, vlan, bond, team, bridge, xconnect, vxlan, geneve)"),
+                ));
             }
             for (key, kinds) in KIND_KEYS {
                 if !kinds.contains(&kind)
@@ -361,6 +363,7 @@ impl Topology {
                 }
                 id
             }
+            "xconnect" => self.xconnect(g, d, &id_of)?,
             "team" => {
                 let mode = match &d.runner {
                     None => TeamMode::Roundrobin,
@@ -425,6 +428,39 @@ impl Topology {
             _ => unreachable!("kinds checked before building"),
         };
         self.device_settings(g, id, d)?;
+        Ok(id)
+    }
+
+    /// A cross-connect (`docs/topology.md`, `kind = "xconnect"`): exactly
+    /// two ports, named; one more or one fewer is refused at its `ports`.
+    fn xconnect(
+        &self,
+        g: &mut Graph,
+        d: &DeviceSpec,
+        id_of: &dyn Fn(&str) -> DeviceId,
+    ) -> Result<DeviceId, TopologyError> {
+        let name = d.name.get_ref().as_str();
+        let ports = d.ports.as_ref().map(|p| p.get_ref().as_slice()).unwrap_or_default();
+        if let Some(extra) = ports.get(XCONNECT_MEMBERS) {
+            return Err(self.err(
+                &extra.span(),
+                format!("xconnect `{name}` takes exactly {XCONNECT_MEMBERS} ports; this is a third"),
+            ));
+        }
+        if ports.len() < XCONNECT_MEMBERS {
+            let span = d.ports.as_ref().map_or_else(|| d.kind.span(), Spanned::span);
+            return Err(self.err(
+                &span,
+                format!("xconnect `{name}` takes exactly {XCONNECT_MEMBERS} ports, it names {}", ports.len()),
+            ));
+        }
+        let id = g.add_xconnect(name).map_err(|e| self.err(&d.name.span(), e.to_string()))?;
+        for p in ports {
+            let PortRef::Name(n) = p.get_ref() else {
+                return Err(self.err(&p.span(), "xconnect ports are device names (VLAN membership is for bridges)"));
+            };
+            g.enslave(id, id_of(n)).map_err(|e| self.err(&p.span(), e.to_string()))?;
+        }
         Ok(id)
     }
 

@@ -139,7 +139,7 @@ pub struct TopologySpec {
 pub struct DeviceSpec {
     /// Unique name.
     pub name: Spanned<String>,
-    /// `port`, `vlan`, `bond`, `team`, `bridge`, `vxlan` or `geneve`.
+    /// `port`, `vlan`, `bond`, `team`, `bridge`, `xconnect`, `vxlan` or `geneve`.
     pub kind: Spanned<String>,
     /// Port: `memory` (default), `{ kind = "pcap", path, input }`,
     /// `{ kind = "tap", name, netns }`, `{ kind = "tun", name, netns }`,
@@ -190,6 +190,7 @@ pub struct DeviceSpec {
     /// Team: `roundrobin`, `loadbalance` or `activebackup`.
     pub runner: Option<Spanned<String>>,
     /// Team: port names. Bridge: port names or `{ name, pvid, untagged, tagged }`.
+    /// Xconnect: its two port names.
     pub ports: Option<Spanned<Vec<Spanned<PortRef>>>>,
     /// Bridge: VLAN filtering (default false).
     pub vlan_filtering: Option<Spanned<bool>>,
@@ -434,7 +435,7 @@ pub struct ReassemblySpec {
 }
 
 /// The device kinds.
-pub(super) const KINDS: [&str; 7] = ["port", "vlan", "bond", "team", "bridge", "vxlan", "geneve"];
+pub(super) const KINDS: [&str; 8] = ["port", "vlan", "bond", "team", "bridge", "xconnect", "vxlan", "geneve"];
 
 /// Keys of `[[device]]` that apply only to some kinds: (key, kinds).
 pub(super) const KIND_KEYS: &[(&str, &[&str])] = &[
@@ -460,7 +461,7 @@ pub(super) const KIND_KEYS: &[(&str, &[&str])] = &[
     ("slaves", &["bond"]),
     ("primary", &["bond"]),
     ("runner", &["team"]),
-    ("ports", &["team", "bridge"]),
+    ("ports", &["team", "bridge", "xconnect"]),
     ("vlan_filtering", &["bridge"]),
     ("ageing", &["bridge"]),
     ("fdb_max", &["bridge", "vxlan", "geneve"]),

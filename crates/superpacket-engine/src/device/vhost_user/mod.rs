@@ -48,6 +48,9 @@
 //!   bounded backlog ([`BACKLOG`]) while kicks on the receive queue are
 //!   enabled; the guest is notified (call eventfd, honouring `EVENT_IDX`)
 //!   at [`PortDriver::flush`], the end of the engine round.
+//!   Within an engine round the port holds what it is given
+//!   ([`PortDriver::hold_tx`]) and places it all at that flush, the
+//!   receive queue's checks, lock and ring lookup once per burst (`vhost_user/hold.rs`).
 //! - **features**: what the guest acked becomes the port's netdev features
 //!   ([`netdev_features`]: `GUEST_CSUM` gives HW_CSUM, `GUEST_TSO4` TSO,
 //!   `GUEST_TSO6` TSO6, `GUEST_ECN` TSO_ECN, `GUEST_USO4`+`GUEST_USO6`
@@ -79,6 +82,8 @@ pub mod backend;
 pub mod ctrl;
 mod enable_relay;
 mod guest_copy;
+mod hold;
+pub use hold::TX_BURST;
 pub mod memory;
 pub mod ring;
 pub mod virtq;
@@ -289,6 +294,33 @@ struct Active {
     conn: (usize, u64),
 }
 
+/// The virtio-net header (`hdr_len` bytes of the 12) exported for a
+/// frame of `meta` starting with `head`, for the guest of `a`.
+///
+/// # Errors
+/// The drop reason: an export the header cannot carry, or an offload the
+/// guest did not ack (a packet queued before the graph saw the guest's
+/// features is refused, never handed over).
+fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
+    let hdr = VirtioNetHdr::from_meta_as(meta, head, Medium::Ethernet, false).map_err(|e| e.reason())?;
+    let gso = hdr.gso_type & !GSO_ECN;
+    let need = match gso {
+        0 => 0,
+        1 => vf::GUEST_TSO4,
+        4 => vf::GUEST_TSO6,
+        5 => vf::GUEST_USO4 | vf::GUEST_USO6,
+        _ => u64::MAX,
+    } | if hdr.gso_type & GSO_ECN != 0 { vf::GUEST_ECN } else { 0 }
+        | if hdr.flags & F_NEEDS_CSUM != 0 { vf::GUEST_CSUM } else { 0 };
+    if a.acked & need != need {
+        return Err("vhost-guest-lacks-offload");
+    }
+    let mut hb = [0u8; 12];
+    let layout = if a.hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
+    hdr.emit(&mut hb, layout, HdrByteOrder::Little).map_err(|e| e.reason())?;
+    Ok(hb)
+}
+
 /// Counters of one driver (one queue pair).
 #[derive(Debug, Default, Clone)]
 struct Stats {
@@ -305,6 +337,16 @@ struct Stats {
     queue_stopped: u64,
     calls_sent: u64,
     wakeups: u64,
+}
+
+impl Stats {
+    /// A frame of `len` bytes placed in `chains` receive chains.
+    fn placed(&mut self, len: usize, chains: usize, superpacket: bool) {
+        self.tx_frames += 1;
+        self.tx_bytes += len as u64;
+        self.tx_buffers += chains as u64;
+        self.tx_superpackets += u64::from(superpacket);
+    }
 }
 
 /// Most microseconds a port may busy-poll ([`VhostUserOptions::busy_poll`]):
@@ -347,6 +389,13 @@ pub struct VhostUserDriver {
     rings: [ring::RingCache; 2],
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
+    /// Frames given to the port since [`PortDriver::hold_tx`], placed
+    /// together at the flush ([`hold`]); at most [`hold::TX_BURST`].
+    held: Vec<Packet>,
+    /// Their lengths.
+    held_len: Vec<usize>,
+    /// Between [`PortDriver::hold_tx`] and the next flush.
+    holding: bool,
     stats: Stats,
     pending: Vec<(&'static str, u64)>,
 }
@@ -445,6 +494,9 @@ impl VhostUserDriver {
             rings: Default::default(),
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
+            held: Vec::with_capacity(hold::TX_BURST),
+            held_len: Vec::with_capacity(hold::TX_BURST),
+            holding: false,
             stats: Stats::default(),
             pending: Vec::new(),
         })
@@ -718,26 +770,8 @@ impl VhostUserDriver {
         if self.stopped[0] {
             return Err(Place::Drop("vhost-queue-stopped"));
         }
-        let hdr =
-            VirtioNetHdr::from_meta_as(meta, head, Medium::Ethernet, false).map_err(|e| Place::Drop(e.reason()))?;
-        // What the guest did not ack (a packet queued before the graph saw
-        // the guest's features) is refused, never handed over.
-        let gso = hdr.gso_type & !GSO_ECN;
-        let need = match gso {
-            0 => 0,
-            1 => vf::GUEST_TSO4,
-            4 => vf::GUEST_TSO6,
-            5 => vf::GUEST_USO4 | vf::GUEST_USO6,
-            _ => u64::MAX,
-        } | if hdr.gso_type & GSO_ECN != 0 { vf::GUEST_ECN } else { 0 }
-            | if hdr.flags & F_NEEDS_CSUM != 0 { vf::GUEST_CSUM } else { 0 };
-        if a.acked & need != need {
-            return Err(Place::Drop("vhost-guest-lacks-offload"));
-        }
+        let hb = rx_header(a, meta, head).map_err(Place::Drop)?;
         let (hdr_len, mrg) = (a.hdr_len, a.mrg);
-        let mut hb = [0u8; 12];
-        let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
-        hdr.emit(&mut hb, layout, HdrByteOrder::Little).map_err(|e| Place::Drop(e.reason()))?;
         // A pair the guest does not use (disabled, or beyond the pairs it
         // set) gets nothing: waiting would only fill the backlog.
         if !self.validate(0) {
@@ -756,12 +790,7 @@ impl VhostUserDriver {
         match r {
             Ok(placed) => {
                 self.signal_rx = true;
-                self.stats.tx_frames += 1;
-                self.stats.tx_bytes += len as u64;
-                self.stats.tx_buffers += placed.chains as u64;
-                if meta.is_gso() {
-                    self.stats.tx_superpackets += 1;
-                }
+                self.stats.placed(len, placed.chains, meta.is_gso());
                 Ok(())
             }
             Err(RxRefused::NoRoom) => Err(Place::NoRoom),
@@ -848,6 +877,8 @@ impl VhostUserDriver {
         parts: impl Fn() -> I,
         len: usize,
     ) {
+        // Frames held earlier go first (the port keeps the graph's order).
+        self.place_held();
         self.refresh();
         if !self.backlog.is_empty() {
             self.drain_backlog();
@@ -958,6 +989,10 @@ impl PortDriver for VhostUserDriver {
         if self.active.is_none() {
             return Err(DriverError::new("vhost-no-guest", format!("no guest on {}", self.opts.socket.display())));
         }
+        if self.holding {
+            self.hold(pkt, len);
+            return Ok(());
+        }
         if !self.backlog.is_empty() {
             self.drain_backlog();
             if !self.backlog.is_empty() {
@@ -1004,7 +1039,12 @@ impl PortDriver for VhostUserDriver {
     fn wants_poll(&self) -> bool {
         self.polling
     }
+    fn hold_tx(&mut self) {
+        self.holding = true;
+    }
     fn flush(&mut self) {
+        self.holding = false;
+        self.place_held();
         self.refresh();
         if !self.backlog.is_empty() {
             self.drain_backlog();

@@ -373,3 +373,38 @@ fn a_busy_polling_port_keeps_the_guests_kicks_off_until_its_window_runs_out() {
     assert!(!p.port.wants_poll());
     assert!(send_kicked(&mut p), "without busy polling kicks are on at the first empty poll");
 }
+
+#[test]
+fn a_held_burst_is_placed_at_the_flush_in_order_and_a_full_one_at_once() {
+    use crate::device::vhost_user::TX_BURST;
+    let mut p = pair(VirtioUserConfig::ALL_FEATURES);
+    let mut buf = vec![0u8; 70_000];
+    let mut flow = Flow::new(FlowSpec::new(Transport::Udp, false, 7));
+    // Frames told apart by their length; a superpacket among them.
+    let mut sent: Vec<Packet> =
+        (0..TX_BURST + 3).map(|i| Packet::from_frame(&flow.frame(64 + i, TcpFlags::PSH).unwrap())).collect();
+    sent[5] = flow.superpacket(30_000, 1400, TcpFlags::PSH).unwrap();
+    p.port.hold_tx();
+    for (i, pkt) in sent.iter().take(TX_BURST).enumerate() {
+        p.port.xmit(pkt.clone()).unwrap();
+        assert_eq!(counter(&p.port, "tx_frames"), 0, "frame {i} held");
+    }
+    // One more: the full burst is placed, the new frame held.
+    for pkt in &sent[TX_BURST..] {
+        p.port.xmit(pkt.clone()).unwrap();
+    }
+    assert_eq!(counter(&p.port, "tx_frames"), TX_BURST as u64);
+    p.port.flush();
+    assert_eq!(counter(&p.port, "tx_frames"), sent.len() as u64);
+    for (i, pkt) in sent.iter().enumerate() {
+        let f = fe_recv(&mut p, &mut buf);
+        assert_eq!(&buf[..f.len], &pkt.to_vec()[..], "frame {i} in order");
+        same_offloads(&f.meta(&buf).unwrap(), &pkt.meta);
+    }
+    // After the flush, frames are placed as they come again.
+    p.port.xmit(sent[0].clone()).unwrap();
+    assert_eq!(counter(&p.port, "tx_frames"), sent.len() as u64 + 1);
+    let mut drops = Vec::new();
+    p.port.take_drops(&mut |r, n| drops.push((r, n)));
+    assert!(drops.is_empty(), "{drops:?}");
+}

@@ -1,0 +1,142 @@
+//! The transmit burst (issue 24): between [`PortDriver::hold_tx`] and the
+//! next [`PortDriver::flush`] (one engine round) the port holds the frames
+//! the graph gives it and places them together, so that what
+//! [`VhostUserDriver::place`] does per call (the guest and queue checks,
+//! the receive queue's lock, [`ring::Rings::cached`]'s key check) is done
+//! once per burst, as [`PortDriver::recv_burst`] does on the transmit
+//! queue. The virtio-net header and [`virtq::push_rx_at`] are per frame.
+//!
+//! Invariants: frames leave in the order the graph gave them, after the
+//! backlog and before any later frame (a segmented one through the sink
+//! places the held ones first); at most [`TX_BURST`] are held (a full
+//! burst is placed at once, so holding never allocates); a frame refused
+//! at placement is a driver drop with the reason an unheld one would have
+//! got, reported through [`PortDriver::take_drops`] after the flush.
+
+use super::*;
+
+/// Most frames held for one burst (the engine's default budget per port
+/// and round is 64).
+pub const TX_BURST: usize = 64;
+
+impl VhostUserDriver {
+    /// Holds `pkt` (`len` bytes) for the burst; a full burst is placed first.
+    pub(super) fn hold(&mut self, pkt: Packet, len: usize) {
+        if self.held.len() >= TX_BURST {
+            self.place_held();
+        }
+        // Packets and lengths apart: a `(Packet, usize)` is past the 128
+        // bytes a move copies inline (docs/benchmarks.md, "Packet moves").
+        self.held.push(pkt);
+        self.held_len.push(len);
+    }
+
+    /// Places the held frames in order: behind the backlog, each in the
+    /// guest's receive queue or, with no room, in the backlog.
+    pub(super) fn place_held(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut held = std::mem::take(&mut self.held);
+        let lens = std::mem::take(&mut self.held_len);
+        self.refresh();
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+        }
+        let mut next = 0;
+        while next < held.len() {
+            if !self.backlog.is_empty() {
+                for p in held.drain(next..) {
+                    self.backlog_push(p);
+                }
+                break;
+            }
+            next = self.place_run(&mut held, &lens, next);
+        }
+        held.clear();
+        self.held = held;
+        self.held_len = lens;
+        self.held_len.clear();
+    }
+
+    /// Places `held[from..]` (lengths `lens[from..]`) under one lock of the receive queue and one
+    /// ring lookup until one finds no room (moved to the backlog) or the
+    /// queue faults (the rest dropped); returns the index after the last
+    /// frame dealt with.
+    fn place_run(&mut self, held: &mut [Packet], lens: &[usize], from: usize) -> usize {
+        let refused = if self.active.is_none() {
+            Some("vhost-no-guest")
+        } else if self.stopped[0] {
+            Some("vhost-queue-stopped")
+        } else if !self.validate(0) {
+            Some(if self.stopped[0] { "vhost-queue-stopped" } else { "vhost-queue-disabled" })
+        } else {
+            None
+        };
+        if let Some(reason) = refused {
+            self.drop_n(reason, (held.len() - from) as u64);
+            return held.len();
+        }
+        let Some(a) = &self.active else { return held.len() };
+        let mut st = a.rx.get_mut();
+        if !in_service(a, &st) {
+            drop(st);
+            self.drop_n("vhost-queue-disabled", (held.len() - from) as u64);
+            return held.len();
+        }
+        let q = st.get_queue_mut();
+        let (hdr_len, mrg) = (a.hdr_len, a.mrg);
+        let mut stop = None;
+        let mut i = from;
+        match ring::Rings::cached(q, &a.mem, &mut self.rings[0]) {
+            Err(f) => stop = Some(RxRefused::Fault(f)),
+            Ok(rings) => {
+                while i < held.len() {
+                    let (pkt, len) = (&held[i], lens[i]);
+                    let hb = match rx_header(a, &pkt.meta, pkt.linear()) {
+                        Ok(hb) => hb,
+                        Err(reason) => {
+                            count_drop(&mut self.pending, reason, 1);
+                            i += 1;
+                            continue;
+                        }
+                    };
+                    let (cursor, scratch, hdr) = (&mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len]);
+                    // A linear packet is its one chunk (as in `xmit_len`).
+                    let r = if pkt.segments().is_empty() && pkt.frag_list().is_empty() {
+                        virtq::push_rx_at(&rings, q, cursor, scratch, hdr, std::iter::once(pkt.linear()), len, mrg)
+                    } else {
+                        virtq::push_rx_at(&rings, q, cursor, scratch, hdr, pkt.all_chunks(), len, mrg)
+                    };
+                    match r {
+                        Ok(placed) => {
+                            self.signal_rx = true;
+                            self.stats.placed(len, placed.chains, pkt.meta.is_gso());
+                        }
+                        Err(RxRefused::TooBig) => count_drop(&mut self.pending, "vhost-rx-too-big", 1),
+                        Err(refused) => {
+                            stop = Some(refused);
+                            break;
+                        }
+                    }
+                    i += 1;
+                }
+            }
+        }
+        drop(st);
+        match stop {
+            None => i,
+            Some(RxRefused::NoRoom) => {
+                let p = std::mem::take(&mut held[i]);
+                self.backlog_push(p);
+                i + 1
+            }
+            Some(RxRefused::Fault(f)) => {
+                self.stop_queue(0, f);
+                self.drop_n("vhost-queue-stopped", (held.len() - i) as u64);
+                held.len()
+            }
+            Some(RxRefused::TooBig) => unreachable!("a frame too big is dropped in the loop"),
+        }
+    }
+}
