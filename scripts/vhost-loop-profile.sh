@@ -32,34 +32,11 @@ MODE=${3:-time}
 OUT=${OUT:-$(mktemp -d /tmp/vhost-loop-profile.XXXXXX)}
 mkdir -p "$OUT"
 JOIN=${JOIN:-bridge}
-case "$JOIN" in
-    bridge) JOINED='name = "br0"
-kind = "bridge"' ;;
-    xconnect) JOINED='name = "xc0"
-kind = "xconnect"' ;;
-    *) echo "JOIN is bridge or xconnect, not $JOIN" >&2; exit 2 ;;
-esac
 WARMUP=5
 [ "$MODE" = callgrind ] && WARMUP=15
-cpus=($(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' | while IFS=- read -r a b; do seq "$a" "${b:-$a}"; done))
-[ "${#cpus[@]}" -ge 2 ] || { echo "needs two CPUs" >&2; exit 2; }
-FE_CPU=${cpus[0]} BE_CPU=${cpus[1]}
-
-cat > "$OUT/topo.toml" <<EOF
-[[device]]
-name = "vsend"
-kind = "port"
-driver = { kind = "vhost-user", socket = "$OUT/s0.sock", busy_poll_us = 1000 }
-
-[[device]]
-name = "vrecv"
-kind = "port"
-driver = { kind = "vhost-user", socket = "$OUT/s1.sock", busy_poll_us = 1000 }
-
-[[device]]
-$JOINED
-ports = ["vsend", "vrecv"]
-EOF
+. "$(dirname "$0")/vhost-profile-lib.sh"
+pick_cpus
+write_topology "$OUT/topo.toml" "$OUT/s0.sock" "$OUT/s1.sock" "$JOIN"
 
 EPID= TPID=
 cleanup() {

@@ -25,26 +25,9 @@ SECS=${3:?seconds}
 MODE=${4:-time}
 OUT=${OUT:-$(mktemp -d /tmp/vhost-tso-profile.XXXXXX)}
 mkdir -p "$OUT"
-cpus=($(taskset -pc $$ | sed 's/.*: //' | tr ',' '\n' | while IFS=- read -r a b; do seq "$a" "${b:-$a}"; done))
-[ "${#cpus[@]}" -ge 2 ] || { echo "needs two CPUs" >&2; exit 2; }
-FE_CPU=${cpus[0]} BE_CPU=${cpus[1]}
-
-cat > "$OUT/topo.toml" <<TOPO
-[[device]]
-name = "vsend"
-kind = "port"
-driver = { kind = "vhost-user", socket = "$OUT/send.sock", busy_poll_us = 1000 }
-
-[[device]]
-name = "vrecv"
-kind = "port"
-driver = { kind = "vhost-user", socket = "$OUT/recv.sock", busy_poll_us = 1000 }
-
-[[device]]
-name = "br0"
-kind = "bridge"
-ports = ["vsend", "vrecv"]
-TOPO
+. "$(dirname "$0")/vhost-profile-lib.sh"
+pick_cpus
+write_topology "$OUT/topo.toml" "$OUT/send.sock" "$OUT/recv.sock"
 
 EPID= RPID= SPID=
 cleanup() {
