@@ -68,6 +68,40 @@ pub enum LinkOutput {
     Drop(&'static str),
 }
 
+/// A superpacket's payload left in the sending guest's memory (the
+/// vhost-user port's one-copy path).
+#[cfg(feature = "vhost-user")]
+pub use super::vhost_user::held::HeldFrame;
+
+/// A superpacket's payload left in a sender's memory: none without
+/// vhost-user ports.
+#[cfg(not(feature = "vhost-user"))]
+#[derive(Debug)]
+pub enum HeldFrame {}
+
+#[cfg(not(feature = "vhost-user"))]
+impl HeldFrame {
+    /// Held bytes.
+    pub fn len(&self) -> usize {
+        match *self {}
+    }
+    /// Never true.
+    pub fn is_empty(&self) -> bool {
+        match *self {}
+    }
+    /// Whether this is `packet`'s payload.
+    pub fn belongs_to(&self, _packet: &Packet) -> bool {
+        match *self {}
+    }
+    /// Copies the payload into `packet`.
+    ///
+    /// # Errors
+    /// Never.
+    pub fn materialise(self, _packet: &mut Packet) -> Result<(), &'static str> {
+        match self {}
+    }
+}
+
 /// What moves frames between a port and the outside world. The port has
 /// already decided everything (3.1): [`PortDriver::xmit`] gets packets the
 /// device takes as they are (superpackets included); the segmenter's output
@@ -129,6 +163,31 @@ pub trait PortDriver: fmt::Debug + Send {
             n += 1;
         }
         n
+    }
+    /// [`PortDriver::recv_burst`] that may leave superpackets' payloads in
+    /// the sender's memory: each such packet has a [`HeldFrame`] pushed to
+    /// `held` (in packet order; see the vhost-user port's `held` module),
+    /// and its caller must hand both to [`super::Graph::receive_held`] (or
+    /// materialise the frame, [`HeldFrame::materialise`]) before the engine
+    /// round ends. Default: [`PortDriver::recv_burst`], nothing held.
+    fn recv_burst_held(&mut self, out: &mut Vec<Packet>, held: &mut Vec<HeldFrame>, max: usize) -> usize {
+        let _ = held;
+        self.recv_burst(out, max)
+    }
+    /// Whether [`PortDriver::xmit_held`] copies a held payload itself (the
+    /// one-copy path). Default: no.
+    fn takes_held(&self) -> bool {
+        false
+    }
+    /// Transmits `pkt`, whose last `held.len()` bytes are `held`'s, the
+    /// offloads as they are (the caller checked the port takes them).
+    /// Default: the payload materialised, then [`PortDriver::xmit_len`].
+    ///
+    /// # Errors
+    /// As [`PortDriver::xmit`].
+    fn xmit_held(&mut self, mut pkt: Packet, len: usize, held: HeldFrame) -> Result<(), DriverError> {
+        held.materialise(&mut pkt).map_err(|reason| DriverError::new(reason, "held payload lost"))?;
+        self.xmit_len(pkt, len)
     }
     /// Reports, then forgets, the drops the driver counted itself since the
     /// last call, as `(reason, count)`: frames given to [`PortDriver::sink`]
