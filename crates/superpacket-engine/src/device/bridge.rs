@@ -266,6 +266,10 @@ impl Bridge {
         class: BridgeClass,
         dst: MacAddr,
     ) -> Verdict {
+        // Every recipient reads (or copies) the payload.
+        if let Err(reason) = cx.materialise_held(pkt) {
+            return cx.drop(reason);
+        }
         let me = cx.me();
         let to_self =
             ingress != me && !dst.is_unicast() && (!self.vlan_filtering || self.self_vlans.member(class.vid).is_some());

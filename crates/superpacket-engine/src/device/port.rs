@@ -608,6 +608,22 @@ impl PortDevice {
         let d = &cx.devices()[me.0];
         let f = effective_features(&d.feat, info, &d.check, mode);
         let driver = &mut self.driver;
+        // A payload still in its sender's memory: copied from there by a
+        // driver that can, on the pass-through path only; else made whole
+        // here, before the segmenter or the driver reads it.
+        if let Some(held) = cx.take_held(pkt) {
+            if takes_as_is(f, info) && driver.takes_held() {
+                cx.devices_mut()[me.0].counters.tx_passthrough += 1;
+                return match driver.xmit_held(std::mem::take(pkt), len, held) {
+                    Ok(()) => Verdict::Forwarded,
+                    Err(e) => cx.drop(e.reason),
+                };
+            }
+            if let Err(reason) = held.materialise(pkt) {
+                return cx.drop(reason);
+            }
+        }
+        let d = &cx.devices()[me.0];
         if takes_as_is(f, info) {
             cx.devices_mut()[me.0].counters.tx_passthrough += 1;
             return match driver.xmit_len(std::mem::take(pkt), len) {
