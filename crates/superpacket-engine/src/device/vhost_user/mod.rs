@@ -1193,3 +1193,5 @@ impl SegmentSink for VhostUserDriver {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_held;
