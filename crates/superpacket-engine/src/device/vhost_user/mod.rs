@@ -306,6 +306,7 @@ struct Stats {
     rx_bytes: u64,
     rx_superpackets: u64,
     rx_csum_partial: u64,
+    rx_held: u64,
     rx_descs: u64,
     queue_stopped: u64,
     calls_sent: u64,
@@ -650,6 +651,7 @@ impl VhostUserDriver {
                 match HeldFrame::new(a.mem.clone(), self.tx_scratch.bufs(), h.skip, h.len, &f.packet, completion) {
                     Ok(held) => {
                         held_now += 1;
+                        self.stats.rx_held += 1;
                         put(f.packet, Some(held));
                     }
                     // (`take_frame_holding` holds only what fits.)
@@ -1117,7 +1119,8 @@ impl PortDriver for VhostUserDriver {
     /// guest: `tx_frames`, `tx_bytes`, `tx_superpackets`, `tx_buffers`
     /// (receive chains used, `num_buffers` summed), `tx_backlogged`,
     /// `backlog`; from the guest: `rx_frames`, `rx_bytes`,
-    /// `rx_superpackets`, `rx_csum_partial`, `rx_descs`; `queue_stopped`
+    /// `rx_superpackets`, `rx_csum_partial`, `rx_held` (frames whose
+    /// payload was left in the guest's memory: [`held`]), `rx_descs`; `queue_stopped`
     /// (queues stopped for a guest fault), `calls_sent`, `wakeups`.
     fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {
         if self.qp == 0 {
@@ -1156,6 +1159,7 @@ impl PortDriver for VhostUserDriver {
             ("rx_bytes", s.rx_bytes),
             ("rx_superpackets", s.rx_superpackets),
             ("rx_csum_partial", s.rx_csum_partial),
+            ("rx_held", s.rx_held),
             ("rx_descs", s.rx_descs),
             ("queue_stopped", s.queue_stopped),
             ("calls_sent", s.calls_sent),
