@@ -563,9 +563,15 @@ impl PortDevice {
 /// value (valid because the segmenter passes through the very packet it was
 /// given, see [`SegmentSink::pass_through`]). Segments go straight to the
 /// driver.
+///
+/// With `held` (the packet's payload is not in it yet: see
+/// [`PortDevice::send_held`]) segments are not sent but noted in `cut`:
+/// they were made of bytes the packet does not have.
 struct PortSink<'a> {
     inner: &'a mut dyn SegmentSink,
     passed_through: Option<OffloadMeta>,
+    held: bool,
+    cut: bool,
 }
 
 impl SegmentSink for PortSink<'_> {
@@ -573,13 +579,19 @@ impl SegmentSink for PortSink<'_> {
         self.passed_through = Some(*meta);
     }
     fn sg_frame(&mut self, frame: &SgFrame<'_>) {
-        self.inner.sg_frame(frame);
+        self.cut = true;
+        if !self.held {
+            self.inner.sg_frame(frame);
+        }
     }
     fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
         self.inner.linear_buffer(len)
     }
     fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
-        self.inner.linear_frame(len, meta);
+        self.cut = true;
+        if !self.held {
+            self.inner.linear_frame(len, meta);
+        }
     }
 }
 
@@ -612,13 +624,10 @@ impl PortDevice {
         // driver that can, on the pass-through path only; else made whole
         // here, before the segmenter or the driver reads it.
         if let Some(held) = cx.take_held(pkt) {
-            if takes_as_is(f, info) && driver.takes_held() {
-                cx.devices_mut()[me.0].counters.tx_passthrough += 1;
-                return match driver.xmit_held(std::mem::take(pkt), len, held) {
-                    Ok(()) => Verdict::Forwarded,
-                    Err(e) => cx.drop(e.reason),
-                };
-            }
+            let held = match Self::send_held(driver.as_mut(), cx, pkt, len, info, f, held) {
+                Ok(verdict) => return verdict,
+                Err(held) => held,
+            };
             if let Err(reason) = held.materialise(pkt) {
                 return cx.drop(reason);
             }
@@ -632,7 +641,7 @@ impl PortDevice {
             };
         }
         let caps = target_caps(f, &d.feat, d.mtu).with_medium(d.medium);
-        let mut sink = PortSink { inner: driver.sink(), passed_through: None };
+        let mut sink = PortSink { inner: driver.sink(), passed_through: None, held: false, cut: false };
         let (segmenter, devices) = cx.segmenter();
         let outcome = segmenter.segment(pkt, &caps, &mut sink);
         let passed_through = sink.passed_through;
@@ -652,6 +661,50 @@ impl PortDevice {
         }
         driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
         verdict
+    }
+}
+
+impl PortDevice {
+    /// The one-copy path of a packet whose payload is `held`: to a driver
+    /// that copies it itself ([`PortDriver::xmit_held`]), if the port takes
+    /// the packet as it is, or would but for `DODGY` (a guest's
+    /// superpacket: the segmenter validates its headers and lengths and
+    /// passes it through, reading no payload). `Err` gives `held` back
+    /// when the path does not apply (the caller materialises it), also if
+    /// the segmenter would cut the packet after all.
+    fn send_held(
+        driver: &mut dyn PortDriver,
+        cx: &mut Cx<'_>,
+        pkt: &mut Packet,
+        len: usize,
+        info: &PacketInfo,
+        f: NetdevFeatures,
+        held: HeldFrame,
+    ) -> Result<Verdict, HeldFrame> {
+        let me = cx.me();
+        if !driver.takes_held() || !takes_as_is(f | NetdevFeatures::GSO_ROBUST, info) {
+            return Err(held);
+        }
+        if !takes_as_is(f, info) {
+            let d = &cx.devices()[me.0];
+            let caps = target_caps(f, &d.feat, d.mtu).with_medium(d.medium);
+            let mut sink = PortSink { inner: driver.sink(), passed_through: None, held: true, cut: false };
+            let (segmenter, devices) = cx.segmenter();
+            match segmenter.segment(pkt, &caps, &mut sink) {
+                Ok(o) if !sink.cut && sink.passed_through.is_some() => {
+                    record_outcome(&mut devices[me.0].counters, &o);
+                    pkt.meta = sink.passed_through.unwrap_or(pkt.meta);
+                }
+                Ok(_) => return Err(held),
+                Err(e) => return Ok(Verdict::Dropped { on: me, reason: e.reason() }),
+            }
+        } else {
+            cx.devices_mut()[me.0].counters.tx_passthrough += 1;
+        }
+        Ok(match driver.xmit_held(std::mem::take(pkt), len, held) {
+            Ok(()) => Verdict::Forwarded,
+            Err(e) => cx.drop(e.reason),
+        })
     }
 }
 
