@@ -11,6 +11,7 @@ use crate::device::port::MemoryDriver;
 use crate::device::{Graph, NetdevFeatures, StackMode};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use superpacket::offload::gso::{SegmentSink, SgFrame};
 use superpacket::packet::Packet;
 use superpacket::packet::virtio::{HdrByteOrder, HdrLayout, VirtioNetHdr};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
@@ -320,4 +321,90 @@ fn dropped_in_the_graph_gives_the_chain_back_once() {
     g.receive_held(ingress, packet, held);
     assert_eq!(sent(&mut g, out[0]), Vec::<Vec<u8>>::new());
     assert_eq!(s.used(), [(0, 0)]);
+}
+
+/// A driver that takes held payloads, copying them out as a receiving
+/// vhost-user port would (through [`HeldFrame::copy_to`]).
+#[derive(Debug)]
+struct TakesHeld {
+    hw: NetdevFeatures,
+    sent: Vec<Vec<u8>>,
+    held_sent: usize,
+    lin: Vec<u8>,
+}
+
+impl crate::device::PortDriver for TakesHeld {
+    fn kind(&self) -> &'static str {
+        "takes-held"
+    }
+    fn hw_features(&self) -> NetdevFeatures {
+        self.hw
+    }
+    fn xmit(&mut self, pkt: Packet) -> Result<(), crate::device::DriverError> {
+        self.sent.push(pkt.to_vec());
+        Ok(())
+    }
+    fn sink(&mut self) -> &mut dyn SegmentSink {
+        self
+    }
+    fn recv(&mut self) -> Option<Packet> {
+        None
+    }
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+    fn takes_held(&self) -> bool {
+        true
+    }
+    fn xmit_held(&mut self, pkt: Packet, len: usize, held: HeldFrame) -> Result<(), crate::device::DriverError> {
+        let own = len - held.len();
+        let mut frame = pkt.linear()[..own].to_vec();
+        frame.resize(len, 0);
+        held.copy_to(0, &mut frame[own..]).unwrap();
+        self.sent.push(frame);
+        self.held_sent += 1;
+        Ok(())
+    }
+}
+
+impl SegmentSink for TakesHeld {
+    fn pass_through(&mut self, packet: &Packet, _meta: &superpacket::packet::OffloadMeta) {
+        self.sent.push(packet.to_vec());
+    }
+    fn sg_frame(&mut self, frame: &SgFrame<'_>) {
+        self.sent.push([frame.header, &frame.payload.concat()].concat());
+    }
+    fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
+        self.lin.resize(len, 0);
+        &mut self.lin
+    }
+    fn linear_frame(&mut self, len: usize, _meta: &superpacket::packet::OffloadMeta) {
+        self.sent.push(self.lin[..len].to_vec());
+    }
+}
+
+/// The one-copy path: a guest's superpacket (DODGY) flooded to the one
+/// other port of a bridge, which takes held payloads, leaves as it came,
+/// byte for byte, whether the port has GSO_ROBUST or the segmenter checks
+/// the headers first; the sender's chain comes back once.
+#[test]
+fn sent_through_the_graph_to_a_port_that_takes_it() {
+    for robust in [true, false] {
+        let s = Sender::new();
+        let (frame, hdr) = superpacket(20_000);
+        let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+        assert!(packet.meta.gso_type.contains(superpacket::packet::GsoType::DODGY));
+        let mut g = Graph::new(StackMode::Passthrough);
+        let br = g.add_bridge("br0", false).unwrap();
+        let ingress = g.add_port("in", Box::new(MemoryDriver::full())).unwrap();
+        let full = MemoryDriver::full().hw;
+        let hw = if robust { full | NetdevFeatures::GSO_ROBUST } else { full.without(NetdevFeatures::GSO_ROBUST) };
+        let out = g.add_port("out", Box::new(TakesHeld { hw, sent: Vec::new(), held_sent: 0, lin: Vec::new() })).unwrap();
+        g.enslave(br, ingress).unwrap();
+        g.enslave(br, out).unwrap();
+        g.receive_held(ingress, packet, held);
+        let d = g.driver_mut::<TakesHeld>(out).unwrap();
+        assert_eq!((d.held_sent, &d.sent), (1, &vec![frame.clone()]), "robust {robust}");
+        assert_eq!(s.used(), [(0, 0)]);
+    }
 }
