@@ -86,9 +86,9 @@ pub mod virtq;
 
 use super::features::{FeaturesCheck, NetdevFeatures};
 use super::port::{DriverError, PortDriver};
-use held::{Completion, HeldFrame};
 pub use backend::Mode;
 use backend::{Control, PortShared, Vring};
+use held::{Completion, HeldFrame};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;

@@ -399,7 +399,8 @@ fn sent_through_the_graph_to_a_port_that_takes_it() {
         let ingress = g.add_port("in", Box::new(MemoryDriver::full())).unwrap();
         let full = MemoryDriver::full().hw;
         let hw = if robust { full | NetdevFeatures::GSO_ROBUST } else { full.without(NetdevFeatures::GSO_ROBUST) };
-        let out = g.add_port("out", Box::new(TakesHeld { hw, sent: Vec::new(), held_sent: 0, lin: Vec::new() })).unwrap();
+        let out =
+            g.add_port("out", Box::new(TakesHeld { hw, sent: Vec::new(), held_sent: 0, lin: Vec::new() })).unwrap();
         g.enslave(br, ingress).unwrap();
         g.enslave(br, out).unwrap();
         g.receive_held(ingress, packet, held);
