@@ -39,7 +39,11 @@
 //!   is given back after the copy and the header imported with the
 //!   kernel's validation ([`VirtioNetHdr::to_meta`], the same code as a
 //!   TAP's). A refused header is a drop counted with the same reason as on
-//!   a TAP.
+//!   a TAP. Through [`PortDriver::recv_burst_held`] (the engine worker's
+//!   call) a superpacket's payload may instead stay in the guest's buffers
+//!   ([`held`]): only its headers are copied, and the chain is given back
+//!   when the payload has been copied guest to guest into another
+//!   vhost-user port ([`PortDriver::xmit_held`]) or materialised.
 //! - **transmit to the guest** ([`PortDriver::xmit`], [`PortDriver::sink`]):
 //!   the header is exported as for a TAP ([`VirtioNetHdr::from_meta_as`])
 //!   and header and frame are copied into the guest's receive buffers;
