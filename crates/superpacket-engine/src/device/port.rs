@@ -623,12 +623,12 @@ impl PortDevice {
         // A payload still in its sender's memory: copied from there by a
         // driver that can, on the pass-through path only; else made whole
         // here, before the segmenter or the driver reads it.
-        if let Some(held) = cx.take_held(pkt) {
-            let held = match Self::send_held(driver.as_mut(), cx, pkt, len, info, f, held) {
-                Ok(verdict) => return verdict,
-                Err(held) => held,
-            };
-            if let Err(reason) = held.materialise(pkt) {
+        let mut held = cx.take_held(pkt);
+        if held.is_some() {
+            if let Some(verdict) = Self::send_held(driver.as_mut(), cx, pkt, len, info, f, &mut held) {
+                return verdict;
+            }
+            if let Some(Err(reason)) = held.map(|h| h.materialise(pkt)) {
                 return cx.drop(reason);
             }
         }
@@ -669,8 +669,8 @@ impl PortDevice {
     /// that copies it itself ([`PortDriver::xmit_held`]), if the port takes
     /// the packet as it is, or would but for `DODGY` (a guest's
     /// superpacket: the segmenter validates its headers and lengths and
-    /// passes it through, reading no payload). `Err` gives `held` back
-    /// when the path does not apply (the caller materialises it), also if
+    /// passes it through, reading no payload). `None` leaves `held` to the
+    /// caller when the path does not apply (it materialises it), also if
     /// the segmenter would cut the packet after all.
     fn send_held(
         driver: &mut dyn PortDriver,
@@ -679,11 +679,11 @@ impl PortDevice {
         len: usize,
         info: &PacketInfo,
         f: NetdevFeatures,
-        held: HeldFrame,
-    ) -> Result<Verdict, HeldFrame> {
+        held: &mut Option<HeldFrame>,
+    ) -> Option<Verdict> {
         let me = cx.me();
         if !driver.takes_held() || !takes_as_is(f | NetdevFeatures::GSO_ROBUST, info) {
-            return Err(held);
+            return None;
         }
         if !takes_as_is(f, info) {
             let d = &cx.devices()[me.0];
@@ -695,13 +695,14 @@ impl PortDevice {
                     record_outcome(&mut devices[me.0].counters, &o);
                     pkt.meta = sink.passed_through.unwrap_or(pkt.meta);
                 }
-                Ok(_) => return Err(held),
-                Err(e) => return Ok(Verdict::Dropped { on: me, reason: e.reason() }),
+                Ok(_) => return None,
+                Err(e) => return Some(Verdict::Dropped { on: me, reason: e.reason() }),
             }
         } else {
             cx.devices_mut()[me.0].counters.tx_passthrough += 1;
         }
-        Ok(match driver.xmit_held(std::mem::take(pkt), len, held) {
+        let held = held.take()?;
+        Some(match driver.xmit_held(std::mem::take(pkt), len, held) {
             Ok(()) => Verdict::Forwarded,
             Err(e) => cx.drop(e.reason),
         })

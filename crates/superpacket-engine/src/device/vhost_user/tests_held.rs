@@ -175,7 +175,7 @@ fn sent_the_senders_chain_is_given_back_after_the_receivers_copy() {
         rm.write_obj(i.to_le(), GuestAddress(AVAIL + 4 + 2 * u64::from(i))).unwrap();
     }
     rm.write_obj(3u16.to_le(), GuestAddress(AVAIL + 2)).unwrap();
-    let rings = Rings::new(&mut rq, &rm).unwrap();
+    let rings = Rings::new(&rq, &rm).unwrap();
     let own = &packet.linear()[..packet.len() - held.len()];
     let placed = virtq::push_rx_holding(
         &rings,
@@ -267,7 +267,7 @@ fn flooded_every_port_gets_the_whole_frame() {
     let (mut g, ingress, out) = bridge(3, false);
     g.receive_held(ingress, packet, held);
     for p in out {
-        assert_eq!(sent(&mut g, p), [frame.clone()]);
+        assert_eq!(sent(&mut g, p), std::slice::from_ref(&frame));
     }
     assert_eq!(s.used(), [(0, 0)]);
 }
