@@ -409,3 +409,19 @@ fn sent_through_the_graph_to_a_port_that_takes_it() {
         assert_eq!(s.used(), [(0, 0)]);
     }
 }
+
+/// A frame for the bridge itself goes up to its stack: that step reads
+/// payloads, so the walk materialises the packet before it (the packet
+/// delivered locally is whole); the chain comes back once.
+#[test]
+fn passed_up_the_packet_is_whole_before_the_step() {
+    let s = Sender::new();
+    let (mut g, ingress, _) = bridge(1, false);
+    let br = g.id("br0").unwrap();
+    let (mut frame, hdr) = superpacket(20_000);
+    frame[..6].copy_from_slice(&g.device(br).mac.0);
+    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    g.receive_held(ingress, packet, held);
+    assert_eq!(g.take_local(br).map(|p| p.to_vec()), Some(frame));
+    assert_eq!(s.used(), [(0, 0)]);
+}
