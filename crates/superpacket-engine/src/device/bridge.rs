@@ -273,15 +273,27 @@ impl Bridge {
             self.ports.iter().filter(|(p, v)| *p != ingress && (!self.vlan_filtering || v.member(class.vid).is_some()));
         let mut last = None;
         let mut sent = false;
+        // A copy reads the payload: one still in its sender's memory is
+        // made whole before the first (a flood to one port sends the
+        // packet itself).
+        let copy = |cx: &mut Cx<'_>, pkt: &mut Packet, to: DeviceId| {
+            cx.materialise_held(pkt).map(|()| self.egress_copy(cx, to, pkt, len, class))
+        };
         for (p, _) in members {
             if let Some(earlier) = last.replace(*p) {
-                sent |= self.egress_copy(cx, earlier, pkt, len, class);
+                match copy(cx, pkt, earlier) {
+                    Ok(s) => sent |= s,
+                    Err(reason) => return cx.drop(reason),
+                }
             }
         }
         let verdict = match (to_self, last) {
             (true, earlier) => {
                 if let Some(earlier) = earlier {
-                    sent |= self.egress_copy(cx, earlier, pkt, len, class);
+                    match copy(cx, pkt, earlier) {
+                        Ok(s) => sent |= s,
+                        Err(reason) => return cx.drop(reason),
+                    }
                 }
                 self.up(cx, pkt, len, class)
             }

@@ -42,7 +42,7 @@ use super::features::{
     DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode, effective_features, gso_ok, target_caps,
 };
 use super::netdev::{Cx, Hop, NetDevice, Shared, Verdict};
-use super::port::{PortDevice, PortDriver, record_outcome};
+use super::port::{HeldFrame, PortDevice, PortDriver, record_outcome};
 use super::router::{Router, UdpSocket};
 use super::tables::TableUsage;
 use super::team::{Team, TeamMode};
@@ -276,6 +276,7 @@ impl Graph {
                 segmenter: Segmenter::new(),
                 steps: VecDeque::new(),
                 link_replies: VecDeque::new(),
+                held: None,
             },
             kinds: Vec::new(),
             names: HashMap::new(),
@@ -771,6 +772,44 @@ impl Graph {
         self.receive_link_replies();
     }
 
+    /// [`Graph::receive`] of a packet whose last `held.len()` bytes are
+    /// still in its sender's memory ([`super::port::PortDriver::recv_burst_held`]).
+    /// The walk lets the payload pass only through steps that read headers
+    /// alone (a port's receive into a bridge without VLAN filtering, the
+    /// bridge's forwarding to one port, a port's transmit); the port whose
+    /// driver takes it ([`super::port::PortDriver::xmit_held`]) copies it
+    /// from the sender's memory; every other step, and a flood, first
+    /// materialises it into the packet (one copy, as for any packet). A
+    /// payload still held when the walk ends belonged to a dropped packet:
+    /// dropping it gives the sender's chain back. So no held payload
+    /// outlives this call.
+    pub fn receive_held(&mut self, port: DeviceId, mut pkt: Packet, held: HeldFrame) {
+        if self.sh.devices[port.0].medium == Medium::Ethernet && self.sh.held.is_none() {
+            self.sh.held = Some(held);
+        } else if let Err(reason) = held.materialise(&mut pkt) {
+            self.sh.devices[port.0].counters.drop_n(reason, 1);
+            return;
+        }
+        self.receive_one(port, pkt);
+        self.sh.held = None;
+        self.receive_link_replies();
+    }
+
+    /// Whether a packet whose payload is held may take step `hop` as it is
+    /// (see [`Graph::receive_held`]).
+    fn held_may_pass(&self, hop: Hop) -> bool {
+        match hop {
+            Hop::Receive(id) => {
+                self.is_port(id)
+                    && self.sh.devices[id.0].master.is_some_and(|m| {
+                        self.kinds[m.0].as_any().downcast_ref::<Bridge>().is_some_and(|b| !b.vlan_filtering)
+                    })
+            }
+            Hop::Transmit(id) => self.is_port(id) && self.sh.devices[id.0].medium == Medium::Ethernet,
+            Hop::L3(..) | Hop::Deliver(_) => false,
+        }
+    }
+
     /// [`Graph::receive`] without the link replies: a raw-IP port's driver
     /// frames the packet first.
     fn receive_one(&mut self, port: DeviceId, pkt: Packet) {
@@ -833,6 +872,16 @@ impl Graph {
     /// One step: returns the next hop of the same packet, if any.
     #[inline(always)]
     fn step(&mut self, hop: Hop, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
+        if self.sh.held.is_some()
+            && !self.held_may_pass(hop)
+            && let Err(reason) = self.sh.materialise_held(pkt)
+        {
+            let id = match hop {
+                Hop::Receive(id) | Hop::Transmit(id) | Hop::L3(id, _) | Hop::Deliver(id) => id,
+            };
+            self.sh.devices[id.0].counters.drop_n(reason, 1);
+            return None;
+        }
         let (id, handler, from, rx) = match hop {
             Hop::Deliver(id) => {
                 let (kind, mut cx) = self.cx(id, depth);

@@ -66,7 +66,7 @@ mod tests_xconnect;
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, Graph};
 pub use netdev::{Cx, NetDevice, Verdict};
-pub use port::{DriverError, LinkOutput, MemoryDriver, MemoryMode, PcapDriver, PortDevice, PortDriver};
+pub use port::{DriverError, HeldFrame, LinkOutput, MemoryDriver, MemoryMode, PcapDriver, PortDevice, PortDriver};
 #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
 pub use port_io::IoPortDriver;
 #[cfg(feature = "tap")]

@@ -19,7 +19,7 @@
 
 use super::features::{DeviceFeatures, NetdevFeatures, StackMode};
 use super::graph::{Device, DeviceId};
-use super::port::PortDriver;
+use super::port::{HeldFrame, PortDriver};
 use super::tables::TableUsage;
 use std::any::Any;
 use std::collections::VecDeque;
@@ -106,6 +106,25 @@ pub(crate) struct Shared {
     pub(crate) segmenter: Segmenter,
     pub(crate) steps: VecDeque<Step>,
     pub(crate) link_replies: VecDeque<(DeviceId, Packet)>,
+    /// The payload of the packet being received, still in its sender's
+    /// memory ([`super::Graph::receive_held`]): only the walk's devices
+    /// that read headers alone let it pass; every other step materialises
+    /// it first.
+    pub(crate) held: Option<HeldFrame>,
+}
+
+impl Shared {
+    /// Copies a held payload that is `pkt`'s into it (the packet whole
+    /// from then on); nothing if none is held for it.
+    ///
+    /// # Errors
+    /// The payload could not be read: the packet must be dropped for this reason.
+    pub(crate) fn materialise_held(&mut self, pkt: &mut Packet) -> Result<(), &'static str> {
+        match self.held.take_if(|h| h.belongs_to(pkt)) {
+            Some(h) => h.materialise(pkt),
+            None => Ok(()),
+        }
+    }
 }
 
 /// What a handler sees of the graph: see the module documentation.
@@ -183,6 +202,21 @@ impl<'a> Cx<'a> {
     /// step's own (held packets given up, refused fragments).
     pub fn count_drops(&mut self, dev: DeviceId, reason: &'static str, n: u64) {
         self.sh.devices[dev.0].counters.drop_n(reason, n);
+    }
+
+    /// Takes the held payload of `pkt` ([`super::Graph::receive_held`]),
+    /// if it has one: the caller sends it or materialises it.
+    pub fn take_held(&mut self, pkt: &Packet) -> Option<HeldFrame> {
+        self.sh.held.take_if(|h| h.belongs_to(pkt))
+    }
+
+    /// Makes `pkt` whole if its payload is held: for a handler about to
+    /// read or copy payload bytes (a flood's copies).
+    ///
+    /// # Errors
+    /// The payload could not be read: drop the packet for this reason.
+    pub fn materialise_held(&mut self, pkt: &mut Packet) -> Result<(), &'static str> {
+        self.sh.materialise_held(pkt)
     }
 
     /// A frame a raw-IP port's driver answered itself: received on the

@@ -68,6 +68,40 @@ pub enum LinkOutput {
     Drop(&'static str),
 }
 
+/// A superpacket's payload left in the sending guest's memory (the
+/// vhost-user port's one-copy path).
+#[cfg(feature = "vhost-user")]
+pub use super::vhost_user::held::HeldFrame;
+
+/// A superpacket's payload left in a sender's memory: none without
+/// vhost-user ports.
+#[cfg(not(feature = "vhost-user"))]
+#[derive(Debug)]
+pub enum HeldFrame {}
+
+#[cfg(not(feature = "vhost-user"))]
+impl HeldFrame {
+    /// Held bytes.
+    pub fn len(&self) -> usize {
+        match *self {}
+    }
+    /// Never true.
+    pub fn is_empty(&self) -> bool {
+        match *self {}
+    }
+    /// Whether this is `packet`'s payload.
+    pub fn belongs_to(&self, _packet: &Packet) -> bool {
+        match *self {}
+    }
+    /// Copies the payload into `packet`.
+    ///
+    /// # Errors
+    /// Never.
+    pub fn materialise(self, _packet: &mut Packet) -> Result<(), &'static str> {
+        match self {}
+    }
+}
+
 /// What moves frames between a port and the outside world. The port has
 /// already decided everything (3.1): [`PortDriver::xmit`] gets packets the
 /// device takes as they are (superpackets included); the segmenter's output
@@ -129,6 +163,31 @@ pub trait PortDriver: fmt::Debug + Send {
             n += 1;
         }
         n
+    }
+    /// [`PortDriver::recv_burst`] that may leave superpackets' payloads in
+    /// the sender's memory: each such packet has a [`HeldFrame`] pushed to
+    /// `held` (in packet order; see the vhost-user port's `held` module),
+    /// and its caller must hand both to [`super::Graph::receive_held`] (or
+    /// materialise the frame, [`HeldFrame::materialise`]) before the engine
+    /// round ends. Default: [`PortDriver::recv_burst`], nothing held.
+    fn recv_burst_held(&mut self, out: &mut Vec<Packet>, held: &mut Vec<HeldFrame>, max: usize) -> usize {
+        let _ = held;
+        self.recv_burst(out, max)
+    }
+    /// Whether [`PortDriver::xmit_held`] copies a held payload itself (the
+    /// one-copy path). Default: no.
+    fn takes_held(&self) -> bool {
+        false
+    }
+    /// Transmits `pkt`, whose last `held.len()` bytes are `held`'s, the
+    /// offloads as they are (the caller checked the port takes them).
+    /// Default: the payload materialised, then [`PortDriver::xmit_len`].
+    ///
+    /// # Errors
+    /// As [`PortDriver::xmit`].
+    fn xmit_held(&mut self, mut pkt: Packet, len: usize, held: HeldFrame) -> Result<(), DriverError> {
+        held.materialise(&mut pkt).map_err(|reason| DriverError::new(reason, "held payload lost"))?;
+        self.xmit_len(pkt, len)
     }
     /// Reports, then forgets, the drops the driver counted itself since the
     /// last call, as `(reason, count)`: frames given to [`PortDriver::sink`]
@@ -511,9 +570,15 @@ impl PortDevice {
 /// value (valid because the segmenter passes through the very packet it was
 /// given, see [`SegmentSink::pass_through`]). Segments go straight to the
 /// driver.
+///
+/// With `held` (the packet's payload is not in it yet: see
+/// [`PortDevice::send_held`]) segments are not sent but noted in `cut`:
+/// they were made of bytes the packet does not have.
 struct PortSink<'a> {
     inner: &'a mut dyn SegmentSink,
     passed_through: Option<OffloadMeta>,
+    held: bool,
+    cut: bool,
 }
 
 impl SegmentSink for PortSink<'_> {
@@ -521,13 +586,19 @@ impl SegmentSink for PortSink<'_> {
         self.passed_through = Some(*meta);
     }
     fn sg_frame(&mut self, frame: &SgFrame<'_>) {
-        self.inner.sg_frame(frame);
+        self.cut = true;
+        if !self.held {
+            self.inner.sg_frame(frame);
+        }
     }
     fn linear_buffer(&mut self, len: usize) -> &mut [u8] {
         self.inner.linear_buffer(len)
     }
     fn linear_frame(&mut self, len: usize, meta: &OffloadMeta) {
-        self.inner.linear_frame(len, meta);
+        self.cut = true;
+        if !self.held {
+            self.inner.linear_frame(len, meta);
+        }
     }
 }
 
@@ -556,6 +627,19 @@ impl PortDevice {
         let d = &cx.devices()[me.0];
         let f = effective_features(&d.feat, info, &d.check, mode);
         let driver = &mut self.driver;
+        // A payload still in its sender's memory: copied from there by a
+        // driver that can, on the pass-through path only; else made whole
+        // here, before the segmenter or the driver reads it.
+        let mut held = cx.take_held(pkt);
+        if held.is_some() {
+            if let Some(verdict) = Self::send_held(driver.as_mut(), cx, pkt, len, info, f, &mut held) {
+                return verdict;
+            }
+            if let Some(Err(reason)) = held.map(|h| h.materialise(pkt)) {
+                return cx.drop(reason);
+            }
+        }
+        let d = &cx.devices()[me.0];
         if takes_as_is(f, info) {
             cx.devices_mut()[me.0].counters.tx_passthrough += 1;
             return match driver.xmit_len(std::mem::take(pkt), len) {
@@ -564,7 +648,7 @@ impl PortDevice {
             };
         }
         let caps = target_caps(f, &d.feat, d.mtu).with_medium(d.medium);
-        let mut sink = PortSink { inner: driver.sink(), passed_through: None };
+        let mut sink = PortSink { inner: driver.sink(), passed_through: None, held: false, cut: false };
         let (segmenter, devices) = cx.segmenter();
         let outcome = segmenter.segment(pkt, &caps, &mut sink);
         let passed_through = sink.passed_through;
@@ -584,6 +668,51 @@ impl PortDevice {
         }
         driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
         verdict
+    }
+}
+
+impl PortDevice {
+    /// The one-copy path of a packet whose payload is `held`: to a driver
+    /// that copies it itself ([`PortDriver::xmit_held`]), if the port takes
+    /// the packet as it is, or would but for `DODGY` (a guest's
+    /// superpacket: the segmenter validates its headers and lengths and
+    /// passes it through, reading no payload). `None` leaves `held` to the
+    /// caller when the path does not apply (it materialises it), also if
+    /// the segmenter would cut the packet after all.
+    fn send_held(
+        driver: &mut dyn PortDriver,
+        cx: &mut Cx<'_>,
+        pkt: &mut Packet,
+        len: usize,
+        info: &PacketInfo,
+        f: NetdevFeatures,
+        held: &mut Option<HeldFrame>,
+    ) -> Option<Verdict> {
+        let me = cx.me();
+        if !driver.takes_held() || !takes_as_is(f | NetdevFeatures::GSO_ROBUST, info) {
+            return None;
+        }
+        if !takes_as_is(f, info) {
+            let d = &cx.devices()[me.0];
+            let caps = target_caps(f, &d.feat, d.mtu).with_medium(d.medium);
+            let mut sink = PortSink { inner: driver.sink(), passed_through: None, held: true, cut: false };
+            let (segmenter, devices) = cx.segmenter();
+            match segmenter.segment(pkt, &caps, &mut sink) {
+                Ok(o) if !sink.cut && sink.passed_through.is_some() => {
+                    record_outcome(&mut devices[me.0].counters, &o);
+                    pkt.meta = sink.passed_through.unwrap_or(pkt.meta);
+                }
+                Ok(_) => return None,
+                Err(e) => return Some(Verdict::Dropped { on: me, reason: e.reason() }),
+            }
+        } else {
+            cx.devices_mut()[me.0].counters.tx_passthrough += 1;
+        }
+        let held = held.take()?;
+        Some(match driver.xmit_held(std::mem::take(pkt), len, held) {
+            Ok(()) => Verdict::Forwarded,
+            Err(e) => cx.drop(e.reason),
+        })
     }
 }
 

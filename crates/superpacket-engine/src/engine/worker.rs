@@ -2,7 +2,7 @@
 //! packets between them (see the module documentation of [`super`]).
 
 use super::stats::{DeviceSnapshot, WorkerSnapshot};
-use crate::device::{DeviceId, Graph, TableUsage};
+use crate::device::{DeviceId, Graph, HeldFrame, TableUsage};
 use crate::io::event::{Epoll, EventFd};
 use crate::io::{IoError, cputime};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -103,6 +103,10 @@ pub struct Worker {
     /// ([`crate::device::PortDriver::recv_burst`]): empty between bursts,
     /// its capacity (the budget) kept, so receiving allocates nothing.
     burst: Vec<Packet>,
+    /// The held payloads of the burst's packets, in packet order
+    /// ([`crate::device::PortDriver::recv_burst_held`]): empty between
+    /// bursts, so none outlives the round.
+    held: Vec<HeldFrame>,
 }
 
 impl Worker {
@@ -154,6 +158,7 @@ impl Worker {
             packets: 0,
             ready: Vec::with_capacity(64),
             burst: Vec::with_capacity(budget),
+            held: Vec::with_capacity(budget),
         })
     }
 
@@ -258,20 +263,29 @@ impl Worker {
         let mut n = 0;
         while n < budget {
             let Some(driver) = self.graph.port_driver_mut(id) else { break };
-            let got = driver.recv_burst(&mut self.burst, budget - n);
+            let got = driver.recv_burst_held(&mut self.burst, &mut self.held, budget - n);
             if got == 0 {
                 break;
             }
             n += got;
+            let mut held = self.held.drain(..).peekable();
             for mut pkt in self.burst.drain(..) {
                 if pkt.meta.arrival_ns.is_none() {
                     pkt.meta.arrival_ns = Some(now_ns);
                 }
-                match &mut slot.gro {
-                    Some(gro) => gro.receive(pkt),
-                    None => self.graph.receive(id, pkt),
+                let h = held.next_if(|h| h.belongs_to(&pkt));
+                match (&mut slot.gro, h) {
+                    (None, Some(h)) => self.graph.receive_held(id, pkt, h),
+                    (None, None) => self.graph.receive(id, pkt),
+                    // GRO reads payloads and keeps packets across bursts.
+                    (Some(gro), h) => match h.map_or(Ok(()), |h| h.materialise(&mut pkt)) {
+                        Ok(()) => gro.receive(pkt),
+                        Err(reason) => self.graph.count_drops(id, reason, 1),
+                    },
                 }
             }
+            // (Every held frame matched its packet; any other is given back.)
+            drop(held);
         }
         if let Some(gro) = &mut slot.gro {
             gro.flush();

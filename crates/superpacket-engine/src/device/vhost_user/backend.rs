@@ -88,6 +88,23 @@ impl std::fmt::Debug for Conn {
     }
 }
 
+#[cfg(test)]
+impl Conn {
+    /// A connection with no daemon behind it (no vrings, no memory), for
+    /// tests that only need its identity.
+    pub fn for_test() -> Conn {
+        Conn {
+            vrings: OnceLock::new(),
+            mem: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
+            acked: AtomicU64::new(0),
+            resets: AtomicU64::new(0),
+            pair_limit: AtomicUsize::new(NO_PAIR_LIMIT),
+            ctrl_stopped: AtomicBool::new(false),
+            exits: Mutex::new(Vec::new()),
+        }
+    }
+}
+
 /// [`Conn::pair_limit`] without a control queue.
 pub const NO_PAIR_LIMIT: usize = usize::MAX;
 

@@ -80,6 +80,31 @@ pub fn write_slice<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>,
     }
 }
 
+/// Copies `src` (one guest's memory) to the start of `dst` (another's, or
+/// the same guest's), at most the shorter length: streaming stores from
+/// [`STREAM_MIN`] bytes on, as [`write_slice`]; the one-copy path of a held
+/// frame (`held::HeldFrame::stream_to`).
+pub fn copy_guest_to_guest<B: vm_memory::bitmap::BitmapSlice, C: vm_memory::bitmap::BitmapSlice>(
+    dst: &VolatileSlice<'_, B>,
+    src: &VolatileSlice<'_, C>,
+) {
+    let n = dst.len().min(src.len());
+    if n >= STREAM_MIN && stream::available() {
+        let (d, s) = (dst.ptr_guard_mut(), src.ptr_guard());
+        // SAFETY: both slices were made by `get_slice` (bounds-checked):
+        // `d` is valid for `dst.len() >= n` bytes of writes and `s` for
+        // `src.len() >= n` bytes of reads, inside mappings their memories
+        // keep. A receive buffer and a transmit buffer the guests handed
+        // over at the same time do not overlap unless a guest made them
+        // so; then the bytes are its own garbage, still only touched
+        // through raw pointers, never a reference.
+        unsafe { stream::copy(d.as_ptr(), s.as_ptr(), n) };
+        vm_memory::bitmap::Bitmap::mark_dirty(dst.bitmap(), 0, n);
+    } else {
+        src.copy_to_volatile_slice(dst.clone());
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 mod stream {
     use std::arch::x86_64::{__m128i, _mm_loadu_si128, _mm_sfence, _mm_stream_si128};

@@ -39,7 +39,11 @@
 //!   is given back after the copy and the header imported with the
 //!   kernel's validation ([`VirtioNetHdr::to_meta`], the same code as a
 //!   TAP's). A refused header is a drop counted with the same reason as on
-//!   a TAP.
+//!   a TAP. Through [`PortDriver::recv_burst_held`] (the engine worker's
+//!   call) a superpacket's payload may instead stay in the guest's buffers
+//!   ([`held`]): only its headers are copied, and the chain is given back
+//!   when the payload has been copied guest to guest into another
+//!   vhost-user port ([`PortDriver::xmit_held`]) or materialised.
 //! - **transmit to the guest** ([`PortDriver::xmit`], [`PortDriver::sink`]):
 //!   the header is exported as for a TAP ([`VirtioNetHdr::from_meta_as`])
 //!   and header and frame are copied into the guest's receive buffers;
@@ -82,8 +86,9 @@ pub mod backend;
 pub mod ctrl;
 mod enable_relay;
 mod guest_copy;
-mod hold;
-pub use hold::TX_BURST;
+pub mod held;
+mod rx_burst;
+pub use rx_burst::RX_BURST;
 pub mod memory;
 pub mod ring;
 pub mod virtq;
@@ -92,6 +97,7 @@ use super::features::{FeaturesCheck, NetdevFeatures};
 use super::port::{DriverError, PortDriver};
 pub use backend::Mode;
 use backend::{Control, PortShared, Vring};
+use held::{Completion, HeldFrame};
 use std::any::Any;
 use std::collections::VecDeque;
 use std::fmt;
@@ -292,6 +298,9 @@ struct Active {
     /// Which connection and device reset (to tell a reconnect or a reset
     /// from a feature change).
     conn: (usize, u64),
+    /// The connection itself: a held chain's completion checks it is
+    /// still the current one ([`held::Completion`]).
+    owner: Arc<backend::Conn>,
 }
 
 /// The virtio-net header (`hdr_len` bytes of the 12) exported for a
@@ -333,6 +342,7 @@ struct Stats {
     rx_bytes: u64,
     rx_superpackets: u64,
     rx_csum_partial: u64,
+    rx_held: u64,
     rx_descs: u64,
     queue_stopped: u64,
     calls_sent: u64,
@@ -390,12 +400,12 @@ pub struct VhostUserDriver {
     lin: Vec<u8>,
     backlog: VecDeque<Packet>,
     /// Frames given to the port since [`PortDriver::hold_tx`], placed
-    /// together at the flush ([`hold`]); at most [`hold::TX_BURST`].
-    held: Vec<Packet>,
+    /// together at the flush ([`rx_burst`]); at most [`rx_burst::RX_BURST`].
+    rx_burst: Vec<Packet>,
     /// Their lengths.
-    held_len: Vec<usize>,
+    rx_burst_len: Vec<usize>,
     /// Between [`PortDriver::hold_tx`] and the next flush.
-    holding: bool,
+    bursting: bool,
     stats: Stats,
     pending: Vec<(&'static str, u64)>,
 }
@@ -494,9 +504,9 @@ impl VhostUserDriver {
             rings: Default::default(),
             lin: Vec::new(),
             backlog: VecDeque::with_capacity(BACKLOG),
-            held: Vec::with_capacity(hold::TX_BURST),
-            held_len: Vec::with_capacity(hold::TX_BURST),
-            holding: false,
+            rx_burst: Vec::with_capacity(rx_burst::RX_BURST),
+            rx_burst_len: Vec::with_capacity(rx_burst::RX_BURST),
+            bursting: false,
             stats: Stats::default(),
             pending: Vec::new(),
         })
@@ -559,6 +569,7 @@ impl VhostUserDriver {
                 mrg: acked & vf::MRG_RXBUF != 0,
                 within_limit: qp < c.pair_limit.load(Ordering::Acquire),
                 conn: (Arc::as_ptr(c) as usize, c.resets.load(Ordering::Acquire)),
+                owner: c.clone(),
             })
         });
         let same_conn = matches!((&self.active, &next), (Some(a), Some(b)) if a.conn == b.conn);
@@ -623,7 +634,16 @@ impl VhostUserDriver {
     /// ends when that reaches [`MAX_DISCARDS_PER_RECV`]. Zero with
     /// `discards` below the limit: the queue is empty, stopped or not in
     /// service.
-    fn take_tx_burst(&mut self, max: usize, discards: &mut usize, put: &mut impl FnMut(Packet)) -> usize {
+    ///
+    /// Up to `hold` frames may be taken held ([`virtq::take_frame_holding`]):
+    /// their [`HeldFrame`] goes to `put` with the packet.
+    fn take_tx_burst(
+        &mut self,
+        max: usize,
+        discards: &mut usize,
+        hold: usize,
+        put: &mut impl FnMut(Packet, Option<HeldFrame>),
+    ) -> usize {
         if self.stopped[1] || !self.validate(1) {
             return 0;
         }
@@ -639,17 +659,20 @@ impl VhostUserDriver {
         }
         let q = st.get_queue_mut();
         let mut frames = 0;
+        let mut held_now = 0;
         let fault = match ring::Rings::cached(q, &a.mem, &mut self.rings[1]) {
             Err(f) => Some(f),
             Ok(rings) => loop {
                 if frames == max || *discards >= MAX_DISCARDS_PER_RECV {
                     break None;
                 }
-                let chain = match virtq::take_frame_at(&rings, q, &mut self.avail[1], &mut self.tx_scratch, hdr_len) {
-                    Ok(None) => break None,
-                    Ok(Some(c)) => c,
-                    Err(f) => break Some(f),
-                };
+                let (scratch, cursor) = (&mut self.tx_scratch, &mut self.avail[1]);
+                let (chain, held) =
+                    match virtq::take_frame_holding(&rings, q, cursor, scratch, hdr_len, held_now < hold) {
+                        Ok(None) => break None,
+                        Ok(Some(c)) => c,
+                        Err(f) => break Some(f),
+                    };
                 self.signal_tx = true;
                 self.stats.rx_descs += u64::from(chain.descs);
                 let f = match chain.frame {
@@ -669,7 +692,32 @@ impl VhostUserDriver {
                     self.stats.rx_csum_partial += 1;
                 }
                 frames += 1;
-                put(f.packet);
+                let Some(h) = held else {
+                    put(f.packet, None);
+                    continue;
+                };
+                let completion = Completion {
+                    tx: a.tx.clone(),
+                    shared: self.handle.shared.clone(),
+                    conn: a.owner.clone(),
+                    resets: a.conn.1,
+                    used_ring: q.used_ring(),
+                    head: h.head,
+                };
+                match HeldFrame::new(a.mem.clone(), self.tx_scratch.bufs(), h.skip, h.len, &f.packet, completion) {
+                    Ok(held) => {
+                        held_now += 1;
+                        self.stats.rx_held += 1;
+                        put(f.packet, Some(held));
+                    }
+                    // (`take_frame_holding` holds only what fits.)
+                    Err(c) => {
+                        if let Err(f) = rings.write_used(q, &[(c.head, 0)]) {
+                            break Some(f);
+                        }
+                        count_drop(&mut self.pending, "vhost-held-lost", 1);
+                    }
+                }
             },
         };
         drop(st);
@@ -759,12 +807,16 @@ impl VhostUserDriver {
     }
 
     /// Places one frame in the guest's receive queue.
+    ///
+    /// With `held`, the frame's last `held.len()` bytes are copied from the
+    /// sender's memory ([`virtq::push_rx_holding`]) after `parts`.
     fn place<'a>(
         &mut self,
         meta: &OffloadMeta,
         head: &[u8],
         parts: impl Iterator<Item = &'a [u8]>,
         len: usize,
+        held: Option<&HeldFrame>,
     ) -> Result<(), Place> {
         let Some(a) = &self.active else { return Err(Place::Drop("vhost-no-guest")) };
         if self.stopped[0] {
@@ -784,7 +836,8 @@ impl VhostUserDriver {
         }
         let q = st.get_queue_mut();
         let r = ring::Rings::cached(q, &a.mem, &mut self.rings[0]).map_err(RxRefused::Fault).and_then(|rings| {
-            virtq::push_rx_at(&rings, q, &mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len], parts, len, mrg)
+            let (scratch, cursor) = (&mut self.rx_scratch, &mut self.avail[0]);
+            virtq::push_rx_holding(&rings, q, cursor, scratch, &hb[..hdr_len], parts, len, mrg, held)
         });
         drop(st);
         match r {
@@ -815,7 +868,7 @@ impl VhostUserDriver {
         while let Some(p) = self.backlog.pop_front() {
             let len = p.total_len();
             let before = self.rx_avail_idx();
-            match self.place(&p.meta, p.linear(), p.all_chunks(), len) {
+            match self.place(&p.meta, p.linear(), p.all_chunks(), len, None) {
                 Ok(()) => {}
                 Err(Place::Drop(r)) => self.drop_n(r, 1),
                 Err(Place::NoRoom) => {
@@ -878,12 +931,12 @@ impl VhostUserDriver {
         len: usize,
     ) {
         // Frames held earlier go first (the port keeps the graph's order).
-        self.place_held();
+        self.place_rx_burst();
         self.refresh();
         if !self.backlog.is_empty() {
             self.drain_backlog();
         }
-        let r = if self.backlog.is_empty() { self.place(meta, head, parts(), len) } else { Err(Place::NoRoom) };
+        let r = if self.backlog.is_empty() { self.place(meta, head, parts(), len, None) } else { Err(Place::NoRoom) };
         match r {
             Ok(()) => {}
             Err(Place::Drop(reason)) => self.drop_n(reason, 1),
@@ -902,7 +955,9 @@ impl VhostUserDriver {
     /// [`PortDriver::recv_burst`]: up to `max` frames from the guest, each
     /// handed to `put`; returns how many. With none, the queue's idle
     /// handling: used buffers given back, then busy polling or kicks on.
-    fn receive_burst(&mut self, max: usize, put: &mut impl FnMut(Packet)) -> usize {
+    ///
+    /// Up to `hold` frames may come held (see [`Self::take_tx_burst`]).
+    fn receive_burst(&mut self, max: usize, hold: usize, put: &mut impl FnMut(Packet, Option<HeldFrame>)) -> usize {
         self.polling = false;
         self.refresh();
         if self.active.is_none() {
@@ -915,7 +970,7 @@ impl VhostUserDriver {
         let mut discards = 0;
         let mut idle = 0;
         while idle < MAX_IDLE_CHECKS && discards < MAX_DISCARDS_PER_RECV {
-            let n = self.take_tx_burst(max, &mut discards, put);
+            let n = self.take_tx_burst(max, &mut discards, hold, put);
             if n > 0 {
                 self.idle_since = None;
                 return n;
@@ -989,8 +1044,8 @@ impl PortDriver for VhostUserDriver {
         if self.active.is_none() {
             return Err(DriverError::new("vhost-no-guest", format!("no guest on {}", self.opts.socket.display())));
         }
-        if self.holding {
-            self.hold(pkt, len);
+        if self.bursting {
+            self.push_rx_burst(pkt, len);
             return Ok(());
         }
         if !self.backlog.is_empty() {
@@ -1004,9 +1059,9 @@ impl PortDriver for VhostUserDriver {
         // chunk: `all_chunks`'s chained iterators cost more than the
         // copy of a small frame.
         let placed = if pkt.segments().is_empty() && pkt.frag_list().is_empty() {
-            self.place(&pkt.meta, pkt.linear(), std::iter::once(pkt.linear()), len)
+            self.place(&pkt.meta, pkt.linear(), std::iter::once(pkt.linear()), len, None)
         } else {
-            self.place(&pkt.meta, pkt.linear(), pkt.all_chunks(), len)
+            self.place(&pkt.meta, pkt.linear(), pkt.all_chunks(), len, None)
         };
         match placed {
             Ok(()) => Ok(()),
@@ -1022,11 +1077,58 @@ impl PortDriver for VhostUserDriver {
     }
     fn recv(&mut self) -> Option<Packet> {
         let mut got = None;
-        self.receive_burst(1, &mut |p| got = Some(p));
+        self.receive_burst(1, 0, &mut |p, _| got = Some(p));
         got
     }
     fn recv_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        self.receive_burst(max, &mut |p| out.push(p))
+        self.receive_burst(max, 0, &mut |p, _| out.push(p))
+    }
+    /// At most [`held::MAX_HELD`] frames held, counting what `held` holds
+    /// (the caller resolves every held frame before its next call: see the
+    /// trait).
+    fn recv_burst_held(&mut self, out: &mut Vec<Packet>, held: &mut Vec<HeldFrame>, max: usize) -> usize {
+        let hold = held::MAX_HELD.saturating_sub(held.len());
+        self.receive_burst(max, hold, &mut |p, h| {
+            out.push(p);
+            held.extend(h);
+        })
+    }
+    fn takes_held(&self) -> bool {
+        true
+    }
+    /// The one-copy path: the payload copied from the sender's guest
+    /// memory into this guest's receive buffers, and the sender's chain
+    /// given back after it (the frame's drop). A frame that must wait (a
+    /// backlog, no room) is materialised first: it may outlive the round.
+    fn xmit_held(&mut self, mut pkt: Packet, len: usize, held: HeldFrame) -> Result<(), DriverError> {
+        self.refresh();
+        if self.active.is_none() {
+            return Err(DriverError::new("vhost-no-guest", format!("no guest on {}", self.opts.socket.display())));
+        }
+        // The round's earlier frames go first: frames leave in the order
+        // the graph gave them (see [`rx_burst`]).
+        self.place_rx_burst();
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+        }
+        let placed = match pkt.linear().len().checked_sub(held.len()) {
+            Some(own) if self.backlog.is_empty() && pkt.segments().is_empty() && pkt.frag_list().is_empty() => {
+                let head = &pkt.linear()[..own];
+                self.place(&pkt.meta, pkt.linear(), std::iter::once(head), len, Some(&held))
+            }
+            _ => Err(Place::NoRoom),
+        };
+        match placed {
+            Ok(()) => Ok(()),
+            Err(Place::NoRoom) => {
+                match held.materialise(&mut pkt) {
+                    Ok(()) => self.backlog_push(pkt),
+                    Err(reason) => self.drop_n(reason, 1),
+                }
+                Ok(())
+            }
+            Err(Place::Drop(reason)) => Err(DriverError::new(reason, format!("vhost-user {}: {reason}", self.qp))),
+        }
     }
     fn take_drops(&mut self, report: &mut dyn FnMut(&'static str, u64)) {
         for (reason, n) in self.pending.drain(..) {
@@ -1040,11 +1142,11 @@ impl PortDriver for VhostUserDriver {
         self.polling
     }
     fn hold_tx(&mut self) {
-        self.holding = true;
+        self.bursting = true;
     }
     fn flush(&mut self) {
-        self.holding = false;
-        self.place_held();
+        self.bursting = false;
+        self.place_rx_burst();
         self.refresh();
         if !self.backlog.is_empty() {
             self.drain_backlog();
@@ -1064,7 +1166,8 @@ impl PortDriver for VhostUserDriver {
     /// guest: `tx_frames`, `tx_bytes`, `tx_superpackets`, `tx_buffers`
     /// (receive chains used, `num_buffers` summed), `tx_backlogged`,
     /// `backlog`; from the guest: `rx_frames`, `rx_bytes`,
-    /// `rx_superpackets`, `rx_csum_partial`, `rx_descs`; `queue_stopped`
+    /// `rx_superpackets`, `rx_csum_partial`, `rx_held` (frames whose
+    /// payload was left in the guest's memory: [`held`]), `rx_descs`; `queue_stopped`
     /// (queues stopped for a guest fault), `calls_sent`, `wakeups`.
     fn driver_counters(&self, report: &mut dyn FnMut(&'static str, u64)) {
         if self.qp == 0 {
@@ -1103,6 +1206,7 @@ impl PortDriver for VhostUserDriver {
             ("rx_bytes", s.rx_bytes),
             ("rx_superpackets", s.rx_superpackets),
             ("rx_csum_partial", s.rx_csum_partial),
+            ("rx_held", s.rx_held),
             ("rx_descs", s.rx_descs),
             ("queue_stopped", s.queue_stopped),
             ("calls_sent", s.calls_sent),
@@ -1140,3 +1244,5 @@ impl SegmentSink for VhostUserDriver {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_held;

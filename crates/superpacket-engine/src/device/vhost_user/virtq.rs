@@ -30,13 +30,14 @@
 //!   frame boundary, so every buffer of a frame becomes used at once.
 
 use super::guest_copy::{read_guest, write_guest, write_slice};
+use super::held::{HELD_HEAD, HELD_MIN, HeldFrame, MAX_HELD_BUFS};
 use super::ring::{AvailCursor, GuestMem, Near, Rings};
 use std::sync::atomic::Ordering;
-use superpacket::packet::Packet;
 use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportOptions, VirtioNetHdr};
+use superpacket::packet::{ChecksumState, Packet};
 use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemory};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
 
 /// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
 /// superpacket in 1536-byte buffers needs 44.
@@ -111,6 +112,11 @@ pub struct TxScratch {
 }
 
 impl TxScratch {
+    /// The buffers of the chain taken last.
+    pub fn bufs(&self) -> &[(GuestAddress, u32)] {
+        &self.bufs
+    }
+
     /// Room for [`MAX_TX_BUFFERS`] buffers.
     pub fn new() -> TxScratch {
         TxScratch { bufs: Vec::with_capacity(MAX_TX_BUFFERS) }
@@ -296,37 +302,106 @@ pub fn take_frame_at(
     scratch: &mut TxScratch,
     hdr_len: usize,
 ) -> Result<Option<TakenChain>, QueueFault> {
+    Ok(take_frame_holding(rings, q, cursor, scratch, hdr_len, false)?.map(|(taken, _)| taken))
+}
+
+/// A chain [`take_frame_holding`] did not give back: its frame's packet
+/// holds only the first [`HELD_HEAD`] bytes, the rest (`len` bytes from
+/// chain byte `skip`) is still in the buffers recorded in the
+/// [`TxScratch`] ([`TxScratch::bufs`]). The caller gives the chain back
+/// once that is copied ([`super::held::HeldFrame`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeldChain {
+    /// Head descriptor index (for the used ring).
+    pub head: u16,
+    /// Chain bytes before the held ones.
+    pub skip: usize,
+    /// Held bytes: the packet's last `len`.
+    pub len: usize,
+}
+
+/// [`take_frame_at`], and with `hold` a frame of at least [`HELD_MIN`]
+/// bytes in at most [`MAX_HELD_BUFS`] buffers whose offload header lies in
+/// its first [`HELD_HEAD`] bytes is taken with only those bytes copied: its
+/// chain is not given back but returned as a [`HeldChain`].
+///
+/// # Errors
+/// A [`QueueFault`]: the caller stops the queue.
+pub fn take_frame_holding(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut TxScratch,
+    hdr_len: usize,
+    hold: bool,
+) -> Result<Option<(TakenChain, Option<HeldChain>)>, QueueFault> {
     let mem = rings.mem();
     let mut near = Near::default();
     let Some(chain) = pop_tx_at(rings, q, cursor, scratch, &mut near)? else { return Ok(None) };
     let descs = chain.descs;
-    let copied = copy_frame(mem, scratch, &near, &chain, hdr_len);
-    rings.write_used(q, &[(chain.head, 0)])?;
-    let (packet, hdr) = match copied? {
-        Ok(c) => c,
-        Err(reason) => return Ok(Some(TakenChain { descs, frame: Err(reason) })),
+    let hold = hold
+        && !chain.truncated
+        && chain.len.saturating_sub(hdr_len) >= HELD_MIN
+        && scratch.bufs.len() <= MAX_HELD_BUFS;
+    let copied = copy_frame(mem, scratch, &near, &chain, hdr_len, if hold { HELD_HEAD } else { usize::MAX });
+    let imported = match copied {
+        Ok(Ok((packet, hdr))) => Ok(import(packet, &hdr)),
+        Ok(Err(reason)) => Ok(Err(reason)),
+        Err(f) => Err(f),
     };
-    let frame =
-        match hdr.to_meta(packet.linear(), &ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() }) {
-            Ok(meta) => {
-                let mut packet = packet;
-                packet.meta = meta;
-                Ok(GuestFrame { packet, csum_partial: hdr.flags & F_NEEDS_CSUM != 0 })
-            }
-            Err(e) => Err(e.reason()),
-        };
-    Ok(Some(TakenChain { descs, frame }))
+    // Held: only a frame the graph can route on its first bytes (its
+    // offload header within them).
+    let held = match &imported {
+        Ok(Ok(f)) if hold && header_within(&f.packet, HELD_HEAD) => {
+            Some(HeldChain { head: chain.head, skip: hdr_len + HELD_HEAD, len: f.packet.len() - HELD_HEAD })
+        }
+        _ => None,
+    };
+    let frame = match imported {
+        Ok(Ok(mut f)) if hold && held.is_none() => {
+            // Copied whole after all: the rest of the frame now.
+            let rest = &mut f.packet.linear_mut()[HELD_HEAD..];
+            scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest).map(|()| Ok(f))
+        }
+        other => other,
+    };
+    if held.is_none() {
+        rings.write_used(q, &[(chain.head, 0)])?;
+    }
+    Ok(Some((TakenChain { descs, frame: frame? }, held)))
+}
+
+/// The frame's `virtio_net_hdr` imported into its packet's `meta` with the
+/// kernel's validation, or the drop reason.
+fn import(mut packet: Packet, hdr: &VirtioNetHdr) -> Result<GuestFrame, &'static str> {
+    let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
+    packet.meta = hdr.to_meta(packet.linear(), &opts).map_err(|e| e.reason())?;
+    Ok(GuestFrame { packet, csum_partial: hdr.flags & F_NEEDS_CSUM != 0 })
+}
+
+/// Whether what the offload metadata points at (the checksum field of a
+/// partial checksum) lies in the packet's first `head` bytes, and nothing
+/// else (an encapsulation) was imported.
+fn header_within(packet: &Packet, head: usize) -> bool {
+    let meta = &packet.meta;
+    meta.encap.is_none()
+        && match meta.csum {
+            ChecksumState::Partial { start, offset } => usize::from(start) + usize::from(offset) + 2 <= head,
+            _ => true,
+        }
 }
 
 /// The header and the frame of `chain` (recorded in `scratch`): the
-/// header parsed first, the frame copied into a packet only if it parses.
-/// The inner error is a drop reason.
+/// header parsed first, the frame's first `head` bytes (all of them, for
+/// `usize::MAX`) copied into a packet of the frame's length only if it
+/// parses. The inner error is a drop reason.
 fn copy_frame(
     mem: &GuestMem,
     scratch: &TxScratch,
     near: &Near<'_>,
     chain: &TxChain,
     hdr_len: usize,
+    head: usize,
 ) -> Result<Result<(Packet, VirtioNetHdr), &'static str>, QueueFault> {
     if chain.truncated {
         return Ok(Err("vhost-tx-too-long"));
@@ -340,7 +415,9 @@ fn copy_frame(
         Err(e) => return Ok(Err(e.reason())),
     };
     let mut packet = Packet::with_linear_len_pooled(chain.len - hdr_len);
-    scratch.read_near(mem, near, hdr_len, packet.linear_mut())?;
+    let lin = packet.linear_mut();
+    let n = lin.len().min(head);
+    scratch.read_near(mem, near, hdr_len, &mut lin[..n])?;
     Ok(Ok((packet, hdr)))
 }
 
@@ -479,7 +556,30 @@ pub fn push_rx_at<'h, 'a: 'h>(
     len: usize,
     mrg: bool,
 ) -> Result<RxPlaced, RxRefused> {
+    push_rx_holding(rings, q, cursor, scratch, hdr, parts, len, mrg, None)
+}
+
+/// [`push_rx_at`] of a frame whose last `held.len()` bytes are `held`'s
+/// (still in the sending guest's memory), copied guest to guest
+/// ([`HeldFrame::stream_to`]); `parts` gives the `len - held.len()`
+/// before them.
+///
+/// # Errors
+/// As [`push_rx`].
+#[allow(clippy::too_many_arguments)]
+pub fn push_rx_holding<'h, 'a: 'h>(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut RxScratch,
+    hdr: &'h [u8],
+    parts: impl Iterator<Item = &'a [u8]>,
+    len: usize,
+    mrg: bool,
+    held: Option<&HeldFrame>,
+) -> Result<RxPlaced, RxRefused> {
     let mem = rings.mem();
+    let held_from = hdr.len() + len - held.map_or(0, HeldFrame::len);
     let need = hdr.len() + len;
     let max_chains = if mrg { MAX_RX_CHAINS } else { 1 };
     let RxScratch { bufs, used } = scratch;
@@ -531,7 +631,25 @@ pub fn push_rx_at<'h, 'a: 'h>(
                 if cur.is_empty() {
                     match src.next() {
                         Some(s) => cur = s,
-                        None => break 'bufs,
+                        None => match held.filter(|_| written >= held_from) {
+                            Some(held) => {
+                                let n = (need - written).min((blen - off) as usize);
+                                if n == 0 {
+                                    break 'bufs;
+                                }
+                                let at = addr.checked_add(u64::from(off)).ok_or(QueueFault::Address)?;
+                                let dst = match near.get(i) {
+                                    Some(vs) => vs.subslice(off as usize, n).map_err(|_| QueueFault::Address)?,
+                                    None => mem.get_slice(at, n).map_err(|_| QueueFault::Address)?,
+                                };
+                                held.stream_to(written - held_from, &dst)?;
+                                off += n as u32;
+                                in_chain += n as u32;
+                                written += n;
+                                continue;
+                            }
+                            None => break 'bufs,
+                        },
                     }
                 }
                 let n = cur.len().min((blen - off) as usize);

@@ -376,24 +376,24 @@ fn a_busy_polling_port_keeps_the_guests_kicks_off_until_its_window_runs_out() {
 
 #[test]
 fn a_held_burst_is_placed_at_the_flush_in_order_and_a_full_one_at_once() {
-    use crate::device::vhost_user::TX_BURST;
+    use crate::device::vhost_user::RX_BURST;
     let mut p = pair(VirtioUserConfig::ALL_FEATURES);
     let mut buf = vec![0u8; 70_000];
     let mut flow = Flow::new(FlowSpec::new(Transport::Udp, false, 7));
     // Frames told apart by their length; a superpacket among them.
     let mut sent: Vec<Packet> =
-        (0..TX_BURST + 3).map(|i| Packet::from_frame(&flow.frame(64 + i, TcpFlags::PSH).unwrap())).collect();
+        (0..RX_BURST + 3).map(|i| Packet::from_frame(&flow.frame(64 + i, TcpFlags::PSH).unwrap())).collect();
     sent[5] = flow.superpacket(30_000, 1400, TcpFlags::PSH).unwrap();
     p.port.hold_tx();
-    for (i, pkt) in sent.iter().take(TX_BURST).enumerate() {
+    for (i, pkt) in sent.iter().take(RX_BURST).enumerate() {
         p.port.xmit(pkt.clone()).unwrap();
         assert_eq!(counter(&p.port, "tx_frames"), 0, "frame {i} held");
     }
     // One more: the full burst is placed, the new frame held.
-    for pkt in &sent[TX_BURST..] {
+    for pkt in &sent[RX_BURST..] {
         p.port.xmit(pkt.clone()).unwrap();
     }
-    assert_eq!(counter(&p.port, "tx_frames"), TX_BURST as u64);
+    assert_eq!(counter(&p.port, "tx_frames"), RX_BURST as u64);
     p.port.flush();
     assert_eq!(counter(&p.port, "tx_frames"), sent.len() as u64);
     for (i, pkt) in sent.iter().enumerate() {

@@ -1,4 +1,6 @@
-//! The transmit burst (issue 24): between [`PortDriver::hold_tx`] and the
+//! The transmit burst, into the guest's receive queue (issue 24; named
+//! from the guest's side, as `push_rx`; not [`held`] frames, whose payload
+//! stays in a sending guest's memory): between [`PortDriver::hold_tx`] and the
 //! next [`PortDriver::flush`] (one engine round) the port holds the frames
 //! the graph gives it and places them together, so that what
 //! [`VhostUserDriver::place`] does per call (the guest and queue checks,
@@ -8,7 +10,7 @@
 //!
 //! Invariants: frames leave in the order the graph gave them, after the
 //! backlog and before any later frame (a segmented one through the sink
-//! places the held ones first); at most [`TX_BURST`] are held (a full
+//! and a [`held`] frame through `xmit_held` place the burst first); at most [`RX_BURST`] are held (a full
 //! burst is placed at once, so holding never allocates); a frame refused
 //! at placement is a driver drop with the reason an unheld one would have
 //! got, reported through [`PortDriver::take_drops`] after the flush.
@@ -17,28 +19,28 @@ use super::*;
 
 /// Most frames held for one burst (the engine's default budget per port
 /// and round is 64).
-pub const TX_BURST: usize = 64;
+pub const RX_BURST: usize = 64;
 
 impl VhostUserDriver {
     /// Holds `pkt` (`len` bytes) for the burst; a full burst is placed first.
-    pub(super) fn hold(&mut self, pkt: Packet, len: usize) {
-        if self.held.len() >= TX_BURST {
-            self.place_held();
+    pub(super) fn push_rx_burst(&mut self, pkt: Packet, len: usize) {
+        if self.rx_burst.len() >= RX_BURST {
+            self.place_rx_burst();
         }
         // Packets and lengths apart: a `(Packet, usize)` is past the 128
         // bytes a move copies inline (docs/benchmarks.md, "Packet moves").
-        self.held.push(pkt);
-        self.held_len.push(len);
+        self.rx_burst.push(pkt);
+        self.rx_burst_len.push(len);
     }
 
     /// Places the held frames in order: behind the backlog, each in the
     /// guest's receive queue or, with no room, in the backlog.
-    pub(super) fn place_held(&mut self) {
-        if self.held.is_empty() {
+    pub(super) fn place_rx_burst(&mut self) {
+        if self.rx_burst.is_empty() {
             return;
         }
-        let mut held = std::mem::take(&mut self.held);
-        let lens = std::mem::take(&mut self.held_len);
+        let mut held = std::mem::take(&mut self.rx_burst);
+        let lens = std::mem::take(&mut self.rx_burst_len);
         self.refresh();
         if !self.backlog.is_empty() {
             self.drain_backlog();
@@ -54,9 +56,9 @@ impl VhostUserDriver {
             next = self.place_run(&mut held, &lens, next);
         }
         held.clear();
-        self.held = held;
-        self.held_len = lens;
-        self.held_len.clear();
+        self.rx_burst = held;
+        self.rx_burst_len = lens;
+        self.rx_burst_len.clear();
     }
 
     /// Places `held[from..]` (lengths `lens[from..]`) under one lock of the receive queue and one

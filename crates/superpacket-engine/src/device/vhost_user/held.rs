@@ -1,0 +1,258 @@
+//! A superpacket's payload left in the sending guest's memory ([`HeldFrame`]):
+//! the one-copy path for TSO superpackets between vhost-user ports
+//! (docs/benchmarks.md, "vhost-user backends", the one-copy subsections).
+//!
+//! The sending port copies only a frame's first [`HELD_HEAD`] bytes (its
+//! headers) into the [`Packet`]; the rest stays in the sender's buffers,
+//! described by a [`HeldFrame`] that travels beside the packet, never in it:
+//! the graph's devices see whole packets only, because every path that is
+//! not the fast one (a bridge forwarding on headers to one vhost-user port
+//! that takes the frame as it is) first *materialises* the payload
+//! ([`HeldFrame::materialise`]: the bytes copied into the packet's own
+//! buffer, one copy, as without this module). The fast path copies the
+//! payload guest to guest ([`HeldFrame::stream_to`], streaming stores).
+//!
+//! Invariants:
+//!
+//! - no Rust reference to guest memory: every access is a bounds-checked
+//!   `vm-memory` slice and a volatile or raw-pointer copy;
+//! - the packet's last [`HeldFrame::len`] bytes are the held ones: headers
+//!   pushed or pulled at the front (VLAN tags) do not move them;
+//! - the sender's chain is given back exactly once, when the `HeldFrame`
+//!   is dropped (after its bytes were copied, or when the frame is dropped):
+//!   a used element (head, 0 bytes) written into the sender's transmit
+//!   queue, and nothing if that queue was reset, moved or its connection
+//!   ended meanwhile (the guest takes its buffers back with the reset). The
+//!   used index is published by the sending port as for every chain, once
+//!   per burst: `VIRTIO_F_IN_ORDER` is not offered, so used elements may
+//!   come back in any order (virtio 1.2, 2.7.9);
+//! - a held frame never outlives the engine round that took it: the worker
+//!   hands it to the graph with its packet, and the graph either sends it
+//!   or materialises it before anything else sees the packet; a port that
+//!   cannot place it at once materialises it into its backlog. So no held
+//!   chain is outstanding when the control thread answers `GET_VRING_BASE`
+//!   between rounds, and no hook before that reply is needed.
+
+use super::backend::{Conn, PortShared, Vring};
+use super::guest_copy::copy_guest_to_guest;
+use super::ring::GuestMem;
+use super::virtq::{self, QueueFault};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use superpacket::packet::Packet;
+use vhost_user_backend::VringT;
+use virtio_queue::QueueT;
+use vm_memory::{GuestAddress, GuestMemoryBackend, VolatileSlice};
+
+/// Frames (after the `virtio_net_hdr`) of at least this many bytes may be
+/// held: below it the second copy is cheap and the bookkeeping is not.
+pub const HELD_MIN: usize = 8192;
+
+/// Bytes of a held frame copied into its packet: every header the graph
+/// reads (Ethernet, two VLAN tags, IPv6 with extension headers, TCP with
+/// options) fits; a frame whose headers or checksum field reach past them
+/// is copied whole.
+pub const HELD_HEAD: usize = 256;
+
+/// Most buffers of a chain that is held (a 64 KiB superpacket in 2 KiB
+/// buffers takes 33); a chain in more is copied whole.
+pub const MAX_HELD_BUFS: usize = 64;
+
+/// Most chains of one transmit queue held at a time (a quarter of the
+/// largest ring): past it frames are copied whole, so held chains cannot
+/// use up the sender's ring while the receiver is slow.
+pub const MAX_HELD: usize = 256;
+
+/// Where a held chain is given back: the sender's transmit queue and the
+/// connection it belonged to when it was taken.
+pub struct Completion {
+    /// The sender's transmit vring.
+    pub tx: Vring,
+    /// The sender's port (its current connection).
+    pub shared: Arc<PortShared>,
+    /// The connection the chain was taken on.
+    pub conn: Arc<Conn>,
+    /// `conn`'s device resets when it was taken.
+    pub resets: u64,
+    /// The used ring's guest address when it was taken.
+    pub used_ring: u64,
+    /// The chain's head descriptor.
+    pub head: u16,
+}
+
+impl Completion {
+    /// The chain's queue is still the one it was taken from: same
+    /// connection, no device reset since, the queue ready with the same
+    /// used ring.
+    fn current(&self) -> bool {
+        self.shared.current().is_some_and(|c| Arc::ptr_eq(&c, &self.conn))
+            && self.conn.resets.load(Ordering::Acquire) == self.resets
+    }
+
+    /// Writes the used element (head, 0 bytes), unless the queue changed.
+    fn complete(&self, mem: &GuestMem) {
+        if !self.current() {
+            return;
+        }
+        let mut st = self.tx.get_mut();
+        let q = st.get_queue_mut();
+        if !q.ready() || q.used_ring() != self.used_ring {
+            return;
+        }
+        // A fault here is the guest's (its used ring left its memory): the
+        // port finds it on its next access and stops the queue.
+        let _: Result<(), QueueFault> = virtq::write_used(q, mem, &[(self.head, 0)]);
+    }
+}
+
+/// A frame's payload in the sending guest's buffers (see the module
+/// documentation). Dropping it gives the chain back.
+pub struct HeldFrame {
+    /// The sender's memory (its mapping is kept while the frame is held).
+    mem: Arc<GuestMem>,
+    /// (guest address, length) of the chain's buffers, `nbufs` of them.
+    bufs: [(GuestAddress, u32); MAX_HELD_BUFS],
+    nbufs: usize,
+    /// Chain bytes before the held ones (`virtio_net_hdr` and head).
+    skip: usize,
+    /// Held bytes: the packet's last `len`.
+    len: usize,
+    /// The packet's buffer (its address): what the frame belongs to.
+    owner: usize,
+    completion: Completion,
+}
+
+impl std::fmt::Debug for HeldFrame {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HeldFrame").field("len", &self.len).field("head", &self.completion.head).finish()
+    }
+}
+
+impl HeldFrame {
+    /// The held bytes `skip..skip + len` of the chain in `bufs` (each
+    /// checked to lie in `mem`), the payload of `packet`; `None` if the
+    /// chain has more than [`MAX_HELD_BUFS`] buffers.
+    pub fn new(
+        mem: Arc<GuestMem>,
+        bufs: &[(GuestAddress, u32)],
+        skip: usize,
+        len: usize,
+        packet: &Packet,
+        completion: Completion,
+    ) -> Result<HeldFrame, Completion> {
+        if bufs.len() > MAX_HELD_BUFS || packet.total_len() < len {
+            return Err(completion);
+        }
+        let mut held = [(GuestAddress(0), 0); MAX_HELD_BUFS];
+        held[..bufs.len()].copy_from_slice(bufs);
+        Ok(HeldFrame { mem, bufs: held, nbufs: bufs.len(), skip, len, owner: owner_of(packet), completion })
+    }
+
+    /// Held bytes: the packet's last `len()`.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true: a frame with nothing held is not held.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Whether this is `packet`'s payload.
+    pub fn belongs_to(&self, packet: &Packet) -> bool {
+        self.owner == owner_of(packet)
+    }
+
+    /// Calls `f` with each piece of held bytes `from..` in order, as a
+    /// bounds-checked slice of the sender's memory, until `f` returns
+    /// false. `Err` if a buffer left guest memory (the table changed).
+    fn pieces(&self, from: usize, mut f: impl FnMut(VolatileSlice<'_>) -> bool) -> Result<(), QueueFault> {
+        let mut off = self.skip + from;
+        let pm = &*self.mem;
+        for &(addr, blen) in &self.bufs[..self.nbufs] {
+            let blen = blen as usize;
+            if off >= blen {
+                off -= blen;
+                continue;
+            }
+            let at = addr.0.checked_add(off as u64).ok_or(QueueFault::Address)?;
+            let vs = pm.get_slice(GuestAddress(at), blen - off).map_err(|_| QueueFault::Address)?;
+            off = 0;
+            if !f(vs) {
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies held bytes `from..from + dst.len()` into `dst` (volatile
+    /// reads).
+    ///
+    /// # Errors
+    /// [`QueueFault::Address`]: a buffer is no longer in guest memory, or
+    /// fewer bytes are held.
+    pub fn copy_to(&self, from: usize, dst: &mut [u8]) -> Result<(), QueueFault> {
+        if from.checked_add(dst.len()).is_none_or(|end| end > self.len) {
+            return Err(QueueFault::Address);
+        }
+        let mut rest = &mut *dst;
+        self.pieces(from, |vs| {
+            let n = vs.len().min(rest.len());
+            let (now, later) = std::mem::take(&mut rest).split_at_mut(n);
+            vs.copy_to(now);
+            rest = later;
+            !rest.is_empty()
+        })?;
+        if rest.is_empty() { Ok(()) } else { Err(QueueFault::Address) }
+    }
+
+    /// Copies held bytes `from..from + dst.len()` into `dst`, another
+    /// guest's receive buffer, guest to guest: streaming stores (see
+    /// `guest_copy`), ordered before any later store of the caller's.
+    ///
+    /// # Errors
+    /// As [`HeldFrame::copy_to`].
+    pub fn stream_to(&self, from: usize, dst: &VolatileSlice<'_>) -> Result<(), QueueFault> {
+        if from.checked_add(dst.len()).is_none_or(|end| end > self.len) {
+            return Err(QueueFault::Address);
+        }
+        let mut done = 0;
+        self.pieces(from, |src| {
+            let n = src.len().min(dst.len() - done);
+            let Ok(d) = dst.subslice(done, n) else { return false };
+            copy_guest_to_guest(&d, &src);
+            done += n;
+            done < dst.len()
+        })?;
+        if done == dst.len() { Ok(()) } else { Err(QueueFault::Address) }
+    }
+
+    /// Copies the held bytes into `packet` (this frame's own, whose last
+    /// `len()` bytes they are) and gives the chain back: the packet is
+    /// whole from now on, as if copied whole at take time. A payload that
+    /// can no longer be read (the sender's memory table changed under it)
+    /// is an `Err` with the drop reason; the packet must then be dropped.
+    pub fn materialise(self, packet: &mut Packet) -> Result<(), &'static str> {
+        debug_assert!(self.belongs_to(packet), "a held payload materialised into another packet");
+        if !packet.segments().is_empty() || !packet.frag_list().is_empty() {
+            return Err("vhost-held-lost");
+        }
+        let lin = packet.linear_mut();
+        let Some(at) = lin.len().checked_sub(self.len) else { return Err("vhost-held-lost") };
+        self.copy_to(0, &mut lin[at..]).map_err(|_| "vhost-held-lost")
+    }
+}
+
+impl Drop for HeldFrame {
+    fn drop(&mut self) {
+        self.completion.complete(&self.mem);
+    }
+}
+
+/// A packet's identity while it is held: the end of its linear buffer
+/// (unique while the packet lives, and unmoved by headers pushed or pulled
+/// at the front; a held frame never outlives its packet's walk).
+fn owner_of(packet: &Packet) -> usize {
+    let lin = packet.linear();
+    (lin.as_ptr() as usize).wrapping_add(lin.len())
+}
