@@ -31,7 +31,11 @@
 //!   or materialises it before anything else sees the packet; a port that
 //!   cannot place it at once materialises it into its backlog. So no held
 //!   chain is outstanding when the control thread answers `GET_VRING_BASE`
-//!   between rounds, and no hook before that reply is needed.
+//!   between rounds. Within a round it can be: the crate marks the queue
+//!   not ready before it reads the base, so the completion writes nothing
+//!   and that buffer is lost to a frontend that restarts the ring without
+//!   a reset (docs/benchmarks.md, the held frames' subsection: a
+//!   `stop_vring` that waits for the round would close it).
 
 use super::backend::{Conn, PortShared, Vring};
 use super::guest_copy::copy_guest_to_guest;

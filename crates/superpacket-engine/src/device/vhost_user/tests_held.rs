@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use superpacket::offload::gso::{SegmentSink, SgFrame};
 use superpacket::packet::Packet;
-use superpacket::packet::virtio::{HdrByteOrder, HdrLayout, VirtioNetHdr};
+use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, VirtioNetHdr};
 use superpacket::traffic::{Flow, FlowSpec, Transport};
 use superpacket::wire::{Medium, TcpFlags};
 use vhost_user_backend::{VringMutex, VringT};
@@ -66,6 +66,8 @@ struct Sender {
     tx: Vring,
     shared: Arc<PortShared>,
     conn: Arc<Conn>,
+    /// The buffers of each chain [`Sender::take`] took, in order.
+    scratch_bufs: std::sync::Mutex<Vec<Vec<(GuestAddress, u32)>>>,
 }
 
 impl Sender {
@@ -82,13 +84,13 @@ impl Sender {
         let shared = Arc::new(PortShared::new("/nonexistent/held.sock".into(), Mode::Server, 0, 1, SIZE).unwrap());
         let conn = Arc::new(Conn::for_test());
         *shared.conn.lock().unwrap() = Some(conn.clone());
-        Sender { m, tx, shared, conn }
+        Sender { m, tx, shared, conn, scratch_bufs: Default::default() }
     }
 
     /// Offers `frames` (header, frame), each as one chain of `BUF_LEN`
-    /// buffers, and takes them held: their packets, whose payloads are
-    /// held, and the held frames.
-    fn send_held(&self, frames: &[(&[u8], [u8; 12])]) -> Vec<(Packet, HeldFrame)> {
+    /// buffers, and takes them with holding on: each frame's packet and
+    /// the chain left in the guest, if the frame was held.
+    fn take(&self, frames: &[(&[u8], [u8; 12])]) -> Vec<(Packet, Option<HeldChain>)> {
         let (mut next_desc, mut at) = (0u16, BUFS);
         for (k, (frame, hdr)) in frames.iter().enumerate() {
             let bytes = [&hdr[..], frame].concat();
@@ -112,23 +114,37 @@ impl Sender {
         while let Some((taken, held)) =
             virtq::take_frame_holding(&rings, q, &mut cursor, &mut scratch, 12, true).unwrap()
         {
-            let packet = taken.frame.unwrap().packet;
-            let HeldChain { head, skip, len } = held.expect("a superpacket is held");
-            let completion = Completion {
-                tx: self.tx.clone(),
-                shared: self.shared.clone(),
-                conn: self.conn.clone(),
-                resets: 0,
-                used_ring: USED,
-                head,
-            };
-            let mem = Arc::new(self.m.clone());
-            let Ok(held) = HeldFrame::new(mem, scratch.bufs(), skip, len, &packet, completion) else {
-                panic!("a chain of {} buffers is held", scratch.bufs().len())
-            };
-            out.push((packet, held));
+            out.push((taken.frame.unwrap().packet, held));
+            self.scratch_bufs.lock().unwrap().push(scratch.bufs().to_vec());
         }
         out
+    }
+
+    /// [`Sender::take`] of frames that are all held: their packets, whose
+    /// payloads are held, and the held frames.
+    fn send_held(&self, frames: &[(&[u8], [u8; 12])]) -> Vec<(Packet, HeldFrame)> {
+        let taken = self.take(frames);
+        let bufs = std::mem::take(&mut *self.scratch_bufs.lock().unwrap());
+        taken
+            .into_iter()
+            .zip(bufs)
+            .map(|((packet, held), bufs)| {
+                let HeldChain { head, skip, len } = held.expect("a superpacket is held");
+                let completion = Completion {
+                    tx: self.tx.clone(),
+                    shared: self.shared.clone(),
+                    conn: self.conn.clone(),
+                    resets: 0,
+                    used_ring: USED,
+                    head,
+                };
+                let mem = Arc::new(self.m.clone());
+                let Ok(held) = HeldFrame::new(mem, &bufs, skip, len, &packet, completion) else {
+                    panic!("a chain of {} buffers is held", bufs.len())
+                };
+                (packet, held)
+            })
+            .collect()
     }
 
     /// The sender's used elements written so far (the queue's `next_used`).
@@ -152,6 +168,29 @@ fn a_held_frame_carries_only_its_head() {
     held.copy_to(0, &mut back).unwrap();
     assert_eq!(back, &frame[HELD_HEAD..]);
     assert!(held.copy_to(1, &mut back).is_err(), "past the held bytes");
+}
+
+/// A frame whose headers may reach past the first [`HELD_HEAD`] bytes (no
+/// partial checksum to say where its L4 header is, or one too far in) is
+/// taken whole, never parsed from a recycled buffer's leftover bytes, and
+/// its chain given back at once.
+#[test]
+fn a_frame_whose_headers_may_pass_the_head_is_taken_whole() {
+    let (frame, hdr) = superpacket(20_000);
+    let mut no_csum = hdr;
+    no_csum[0] &= !F_NEEDS_CSUM;
+    // Leftover bytes in the small-buffer pool's recycled buffers must not
+    // matter: fill one with garbage and give it back first.
+    let mut recycled = Packet::with_linear_len_pooled(frame.len());
+    recycled.linear_mut().fill(0xa5);
+    drop(recycled);
+    let s = Sender::new();
+    let got = s.take(&[(&frame, no_csum)]);
+    assert_eq!(got.len(), 1);
+    let (packet, held) = &got[0];
+    assert!(held.is_none(), "taken whole");
+    assert_eq!(packet.linear(), &frame[..], "every byte read from the guest");
+    assert_eq!(s.used().len(), 1, "its chain given back at once");
 }
 
 /// Copied guest to guest into a receiving guest's buffers (three chains,

@@ -342,8 +342,19 @@ pub fn take_frame_holding(
     let hold = hold
         && !chain.truncated
         && chain.len.saturating_sub(hdr_len) >= HELD_MIN
-        && scratch.bufs.len() <= MAX_HELD_BUFS;
+        && scratch.bufs.len() <= MAX_HELD_BUFS
+        && each_in_one_region(mem, &scratch.bufs);
     let copied = copy_frame(mem, scratch, &near, &chain, hdr_len, if hold { HELD_HEAD } else { usize::MAX });
+    // A header that may reach past the first bytes is never parsed from
+    // them (the packet's buffer is recycled: past them lie another frame's
+    // bytes): the rest is read first and the frame is not held.
+    let (hold, copied) = match copied {
+        Ok(Ok((mut packet, hdr))) if hold && !held_header_fits(&hdr) => {
+            let rest = &mut packet.linear_mut()[HELD_HEAD..];
+            (false, scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest).map(|()| Ok((packet, hdr))))
+        }
+        other => (hold, other),
+    };
     let imported = match copied {
         Ok(Ok((packet, hdr))) => Ok(import(packet, &hdr)),
         Ok(Err(reason)) => Ok(Err(reason)),
@@ -369,6 +380,23 @@ pub fn take_frame_holding(
         rings.write_used(q, &[(chain.head, 0)])?;
     }
     Ok(Some((TakenChain { descs, frame: frame? }, held)))
+}
+
+/// Whether every header the import parses lies in a held frame's first
+/// [`HELD_HEAD`] bytes: a partial checksum whose start is the L4 header
+/// (the import checks that), with room for the longest TCP header (60
+/// bytes) after it, and no tunnel. Headers come one after the other, so
+/// the parse reads nothing past the L4 header's end.
+fn held_header_fits(hdr: &VirtioNetHdr) -> bool {
+    const LONGEST_L4_HEADER: usize = 60;
+    hdr.flags & F_NEEDS_CSUM != 0 && !hdr.is_tunnel() && usize::from(hdr.csum_start) + LONGEST_L4_HEADER <= HELD_HEAD
+}
+
+/// Whether each buffer lies in one memory region: a held frame's buffers
+/// are read later slice by slice ([`HeldFrame`]), which a buffer across
+/// two regions would fail.
+fn each_in_one_region(mem: &GuestMem, bufs: &[(GuestAddress, u32)]) -> bool {
+    bufs.iter().all(|&(addr, len)| GuestMemoryBackend::get_slice(mem, addr, len as usize).is_ok())
 }
 
 /// The frame's `virtio_net_hdr` imported into its packet's `meta` with the
