@@ -153,16 +153,23 @@ pub trait PortDriver: fmt::Debug + Send {
     /// worker receives through this, so a driver can make its per-call
     /// checks (connection, ring addresses, available index) once per burst
     /// instead of once per packet. `out` is the caller's, reused between
-    /// bursts: a driver only pushes to it. Default: [`PortDriver::recv`]
-    /// until it has nothing or `max` are taken.
+    /// bursts: a driver only pushes to it. Default: one packet of
+    /// [`PortDriver::recv`] per call (if `max` allows), so the worker sends
+    /// each packet on while its bytes are still in the cache: a burst of
+    /// 64 superpackets is 4 MiB, past the CPU's L2 (docs/benchmarks.md,
+    /// the third quiet re-run). A driver whose per-call checks cost more
+    /// than its frames' copies (vhost-user) overrides it.
     fn recv_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        let mut n = 0;
-        while n < max {
-            let Some(p) = self.recv() else { break };
-            out.push(p);
-            n += 1;
+        if max == 0 {
+            return 0;
         }
-        n
+        match self.recv() {
+            Some(p) => {
+                out.push(p);
+                1
+            }
+            None => 0,
+        }
     }
     /// [`PortDriver::recv_burst`] that may leave superpackets' payloads in
     /// the sender's memory: each such packet has a [`HeldFrame`] pushed to
