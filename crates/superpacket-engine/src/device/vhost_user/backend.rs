@@ -88,11 +88,10 @@ impl std::fmt::Debug for Conn {
     }
 }
 
-#[cfg(test)]
 impl Conn {
-    /// A connection with no daemon behind it (no vrings, no memory), for
-    /// tests that only need its identity.
-    pub fn for_test() -> Conn {
+    /// A new connection: no vrings and no memory yet, nothing acked, no
+    /// reset, no pair limit.
+    fn fresh() -> Conn {
         Conn {
             vrings: OnceLock::new(),
             mem: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
@@ -102,6 +101,13 @@ impl Conn {
             ctrl_stopped: AtomicBool::new(false),
             exits: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A connection with no daemon behind it (no vrings, no memory), for
+    /// tests that only need its identity.
+    #[cfg(test)]
+    pub fn for_test() -> Conn {
+        Conn::fresh()
     }
 }
 
@@ -433,15 +439,7 @@ fn wait_readable(port: &PortShared, fd: Option<RawFd>, timeout: Option<Duration>
 /// Runs one connection's daemon until the connection ends.
 fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
     let daemon_mem: Mem = GuestMemoryAtomic::new(GuestMemoryMmap::new());
-    let conn = Arc::new(Conn {
-        vrings: OnceLock::new(),
-        mem: GuestMemoryAtomic::new(GuestMemoryMmap::new()),
-        acked: AtomicU64::new(0),
-        resets: AtomicU64::new(0),
-        pair_limit: AtomicUsize::new(NO_PAIR_LIMIT),
-        ctrl_stopped: AtomicBool::new(false),
-        exits: Mutex::new(Vec::new()),
-    });
+    let conn = Arc::new(Conn::fresh());
     let backend = NetBackend { port: port.clone(), conn: conn.clone() };
     let end_threads = |conn: &Conn| {
         for n in lock(&conn.exits).iter() {
