@@ -339,6 +339,13 @@ impl NetDevice for Bridge {
         true
     }
 
+    /// Forwarding reads the MAC addresses only, and a flood materialises
+    /// the payload before its first copy. Not with VLAN filtering: the held
+    /// path was built and tested for the unfiltered bridge only.
+    fn passes_held_payload(&self) -> bool {
+        !self.vlan_filtering
+    }
+
     fn enslaved(&mut self, lower: DeviceId) {
         self.ports.push((lower, PortVlans::default_vlan()));
     }

@@ -800,10 +800,7 @@ impl Graph {
     fn held_may_pass(&self, hop: Hop) -> bool {
         match hop {
             Hop::Receive(id) => {
-                self.is_port(id)
-                    && self.sh.devices[id.0].master.is_some_and(|m| {
-                        self.kinds[m.0].as_any().downcast_ref::<Bridge>().is_some_and(|b| !b.vlan_filtering)
-                    })
+                self.is_port(id) && self.sh.devices[id.0].master.is_some_and(|m| self.kinds[m.0].passes_held_payload())
             }
             Hop::Transmit(id) => self.is_port(id) && self.sh.devices[id.0].medium == Medium::Ethernet,
             Hop::L3(..) | Hop::Deliver(_) => false,

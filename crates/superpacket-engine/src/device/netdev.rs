@@ -282,6 +282,15 @@ pub trait NetDevice: fmt::Debug + Send + Any {
         false
     }
 
+    /// Whether a member's frame may reach this master while its payload is
+    /// still in its sender's memory ([`super::Graph::receive_held`]): the
+    /// device reads headers only on the way to one port, and materialises
+    /// the payload itself before anything else (a bridge's flood). Default:
+    /// no, the graph makes the packet whole first.
+    fn passes_held_payload(&self) -> bool {
+        false
+    }
+
     /// Most lowers a master takes (a cross-connect: two); `None`: no limit.
     /// [`super::Graph::enslave`] refuses one more.
     fn max_lowers(&self) -> Option<usize> {
