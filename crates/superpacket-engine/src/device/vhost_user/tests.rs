@@ -10,12 +10,12 @@ use virtio_queue::{Queue, QueueT};
 use vm_memory::{Bytes, GuestAddress, GuestMemoryMmap};
 
 const MEM: usize = 0x10000;
-const DESC: u64 = 0x1000;
-const AVAIL: u64 = 0x2000;
-const USED: u64 = 0x3000;
-const SIZE: u16 = 16;
-const F_NEXT: u16 = 1;
-const F_WRITE: u16 = 2;
+pub(super) const DESC: u64 = 0x1000;
+pub(super) const AVAIL: u64 = 0x2000;
+pub(super) const USED: u64 = 0x3000;
+pub(super) const SIZE: u16 = 16;
+pub(super) const F_NEXT: u16 = 1;
+pub(super) const F_WRITE: u16 = 2;
 const F_INDIRECT: u16 = 4;
 
 fn mem() -> GuestMemoryMmap<()> {
@@ -41,7 +41,7 @@ fn desc_at(m: &GuestMemoryMmap<()>, table: u64, i: u16, addr: u64, len: u32, fla
     m.write_obj(next.to_le(), GuestAddress(at.0 + 14)).unwrap();
 }
 
-fn desc(m: &GuestMemoryMmap<()>, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+pub(super) fn desc(m: &GuestMemoryMmap<()>, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
     desc_at(m, DESC, i, addr, len, flags, next);
 }
 
@@ -57,7 +57,7 @@ fn used_idx(m: &GuestMemoryMmap<()>) -> u16 {
     m.read_obj::<u16>(GuestAddress(USED + 2)).unwrap()
 }
 
-fn used_elem(m: &GuestMemoryMmap<()>, i: u64) -> (u32, u32) {
+pub(super) fn used_elem(m: &GuestMemoryMmap<()>, i: u64) -> (u32, u32) {
     let at = USED + 4 + 8 * i;
     (m.read_obj::<u32>(GuestAddress(at)).unwrap(), m.read_obj::<u32>(GuestAddress(at + 4)).unwrap())
 }

@@ -6,6 +6,7 @@
 use super::backend::{Conn, Mode, PortShared, Vring};
 use super::held::{Completion, HELD_HEAD, HeldFrame};
 use super::ring::{AvailCursor, Rings};
+use super::tests::{AVAIL, DESC, F_NEXT, F_WRITE, SIZE, USED, desc, used_elem};
 use super::virtq::{self, HeldChain};
 use crate::device::port::MemoryDriver;
 use crate::device::{Graph, NetdevFeatures, StackMode};
@@ -21,12 +22,6 @@ use virtio_queue::QueueT;
 use vm_memory::{Bytes, GuestAddress, GuestMemoryAtomic, GuestMemoryMmap};
 
 const MEM: usize = 0x8_0000;
-const DESC: u64 = 0x1000;
-const AVAIL: u64 = 0x2000;
-const USED: u64 = 0x3000;
-const SIZE: u16 = 16;
-const F_NEXT: u16 = 1;
-const F_WRITE: u16 = 2;
 /// Where a chain's buffers start, and how long each is.
 const BUFS: u64 = 0x1_0000;
 const BUF_LEN: u32 = 4096;
@@ -35,19 +30,6 @@ const UNUSED: (u32, u32) = (0xdead, 0xbeef);
 
 fn mem() -> GuestMemoryMmap<()> {
     GuestMemoryMmap::from_ranges(&[(GuestAddress(0), MEM)]).unwrap()
-}
-
-fn desc(m: &GuestMemoryMmap<()>, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
-    let at = GuestAddress(DESC + 16 * u64::from(i));
-    m.write_obj(addr.to_le(), at).unwrap();
-    m.write_obj(len.to_le(), GuestAddress(at.0 + 8)).unwrap();
-    m.write_obj(flags.to_le(), GuestAddress(at.0 + 12)).unwrap();
-    m.write_obj(next.to_le(), GuestAddress(at.0 + 14)).unwrap();
-}
-
-fn used_elem(m: &GuestMemoryMmap<()>, i: u64) -> (u32, u32) {
-    let at = USED + 4 + 8 * i;
-    (m.read_obj::<u32>(GuestAddress(at)).unwrap(), m.read_obj::<u32>(GuestAddress(at + 4)).unwrap())
 }
 
 /// A TCPv4 superpacket of `payload` bytes and its `virtio_net_hdr`.
