@@ -54,7 +54,7 @@
 //!   at [`PortDriver::flush`], the end of the engine round.
 //!   Within an engine round the port holds what it is given
 //!   ([`PortDriver::hold_tx`]) and places it all at that flush, the
-//!   receive queue's checks, lock and ring lookup once per burst ([`rx_burst`]).
+//!   receive queue's checks, lock and ring lookup once per burst (the `rx_burst` module).
 //! - **features**: what the guest acked becomes the port's netdev features
 //!   ([`netdev_features`]: `GUEST_CSUM` gives HW_CSUM, `GUEST_TSO4` TSO,
 //!   `GUEST_TSO6` TSO6, `GUEST_ECN` TSO_ECN, `GUEST_USO4`+`GUEST_USO6`
