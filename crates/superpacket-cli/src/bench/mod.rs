@@ -9,6 +9,7 @@
 //! (one sample of each per round), so that a burst of load from elsewhere hits
 //! every candidate alike, and ratios can be taken per round.
 
+pub mod clock;
 pub mod csum;
 pub mod defrag;
 pub mod gro;
