@@ -10,7 +10,14 @@
 //! row, how fast the core was while the row was measured, so that a reader
 //! can tell a disturbed row from a real change.
 //!
-//! What it times: a chain of steps in registers, each an exclusive or and
+//! A second probe times the memory the rows' working sets live in: a
+//! chase of dependent loads through [`CHASE_BYTES`] (beyond one core's L2
+//! here, within the L3 other guests share), in a random cyclic order, so
+//! that each load waits for the one before and no prefetcher helps. It
+//! slows when other guests on the host fill the shared cache or the
+//! memory bus, which the clock probe does not see.
+//!
+//! What the clock probe times: a chain of steps in registers, each an exclusive or and
 //! a multiplication of the value the step before made, so no two overlap
 //! and the time per step is a fixed number of core cycles (4 on current
 //! x86 cores). The chain stays in registers: a chain through memory
@@ -35,6 +42,67 @@ pub fn probe_ns_per_step() -> f64 {
     start.elapsed().as_secs_f64() * 1e9 / PROBE_STEPS as f64
 }
 
+/// Bytes the memory probe chases through: 4 MiB, beyond the 1 MiB L2 of
+/// one core of the EPYC above and within its shared 32 MiB L3, like the
+/// peers rows' inputs (1-1.6 MB) with the other rows' buffers around them.
+pub const CHASE_BYTES: usize = 4 << 20;
+
+/// Loads of one memory probe (about 0.3 ms at 15 ns each).
+pub const CHASE_LOADS: usize = 20_000;
+
+/// `u32` words per 64-byte cache line: the chase visits one word per line.
+const LINE_WORDS: usize = 16;
+
+/// The chase table: word `16 * i` of line `i` holds the word index of the
+/// next line to visit, the lines forming one cycle in a random order
+/// (Sattolo's shuffle with a fixed seed, so every run chases alike).
+fn chase_table() -> &'static [u32] {
+    static TABLE: std::sync::OnceLock<Vec<u32>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let lines = CHASE_BYTES / 64;
+        let mut order: Vec<u32> = (0..lines as u32).collect();
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        for i in (1..lines).rev() {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            order.swap(i, (seed % i as u64) as usize);
+        }
+        let mut table = vec![0u32; lines * LINE_WORDS];
+        for (i, &line) in order.iter().enumerate() {
+            let next = order[(i + 1) % lines];
+            table[line as usize * LINE_WORDS] = next * LINE_WORDS as u32;
+        }
+        table
+    })
+}
+
+/// Nanoseconds per load of the memory chase, timed once now.
+pub fn probe_ns_per_load() -> f64 {
+    let table = chase_table();
+    let mut at = black_box(0usize);
+    let start = Instant::now();
+    for _ in 0..CHASE_LOADS {
+        at = table[at] as usize;
+    }
+    black_box(at);
+    start.elapsed().as_secs_f64() * 1e9 / CHASE_LOADS as f64
+}
+
+/// Both probes, taken one after the other.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Probe {
+    /// [`probe_ns_per_step`].
+    pub core_ns: f64,
+    /// [`probe_ns_per_load`].
+    pub memory_ns: f64,
+}
+
+/// Takes both probes.
+pub fn probe() -> Probe {
+    Probe { core_ns: probe_ns_per_step(), memory_ns: probe_ns_per_load() }
+}
+
 /// The core's speed at each probe relative to the fastest probe of
 /// `all` (1.0 = as fast as the fastest; 0.55 = the clock at 55% of it).
 /// Probes that are not positive finite numbers are left out.
@@ -47,9 +115,9 @@ pub fn relative_speeds(probes: &[f64], all: &[f64]) -> Vec<f64> {
 /// (a spell at about 2.0 GHz against 3.6 is 0.55).
 pub const SLOW_BELOW: f64 = 0.8;
 
-/// How fast the core ran over a set of probes.
+/// How fast the core (or the memory) was over a set of probes.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct CoreSpeed {
+pub struct Speed {
     /// Median relative speed.
     pub median: f64,
     /// Lowest relative speed (a probe preempted by another thread is low too).
@@ -59,13 +127,125 @@ pub struct CoreSpeed {
 }
 
 /// Summary of `speeds` (from [`relative_speeds`]), or `None` when empty.
-pub fn summarise(speeds: &[f64]) -> Option<CoreSpeed> {
+pub fn summarise(speeds: &[f64]) -> Option<Speed> {
     if speeds.is_empty() {
         return None;
     }
     let lowest = speeds.iter().copied().fold(f64::INFINITY, f64::min);
     let slow = speeds.iter().filter(|s| **s < SLOW_BELOW).count();
-    Some(CoreSpeed { median: super::median(speeds), lowest, slow_share: slow as f64 / speeds.len() as f64 })
+    Some(Speed { median: super::median(speeds), lowest, slow_share: slow as f64 / speeds.len() as f64 })
+}
+
+/// Length of one window of `superpacket bench clock`.
+pub const WINDOW_SECS: f64 = 0.05;
+
+/// Options of [`run`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ClockOptions {
+    /// How long to probe.
+    pub seconds: f64,
+    /// The CPU to probe on (pinned for the run).
+    pub cpu: usize,
+}
+
+/// `superpacket bench clock`: probes the core and the memory for
+/// `opts.seconds` on `opts.cpu`, in windows of [`WINDOW_SECS`]; for each
+/// probe reports the fastest window, each window's speed relative to it
+/// (median, lowest, share below [`SLOW_BELOW`]) and the slow spells (runs
+/// of slow windows: how many, the longest, their median speed), as
+/// `core_*` and `memory_*`.
+pub fn run(opts: &ClockOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> super::BenchReport {
+    let _restore = superpacket_engine::io::affinity::Restore::current();
+    let pinned = superpacket_engine::io::affinity::pin(opts.cpu).is_ok();
+    chase_table();
+    let start = Instant::now();
+    let (mut core, mut memory) = (Vec::new(), Vec::new());
+    let total = (opts.seconds / WINDOW_SECS).ceil() as usize;
+    while start.elapsed().as_secs_f64() < opts.seconds {
+        let window_start = start.elapsed().as_secs_f64();
+        let mut probes = Vec::new();
+        while start.elapsed().as_secs_f64() - window_start < WINDOW_SECS {
+            probes.push(probe());
+        }
+        core.push(super::median(&probes.iter().map(|p| p.core_ns).collect::<Vec<_>>()));
+        memory.push(super::median(&probes.iter().map(|p| p.memory_ns).collect::<Vec<_>>()));
+        on_step("probing the core's clock and the memory", core.len(), total);
+    }
+    let mut report = super::BenchReport::new("clock");
+    report.push("pinned_cpu", if pinned { opts.cpu as f64 } else { f64::NAN }, "cpu");
+    report.push("windows", core.len() as f64, "windows");
+    report.push("window_secs", WINDOW_SECS, "s");
+    for (name, ns, unit) in [("core", &core, "ns per step"), ("memory", &memory, "ns per load")] {
+        report.push(format!("{name}_fastest_ns"), ns.iter().copied().fold(f64::INFINITY, f64::min), unit);
+        let speeds = relative_speeds(ns, ns);
+        if let Some(speed) = summarise(&speeds) {
+            report.push(format!("{name}_speed_median"), speed.median, "x");
+            report.push(format!("{name}_speed_lowest"), speed.lowest, "x");
+            report.push(format!("{name}_slow_share"), speed.slow_share, "share");
+        }
+        let spells = slow_spells(&speeds);
+        report.push(format!("{name}_slow_spells"), spells.len() as f64, "spells");
+        let longest = spells.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
+        report.push(format!("{name}_longest_slow_spell_secs"), longest as f64 * WINDOW_SECS, "s");
+        let slow: Vec<f64> = spells.iter().flat_map(|r| speeds[r.clone()].iter().copied()).collect();
+        report.push(format!("{name}_slow_spell_speed_median"), super::median(&slow), "x");
+    }
+    report
+}
+
+/// The runs of consecutive windows slower than [`SLOW_BELOW`].
+fn slow_spells(speeds: &[f64]) -> Vec<std::ops::Range<usize>> {
+    let mut spells = Vec::new();
+    let mut open: Option<usize> = None;
+    for (i, s) in speeds.iter().enumerate() {
+        match (open, *s < SLOW_BELOW) {
+            (None, true) => open = Some(i),
+            (Some(from), false) => {
+                spells.push(from..i);
+                open = None;
+            }
+            _ => {}
+        }
+    }
+    if let Some(from) = open {
+        spells.push(from..speeds.len());
+    }
+    spells
+}
+
+/// The report of [`run`] for people.
+pub fn render_human(report: &super::BenchReport) -> String {
+    let get = |name: &str| report.get(name).unwrap_or(f64::NAN);
+    let mut out = format!(
+        "superpacket bench clock: {} windows of {:.0} ms on CPU {}\n",
+        get("windows"),
+        get("window_secs") * 1000.0,
+        get("pinned_cpu")
+    );
+    let core = get("core_fastest_ns");
+    let memory = get("memory_fastest_ns");
+    for (name, what) in [
+        (
+            "core",
+            format!(
+                "a register chain of fixed cycles: fastest {core:.3} ns per step (about {:.2} GHz if a step is 4 cycles)",
+                4.0 / core
+            ),
+        ),
+        ("memory", format!("dependent loads through {} MiB: fastest {memory:.1} ns per load", CHASE_BYTES >> 20)),
+    ] {
+        out.push_str(&format!(
+            "{name}: {what}\n  speed relative to the fastest window: median {:.2}, lowest {:.2}; {:.1}% of windows below {SLOW_BELOW}\n  \
+             slow spells (consecutive windows below {SLOW_BELOW}): {}, longest {:.2} s, median speed in them {:.2}\n",
+            get(&format!("{name}_speed_median")),
+            get(&format!("{name}_speed_lowest")),
+            get(&format!("{name}_slow_share")) * 100.0,
+            get(&format!("{name}_slow_spells")),
+            get(&format!("{name}_longest_slow_spell_secs")),
+            get(&format!("{name}_slow_spell_speed_median")),
+        ));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -79,12 +259,47 @@ mod tests {
     }
 
     #[test]
+    fn the_chase_visits_every_line_once_per_cycle() {
+        let table = chase_table();
+        let lines = CHASE_BYTES / 64;
+        let mut seen = vec![false; lines];
+        let mut at = 0usize;
+        for _ in 0..lines {
+            assert_eq!(at % LINE_WORDS, 0);
+            assert!(!seen[at / LINE_WORDS], "line {} visited twice", at / LINE_WORDS);
+            seen[at / LINE_WORDS] = true;
+            at = table[at] as usize;
+        }
+        assert_eq!(at, 0, "one cycle through every line");
+        assert!(probe_ns_per_load() > 0.0);
+    }
+
+    #[test]
+    fn slow_spells_are_runs_of_slow_windows() {
+        let speeds = [1.0, 0.5, 0.6, 1.0, 0.9, 0.7, 1.0, 0.3];
+        assert_eq!(slow_spells(&speeds), vec![1..3, 5..6, 7..8]);
+        assert!(slow_spells(&[1.0, 0.95]).is_empty());
+    }
+
+    #[test]
+    fn a_short_run_reports_its_windows() {
+        let report = run(&ClockOptions { seconds: 0.2, cpu: 0 }, &mut |_, _, _| {});
+        let windows = report.get("windows").unwrap();
+        assert!((3.0..=5.0).contains(&windows), "{windows}");
+        for name in ["core", "memory"] {
+            let median = report.get(&format!("{name}_speed_median")).unwrap();
+            assert!(median > 0.0 && median <= 1.0, "{name}: {median}");
+        }
+        assert!(render_human(&report).contains("memory: dependent loads"));
+    }
+
+    #[test]
     fn speeds_are_relative_to_the_fastest_probe_of_the_run() {
         let all = [0.3, 0.6, 0.4, f64::NAN, 0.0];
         let row = [0.6, 0.3, f64::NAN];
         let speeds = relative_speeds(&row, &all);
         assert_eq!(speeds, vec![0.5, 1.0]);
-        assert_eq!(summarise(&speeds), Some(CoreSpeed { median: 0.75, lowest: 0.5, slow_share: 0.5 }));
+        assert_eq!(summarise(&speeds), Some(Speed { median: 0.75, lowest: 0.5, slow_share: 0.5 }));
         assert_eq!(summarise(&[]), None);
     }
 }

@@ -50,6 +50,10 @@ pub enum BenchScenario {
     /// (issue 10: ratio target >= 0.5), with the bounded tables' peaks
     /// against their limits.
     Flood(super::bench_flood::FloodBenchArgs),
+    /// How fast the measuring core runs over time: a register chain of fixed
+    /// cycles timed in 50 ms windows; the slow spells of a shared machine
+    /// (the clock falling for a while) and how deep they go.
+    Clock(ClockArgs),
     /// Instructions per packet, segment, fragment, superpacket and byte
     /// (GRO, GSO, reassembly, the device graph's bridge and router, the
     /// checksum) against the issue-27 budgets: hardware counters where the
@@ -58,6 +62,19 @@ pub enum BenchScenario {
     /// In memory: packets per second of 1..N workers (bridge, NAT router
     /// sharing its tables, NAT with steering's own tables) and the curve.
     Scaling(ScalingArgs),
+}
+
+/// Options of `superpacket bench clock`.
+#[derive(Debug, Args)]
+pub struct ClockArgs {
+    #[command(flatten)]
+    pub common: CommonBenchArgs,
+    /// Seconds to probe (`--quick`: 1).
+    #[arg(long, default_value_t = 20.0, value_parser = parse_seconds)]
+    pub seconds: f64,
+    /// The CPU to probe on (`bench peers` measures on CPU 0).
+    #[arg(long, default_value_t = 0)]
+    pub cpu: usize,
 }
 
 /// Options of `superpacket bench instructions`.
@@ -173,6 +190,15 @@ pub fn run(scenario: &BenchScenario) -> Result<u8, CliError> {
         BenchScenario::Peers(a) => run_peers(a),
         BenchScenario::Flood(a) => super::bench_flood::run(a),
         BenchScenario::Instructions(a) => run_instructions(a),
+        BenchScenario::Clock(a) => report(
+            &a.common,
+            "clock",
+            |quick, p| {
+                let seconds = if quick { a.seconds.min(1.0) } else { a.seconds };
+                crate::bench::clock::run(&crate::bench::clock::ClockOptions { seconds, cpu: a.cpu }, p)
+            },
+            crate::bench::clock::render_human,
+        ),
         BenchScenario::Scaling(a) => {
             let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
             let max_workers = a.workers.map_or(cpus, usize::from);

@@ -208,9 +208,9 @@ pub struct Row {
     pub bytes_per_sample: u64,
     /// Every engine's result.
     pub engines: Vec<EngineResult>,
-    /// Nanoseconds per step of the clock probe taken before each engine's
-    /// measurement in each round ([`clock::probe_ns_per_step`]).
-    pub clock_probes_ns: Vec<f64>,
+    /// The clock and memory probes taken before each engine's measurement
+    /// in each round ([`clock::probe`]).
+    pub probes: Vec<clock::Probe>,
 }
 
 impl Row {
@@ -311,14 +311,14 @@ fn measure_dpdk(
 }
 
 /// Measures `engines` on one workload over the rounds; an engine that fails
-/// once keeps its error and is not tried again. Also returns the clock
-/// probe taken before each measurement.
+/// once keeps its error and is not tried again. Also returns the probes
+/// taken before each measurement.
 fn measure_row(
     engines: &[(&str, &str)],
     opts: &PeersOptions,
     mut measure: impl FnMut(&str, usize) -> Result<EngineRun, String>,
     progress: &mut Progress<'_>,
-) -> (Vec<EngineResult>, Vec<f64>) {
+) -> (Vec<EngineResult>, Vec<clock::Probe>) {
     let mut results: Vec<EngineResult> = engines
         .iter()
         .map(|(label, key)| EngineResult {
@@ -332,7 +332,7 @@ fn measure_row(
         for r in results.iter_mut() {
             let Ok(acc) = &mut r.run else { continue };
             progress.step(&format!("{} (round {}/{})", r.engine, round + 1, opts.rounds.max(1)));
-            probes.push(clock::probe_ns_per_step());
+            probes.push(clock::probe());
             match measure(&r.key, opts.samples.max(1)) {
                 Ok(run) => acc.merge(run),
                 Err(e) => r.run = Err(e),
@@ -388,7 +388,7 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
         } else {
             &GRO_ENGINES
         };
-        let (engines, clock_probes_ns) = measure_row(engines, opts, |key, n| measure_gro(key, &work, n), on_step);
+        let (engines, probes) = measure_row(engines, opts, |key, n| measure_gro(key, &work, n), on_step);
         rows.push(Row {
             kind: "gro",
             description: format!(
@@ -408,13 +408,13 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
             workload: work.name.clone(),
             bytes_per_sample: work.ip_bytes(),
             engines,
-            clock_probes_ns,
+            probes,
         });
     }
     let count = if opts.quick { 4 } else { 16 };
     for work in [GsoWorkload::tcp4_64k(count), GsoWorkload::vxlan_tcp4_64k(count)] {
         let engines: &[(&str, &str)] = if work.vxlan { &VXLAN_GSO_ENGINES } else { &GSO_ENGINES };
-        let (engines, clock_probes_ns) = measure_row(engines, opts, |key, n| measure_gso(key, &work, n), on_step);
+        let (engines, probes) = measure_row(engines, opts, |key, n| measure_gso(key, &work, n), on_step);
         rows.push(Row {
             kind: "gso",
             description: format!(
@@ -428,7 +428,7 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
             workload: work.name.clone(),
             bytes_per_sample: work.payload_bytes(),
             engines,
-            clock_probes_ns,
+            probes,
         });
     }
     let kernel = opts.kernel_seconds.map(|secs| {
@@ -444,11 +444,15 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
 }
 
 impl PeersReport {
-    /// How fast the core ran while `row` was measured, relative to the
-    /// fastest clock probe of the whole run ([`clock`]).
-    pub fn row_core_speed(&self, row: &Row) -> Option<clock::CoreSpeed> {
-        let all: Vec<f64> = self.rows.iter().flat_map(|r| r.clock_probes_ns.iter().copied()).collect();
-        clock::summarise(&clock::relative_speeds(&row.clock_probes_ns, &all))
+    /// How fast the core and the memory were while `row` was measured,
+    /// each relative to the fastest probe of the whole run ([`clock`]).
+    pub fn row_speeds(&self, row: &Row) -> [(&'static str, Option<clock::Speed>); 2] {
+        let speed = |of: fn(&clock::Probe) -> f64| {
+            let all: Vec<f64> = self.rows.iter().flat_map(|r| r.probes.iter().map(of)).collect();
+            let this: Vec<f64> = row.probes.iter().map(of).collect();
+            clock::summarise(&clock::relative_speeds(&this, &all))
+        };
+        [("core", speed(|p| p.core_ns)), ("memory", speed(|p| p.memory_ns))]
     }
 
     /// The figures in the shared bench shape: per row and engine
@@ -493,8 +497,9 @@ impl PeersReport {
                 }
             }
             report.push(format!("equal_work_{}_{}", row.kind, row.workload), row.equal_work() as u8 as f64, "bool");
-            if let Some(speed) = self.row_core_speed(row) {
-                let prefix = format!("core_speed_{}_{}", row.kind, row.workload);
+            for (probe, speed) in self.row_speeds(row) {
+                let Some(speed) = speed else { continue };
+                let prefix = format!("{probe}_speed_{}_{}", row.kind, row.workload);
                 report.push(format!("{prefix}_median"), speed.median, "x");
                 report.push(format!("{prefix}_lowest"), speed.lowest, "x");
                 report.push(format!("{prefix}_slow_share"), speed.slow_share, "share");
@@ -657,10 +662,11 @@ impl PeersReport {
             }
             let verdict = if row.equal_work() { "yes" } else { "NO: the engines' outputs differ" };
             let _ = writeln!(out, "  equal work (same output packets and bytes): {verdict}");
-            if let Some(speed) = self.row_core_speed(row) {
+            for (probe, speed) in self.row_speeds(row) {
+                let Some(speed) = speed else { continue };
                 let _ = writeln!(
                     out,
-                    "  core speed (clock probe before each measurement; 1.00 = the run's fastest): \
+                    "  {probe} speed (probe before each measurement; 1.00 = the run's fastest): \
                      median {:.2}, lowest {:.2}, {:.0}% of probes below {}",
                     speed.median,
                     speed.lowest,
@@ -811,11 +817,13 @@ mod tests {
             let v = report.get(&format!("target_{name}_pass")).expect("verdict");
             assert!(v == 0.0 || v == 1.0);
         }
-        // Every row says how fast the core ran while it was measured.
+        // Every row says how fast the core and the memory were while it was measured.
         for row in ["gro_tcp4_64flows", "gro_vxlan_tcp4_1flow", "gso_vxlan_tcp4_64k"] {
-            let median = report.get(&format!("core_speed_{row}_median")).expect("core speed");
-            let lowest = report.get(&format!("core_speed_{row}_lowest")).expect("core speed");
-            assert!(0.0 < lowest && lowest <= median && median <= 1.0, "{row}: {lowest} {median}");
+            for probe in ["core", "memory"] {
+                let median = report.get(&format!("{probe}_speed_{row}_median")).expect("speed");
+                let lowest = report.get(&format!("{probe}_speed_{row}_lowest")).expect("speed");
+                assert!(0.0 < lowest && lowest <= median && median <= 1.0, "{probe} {row}: {lowest} {median}");
+            }
         }
     }
 
@@ -837,7 +845,7 @@ mod tests {
                 EngineResult { engine: "a".into(), key: "a".into(), run: Ok(a.clone()) },
                 EngineResult { engine: "b".into(), key: "b".into(), run: Ok(b) },
             ],
-            clock_probes_ns: Vec::new(),
+            probes: Vec::new(),
         };
         assert!(!row.equal_work());
         // A later sample with other output makes the run unstable.
