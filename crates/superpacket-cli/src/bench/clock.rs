@@ -1,28 +1,26 @@
-//! A probe of how fast the measuring core runs right now.
+//! Probes of how fast the measuring core and its memory are right now.
 //!
-//! The machines the benchmarks run on are shared virtual machines whose
-//! core clock moves under the host's load: a probe pinned to one vCPU of
-//! the 2-vCPU AMD EPYC guest measured spells of 0.1-1 s at about 2.0 GHz
-//! between stretches at 3.5-3.7 GHz (docs/benchmarks.md, "Slow spells are
-//! the core's clock"). Code that is bound by the core slows with the clock,
-//! code that waits on memory much less, so two engines' ratio moves with
-//! the spells. The probe does not correct any figure: it says, beside each
-//! row, how fast the core was while the row was measured, so that a reader
-//! can tell a disturbed row from a real change.
+//! The machines the benchmarks run on are shared virtual machines: the
+//! core's clock and the cache and memory other guests share move under the
+//! host's load, and two engines do not slow alike (code bound by the core
+//! slows with the clock, code waiting on memory with the memory). The
+//! probes correct no figure: they say, beside each row, what the machine
+//! was like while the row was measured, so that a reader can tell a
+//! disturbed row from a real change (docs/benchmarks.md, "Slow spells").
 //!
-//! A second probe times the memory the rows' working sets live in: a
-//! chase of dependent loads through [`CHASE_BYTES`] (beyond one core's L2
-//! here, within the L3 other guests share), in a random cyclic order, so
-//! that each load waits for the one before and no prefetcher helps. It
-//! slows when other guests on the host fill the shared cache or the
-//! memory bus, which the clock probe does not see.
-//!
-//! What the clock probe times: a chain of steps in registers, each an exclusive or and
-//! a multiplication of the value the step before made, so no two overlap
-//! and the time per step is a fixed number of core cycles (4 on current
-//! x86 cores). The chain stays in registers: a chain through memory
-//! (`black_box` on every step) measured twice as fast in some rows of a
-//! run as in others on the EPYC, as the core forwarded the stores or not.
+//! - The **clock probe** times a chain of steps in registers, each an
+//!   exclusive or and a multiplication of the value the step before made,
+//!   so no two overlap and a step is a fixed number of core cycles (4 on
+//!   current x86 cores). It stays in registers: a chain through memory
+//!   (`black_box` on every step) measured twice as fast in some rows of a
+//!   run as in others on the EPYC, as the core forwarded the stores or not.
+//!   Its speed is given relative to the run's fastest probe.
+//! - The **memory probe** times dependent loads through [`CHASE_BYTES`]
+//!   (beyond one core's L2, within the L3 other guests share) in a random
+//!   cyclic order, each load waiting for the one before, so no prefetcher
+//!   helps; each probe goes on where the last stopped, so the probes walk
+//!   the whole table. Its latency is given in ns: about 15 when the table
+//!   stays in the L3, 100 and more when it has to come from memory.
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -47,7 +45,7 @@ pub fn probe_ns_per_step() -> f64 {
 /// peers rows' inputs (1-1.6 MB) with the other rows' buffers around them.
 pub const CHASE_BYTES: usize = 4 << 20;
 
-/// Loads of one memory probe (about 0.3 ms at 15 ns each).
+/// Loads of one memory probe (0.3 ms at 15 ns each, 2 ms at 100).
 pub const CHASE_LOADS: usize = 20_000;
 
 /// `u32` words per 64-byte cache line: the chase visits one word per line.
@@ -77,16 +75,20 @@ fn chase_table() -> &'static [u32] {
     })
 }
 
-/// Nanoseconds per load of the memory chase, timed once now.
+/// Nanoseconds per load of the memory chase, timed once now, going on
+/// from where the previous probe of this process stopped.
 pub fn probe_ns_per_load() -> f64 {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static POSITION: AtomicUsize = AtomicUsize::new(0);
     let table = chase_table();
-    let mut at = black_box(0usize);
+    let mut at = black_box(POSITION.load(Ordering::Relaxed));
     let start = Instant::now();
     for _ in 0..CHASE_LOADS {
         at = table[at] as usize;
     }
-    black_box(at);
-    start.elapsed().as_secs_f64() * 1e9 / CHASE_LOADS as f64
+    let elapsed = start.elapsed();
+    POSITION.store(at, Ordering::Relaxed);
+    elapsed.as_secs_f64() * 1e9 / CHASE_LOADS as f64
 }
 
 /// Both probes, taken one after the other.
@@ -136,6 +138,24 @@ pub fn summarise(speeds: &[f64]) -> Option<Speed> {
     Some(Speed { median: super::median(speeds), lowest, slow_share: slow as f64 / speeds.len() as f64 })
 }
 
+/// Median and highest of a set of memory probes, in ns per load.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Latency {
+    /// Median ns per load.
+    pub median_ns: f64,
+    /// Highest ns per load.
+    pub highest_ns: f64,
+}
+
+/// Summary of memory probes, or `None` when there are none.
+pub fn latency(ns_per_load: &[f64]) -> Option<Latency> {
+    let valid: Vec<f64> = ns_per_load.iter().copied().filter(|ns| ns.is_finite() && *ns > 0.0).collect();
+    if valid.is_empty() {
+        return None;
+    }
+    Some(Latency { median_ns: super::median(&valid), highest_ns: valid.iter().copied().fold(0.0, f64::max) })
+}
+
 /// Length of one window of `superpacket bench clock`.
 pub const WINDOW_SECS: f64 = 0.05;
 
@@ -149,11 +169,12 @@ pub struct ClockOptions {
 }
 
 /// `superpacket bench clock`: probes the core and the memory for
-/// `opts.seconds` on `opts.cpu`, in windows of [`WINDOW_SECS`]; for each
-/// probe reports the fastest window, each window's speed relative to it
-/// (median, lowest, share below [`SLOW_BELOW`]) and the slow spells (runs
-/// of slow windows: how many, the longest, their median speed), as
-/// `core_*` and `memory_*`.
+/// `opts.seconds` on `opts.cpu`, in windows of [`WINDOW_SECS`] (each
+/// window's median probe); reports the clock probe's fastest window, each
+/// window's speed relative to it (median, lowest, share below
+/// [`SLOW_BELOW`]) and its slow spells (runs of slow windows: how many,
+/// the longest, their median speed), and the memory probe's lowest,
+/// median and highest window in ns per load.
 pub fn run(opts: &ClockOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> super::BenchReport {
     let _restore = superpacket_engine::io::affinity::Restore::current();
     let pinned = superpacket_engine::io::affinity::pin(opts.cpu).is_ok();
@@ -175,20 +196,23 @@ pub fn run(opts: &ClockOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     report.push("pinned_cpu", if pinned { opts.cpu as f64 } else { f64::NAN }, "cpu");
     report.push("windows", core.len() as f64, "windows");
     report.push("window_secs", WINDOW_SECS, "s");
-    for (name, ns, unit) in [("core", &core, "ns per step"), ("memory", &memory, "ns per load")] {
-        report.push(format!("{name}_fastest_ns"), ns.iter().copied().fold(f64::INFINITY, f64::min), unit);
-        let speeds = relative_speeds(ns, ns);
-        if let Some(speed) = summarise(&speeds) {
-            report.push(format!("{name}_speed_median"), speed.median, "x");
-            report.push(format!("{name}_speed_lowest"), speed.lowest, "x");
-            report.push(format!("{name}_slow_share"), speed.slow_share, "share");
-        }
-        let spells = slow_spells(&speeds);
-        report.push(format!("{name}_slow_spells"), spells.len() as f64, "spells");
-        let longest = spells.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
-        report.push(format!("{name}_longest_slow_spell_secs"), longest as f64 * WINDOW_SECS, "s");
-        let slow: Vec<f64> = spells.iter().flat_map(|r| speeds[r.clone()].iter().copied()).collect();
-        report.push(format!("{name}_slow_spell_speed_median"), super::median(&slow), "x");
+    report.push("core_fastest_ns", core.iter().copied().fold(f64::INFINITY, f64::min), "ns per step");
+    let speeds = relative_speeds(&core, &core);
+    if let Some(speed) = summarise(&speeds) {
+        report.push("core_speed_median", speed.median, "x");
+        report.push("core_speed_lowest", speed.lowest, "x");
+        report.push("core_slow_share", speed.slow_share, "share");
+    }
+    let spells = slow_spells(&speeds);
+    report.push("core_slow_spells", spells.len() as f64, "spells");
+    let longest = spells.iter().map(ExactSizeIterator::len).max().unwrap_or(0);
+    report.push("core_longest_slow_spell_secs", longest as f64 * WINDOW_SECS, "s");
+    let slow: Vec<f64> = spells.iter().flat_map(|r| speeds[r.clone()].iter().copied()).collect();
+    report.push("core_slow_spell_speed_median", super::median(&slow), "x");
+    if let Some(l) = latency(&memory) {
+        report.push("memory_ns_median", l.median_ns, "ns per load");
+        report.push("memory_ns_highest", l.highest_ns, "ns per load");
+        report.push("memory_ns_lowest", memory.iter().copied().fold(f64::INFINITY, f64::min), "ns per load");
     }
     report
 }
@@ -216,36 +240,29 @@ fn slow_spells(speeds: &[f64]) -> Vec<std::ops::Range<usize>> {
 /// The report of [`run`] for people.
 pub fn render_human(report: &super::BenchReport) -> String {
     let get = |name: &str| report.get(name).unwrap_or(f64::NAN);
-    let mut out = format!(
-        "superpacket bench clock: {} windows of {:.0} ms on CPU {}\n",
+    let core = get("core_fastest_ns");
+    format!(
+        "superpacket bench clock: {} windows of {:.0} ms on CPU {}\n\
+         core: a register chain of fixed cycles, fastest window {core:.3} ns per step (about {:.2} GHz if a step \
+         is 4 cycles)\n  \
+         speed relative to the fastest window: median {:.2}, lowest {:.2}; {:.1}% of windows below {SLOW_BELOW}\n  \
+         slow spells (consecutive windows below {SLOW_BELOW}): {}, longest {:.2} s, median speed in them {:.2}\n\
+         memory: dependent loads through {} MiB, ns per load: lowest window {:.1}, median {:.1}, highest {:.1}\n",
         get("windows"),
         get("window_secs") * 1000.0,
-        get("pinned_cpu")
-    );
-    let core = get("core_fastest_ns");
-    let memory = get("memory_fastest_ns");
-    for (name, what) in [
-        (
-            "core",
-            format!(
-                "a register chain of fixed cycles: fastest {core:.3} ns per step (about {:.2} GHz if a step is 4 cycles)",
-                4.0 / core
-            ),
-        ),
-        ("memory", format!("dependent loads through {} MiB: fastest {memory:.1} ns per load", CHASE_BYTES >> 20)),
-    ] {
-        out.push_str(&format!(
-            "{name}: {what}\n  speed relative to the fastest window: median {:.2}, lowest {:.2}; {:.1}% of windows below {SLOW_BELOW}\n  \
-             slow spells (consecutive windows below {SLOW_BELOW}): {}, longest {:.2} s, median speed in them {:.2}\n",
-            get(&format!("{name}_speed_median")),
-            get(&format!("{name}_speed_lowest")),
-            get(&format!("{name}_slow_share")) * 100.0,
-            get(&format!("{name}_slow_spells")),
-            get(&format!("{name}_longest_slow_spell_secs")),
-            get(&format!("{name}_slow_spell_speed_median")),
-        ));
-    }
-    out
+        get("pinned_cpu"),
+        4.0 / core,
+        get("core_speed_median"),
+        get("core_speed_lowest"),
+        get("core_slow_share") * 100.0,
+        get("core_slow_spells"),
+        get("core_longest_slow_spell_secs"),
+        get("core_slow_spell_speed_median"),
+        CHASE_BYTES >> 20,
+        get("memory_ns_lowest"),
+        get("memory_ns_median"),
+        get("memory_ns_highest"),
+    )
 }
 
 #[cfg(test)]
@@ -286,10 +303,10 @@ mod tests {
         let report = run(&ClockOptions { seconds: 0.2, cpu: 0 }, &mut |_, _, _| {});
         let windows = report.get("windows").unwrap();
         assert!((3.0..=5.0).contains(&windows), "{windows}");
-        for name in ["core", "memory"] {
-            let median = report.get(&format!("{name}_speed_median")).unwrap();
-            assert!(median > 0.0 && median <= 1.0, "{name}: {median}");
-        }
+        let median = report.get("core_speed_median").unwrap();
+        assert!(median > 0.0 && median <= 1.0, "{median}");
+        let (lowest, highest) = (report.get("memory_ns_lowest").unwrap(), report.get("memory_ns_highest").unwrap());
+        assert!(0.0 < lowest && lowest <= highest, "{lowest} {highest}");
         assert!(render_human(&report).contains("memory: dependent loads"));
     }
 
@@ -301,5 +318,7 @@ mod tests {
         assert_eq!(speeds, vec![0.5, 1.0]);
         assert_eq!(summarise(&speeds), Some(Speed { median: 0.75, lowest: 0.5, slow_share: 0.5 }));
         assert_eq!(summarise(&[]), None);
+        assert_eq!(latency(&[20.0, f64::NAN, 100.0, 30.0]), Some(Latency { median_ns: 30.0, highest_ns: 100.0 }));
+        assert_eq!(latency(&[]), None);
     }
 }

@@ -444,15 +444,13 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
 }
 
 impl PeersReport {
-    /// How fast the core and the memory were while `row` was measured,
-    /// each relative to the fastest probe of the whole run ([`clock`]).
-    pub fn row_speeds(&self, row: &Row) -> [(&'static str, Option<clock::Speed>); 2] {
-        let speed = |of: fn(&clock::Probe) -> f64| {
-            let all: Vec<f64> = self.rows.iter().flat_map(|r| r.probes.iter().map(of)).collect();
-            let this: Vec<f64> = row.probes.iter().map(of).collect();
-            clock::summarise(&clock::relative_speeds(&this, &all))
-        };
-        [("core", speed(|p| p.core_ns)), ("memory", speed(|p| p.memory_ns))]
+    /// How fast the core was while `row` was measured, relative to the
+    /// run's fastest clock probe, and the memory probes' latency ([`clock`]).
+    pub fn row_probes(&self, row: &Row) -> (Option<clock::Speed>, Option<clock::Latency>) {
+        let all: Vec<f64> = self.rows.iter().flat_map(|r| r.probes.iter().map(|p| p.core_ns)).collect();
+        let core: Vec<f64> = row.probes.iter().map(|p| p.core_ns).collect();
+        let memory: Vec<f64> = row.probes.iter().map(|p| p.memory_ns).collect();
+        (clock::summarise(&clock::relative_speeds(&core, &all)), clock::latency(&memory))
     }
 
     /// The figures in the shared bench shape: per row and engine
@@ -497,12 +495,17 @@ impl PeersReport {
                 }
             }
             report.push(format!("equal_work_{}_{}", row.kind, row.workload), row.equal_work() as u8 as f64, "bool");
-            for (probe, speed) in self.row_speeds(row) {
-                let Some(speed) = speed else { continue };
-                let prefix = format!("{probe}_speed_{}_{}", row.kind, row.workload);
+            let (core, memory) = self.row_probes(row);
+            if let Some(speed) = core {
+                let prefix = format!("core_speed_{}_{}", row.kind, row.workload);
                 report.push(format!("{prefix}_median"), speed.median, "x");
                 report.push(format!("{prefix}_lowest"), speed.lowest, "x");
                 report.push(format!("{prefix}_slow_share"), speed.slow_share, "share");
+            }
+            if let Some(l) = memory {
+                let prefix = format!("memory_ns_{}_{}", row.kind, row.workload);
+                report.push(format!("{prefix}_median"), l.median_ns, "ns per load");
+                report.push(format!("{prefix}_highest"), l.highest_ns, "ns per load");
             }
         }
         for (name, value, unit) in self.headlines() {
@@ -662,16 +665,17 @@ impl PeersReport {
             }
             let verdict = if row.equal_work() { "yes" } else { "NO: the engines' outputs differ" };
             let _ = writeln!(out, "  equal work (same output packets and bytes): {verdict}");
-            for (probe, speed) in self.row_speeds(row) {
-                let Some(speed) = speed else { continue };
+            let (core, memory) = self.row_probes(row);
+            if let (Some(speed), Some(l)) = (core, memory) {
                 let _ = writeln!(
                     out,
-                    "  {probe} speed (probe before each measurement; 1.00 = the run's fastest): \
-                     median {:.2}, lowest {:.2}, {:.0}% of probes below {}",
+                    "  probes before each measurement: core speed median {:.2} (1.00 = the run's fastest), \
+                     {:.0}% below {}; memory {:.0} ns per load median, {:.0} highest",
                     speed.median,
-                    speed.lowest,
                     speed.slow_share * 100.0,
-                    clock::SLOW_BELOW
+                    clock::SLOW_BELOW,
+                    l.median_ns,
+                    l.highest_ns
                 );
             }
         }
@@ -819,11 +823,11 @@ mod tests {
         }
         // Every row says how fast the core and the memory were while it was measured.
         for row in ["gro_tcp4_64flows", "gro_vxlan_tcp4_1flow", "gso_vxlan_tcp4_64k"] {
-            for probe in ["core", "memory"] {
-                let median = report.get(&format!("{probe}_speed_{row}_median")).expect("speed");
-                let lowest = report.get(&format!("{probe}_speed_{row}_lowest")).expect("speed");
-                assert!(0.0 < lowest && lowest <= median && median <= 1.0, "{probe} {row}: {lowest} {median}");
-            }
+            let median = report.get(&format!("core_speed_{row}_median")).expect("core speed");
+            let lowest = report.get(&format!("core_speed_{row}_lowest")).expect("core speed");
+            assert!(0.0 < lowest && lowest <= median && median <= 1.0, "{row}: {lowest} {median}");
+            let memory = report.get(&format!("memory_ns_{row}_median")).expect("memory latency");
+            assert!(memory > 0.0 && memory.is_finite(), "{row}: {memory}");
         }
     }
 
