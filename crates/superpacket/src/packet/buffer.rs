@@ -587,6 +587,15 @@ impl Packet {
         &self.storage[self.linear_start()..self.linear_end()]
     }
 
+    /// Prefetches the first two cache lines of the linear area (the
+    /// headers of a received frame, [`super::prefetch::prefetch_headers_at`]),
+    /// from its address alone: no slice of it is made, so no bounds check
+    /// (GRO does this for every packet of a burst, two ahead).
+    #[inline(always)]
+    pub fn prefetch_headers(&self) {
+        super::prefetch::prefetch_headers_at(self.storage.as_ptr().wrapping_add(self.linear_start()));
+    }
+
     /// The linear area, writable.
     pub fn linear_mut(&mut self) -> &mut [u8] {
         let (start, end) = (self.linear_start(), self.linear_end());

@@ -90,7 +90,7 @@ pub use tunnel::{MAX_TUNNEL_PORTS, TunnelPorts};
 pub use udp::UDP_GRO_CNT_MAX;
 
 use crate::csum;
-use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
+use crate::packet::prefetch::prefetch_lines;
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet, TunnelKind};
 pub use crate::wire::Medium;
 use crate::wire::field::be16;
@@ -570,7 +570,7 @@ impl Gro {
                 if ahead.meta.csum == ChecksumState::None {
                     prefetch_lines(ahead.linear(), PREFETCH_MAX_LINES);
                 } else {
-                    prefetch_headers(ahead.linear());
+                    ahead.prefetch_headers();
                 }
             }
             self.gro_one(&mut pkts[i], None);
