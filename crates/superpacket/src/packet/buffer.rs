@@ -336,6 +336,9 @@ impl Drop for Packet {
         if self.segments.items.capacity() != 0 {
             self.recycle_segments();
         }
+        if self.frag_list.capacity() == pool::FRAG_LIST_ROOM {
+            pool::recycle_frag_list(std::mem::take(&mut self.frag_list));
+        }
     }
 }
 
@@ -442,9 +445,11 @@ impl Packet {
             out.push(std::mem::take(&mut self.storage));
         }
         self.take_segment_buffers(|buf| out.push(buf));
-        for p in std::mem::take(&mut self.frag_list) {
+        let mut frags = std::mem::take(&mut self.frag_list);
+        for p in frags.drain(..) {
             p.into_buffers(out);
         }
+        pool::recycle_frag_list(frags);
     }
 
     /// A packet holding a copy of `frame` in its linear area, with
@@ -658,8 +663,15 @@ impl Packet {
     }
 
     /// Reserves room for `additional` more packets on the frag list (GRO
-    /// allocates an aggregate's frag list once).
+    /// allocates an aggregate's frag list once). Room for
+    /// [`pool::FRAG_LIST_ROOM`] on an empty list comes from the pool
+    /// ([`pool::take_frag_list`]: no allocation once warm).
     pub fn reserve_frag_list(&mut self, additional: usize) {
+        if additional == pool::FRAG_LIST_ROOM && self.frag_list.capacity() == 0 {
+            // The list replaced has no memory: nothing to drop.
+            self.frag_list = pool::take_frag_list();
+            return;
+        }
         self.frag_list.reserve(additional);
     }
 

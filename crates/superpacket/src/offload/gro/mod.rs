@@ -1367,7 +1367,7 @@ fn chain(p: &mut Packet, mut n: Packet, payload: usize, fraglist: bool) {
         n.meta = OffloadMeta::default();
         n.reserve_segments(MAX_SEGMENTS);
         if p.frag_list().is_empty() {
-            p.reserve_frag_list(4);
+            p.reserve_frag_list(crate::packet::pool::FRAG_LIST_ROOM);
         }
     } else {
         if let ChecksumState::Partial { .. } = n.meta.csum {
