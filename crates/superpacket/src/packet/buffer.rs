@@ -612,6 +612,14 @@ impl Packet {
         &self.segments.items
     }
 
+    /// Whether the packet has a payload segment list allocated (room
+    /// reserved, [`Packet::reserve_segments`], or segments), empty or not:
+    /// appending to it then allocates nothing while it has room.
+    #[inline]
+    pub fn has_segment_list(&self) -> bool {
+        self.segments.items.capacity() != 0
+    }
+
     /// The packet's bytes as a sequence of slices (linear first): the
     /// scatter-gather view for `writev`/`sendmsg`.
     pub fn chunks(&self) -> impl Iterator<Item = &[u8]> {
