@@ -336,6 +336,9 @@ impl Drop for Packet {
         if self.segments.items.capacity() != 0 {
             self.recycle_segments();
         }
+        if self.frag_list.capacity() == pool::FRAG_LIST_ROOM {
+            pool::recycle_frag_list(std::mem::take(&mut self.frag_list));
+        }
     }
 }
 
@@ -442,9 +445,11 @@ impl Packet {
             out.push(std::mem::take(&mut self.storage));
         }
         self.take_segment_buffers(|buf| out.push(buf));
-        for p in std::mem::take(&mut self.frag_list) {
+        let mut frags = std::mem::take(&mut self.frag_list);
+        for p in frags.drain(..) {
             p.into_buffers(out);
         }
+        pool::recycle_frag_list(frags);
     }
 
     /// A packet holding a copy of `frame` in its linear area, with
@@ -587,6 +592,15 @@ impl Packet {
         &self.storage[self.linear_start()..self.linear_end()]
     }
 
+    /// Prefetches the first two cache lines of the linear area (the
+    /// headers of a received frame, [`super::prefetch::prefetch_headers_at`]),
+    /// from its address alone: no slice of it is made, so no bounds check
+    /// (GRO does this for every packet of a burst, two ahead).
+    #[inline(always)]
+    pub fn prefetch_headers(&self) {
+        super::prefetch::prefetch_headers_at(self.storage.as_ptr().wrapping_add(self.linear_start()));
+    }
+
     /// The linear area, writable.
     pub fn linear_mut(&mut self) -> &mut [u8] {
         let (start, end) = (self.linear_start(), self.linear_end());
@@ -596,6 +610,14 @@ impl Packet {
     /// The payload segments following the linear area.
     pub fn segments(&self) -> &[Segment] {
         &self.segments.items
+    }
+
+    /// Whether the packet has a payload segment list allocated (room
+    /// reserved, [`Packet::reserve_segments`], or segments), empty or not:
+    /// appending to it then allocates nothing while it has room.
+    #[inline]
+    pub fn has_segment_list(&self) -> bool {
+        self.segments.items.capacity() != 0
     }
 
     /// The packet's bytes as a sequence of slices (linear first): the
@@ -649,8 +671,15 @@ impl Packet {
     }
 
     /// Reserves room for `additional` more packets on the frag list (GRO
-    /// allocates an aggregate's frag list once).
+    /// allocates an aggregate's frag list once). Room for
+    /// [`pool::FRAG_LIST_ROOM`] on an empty list comes from the pool
+    /// ([`pool::take_frag_list`]: no allocation once warm).
     pub fn reserve_frag_list(&mut self, additional: usize) {
+        if additional == pool::FRAG_LIST_ROOM && self.frag_list.capacity() == 0 {
+            // The list replaced has no memory: nothing to drop.
+            self.frag_list = pool::take_frag_list();
+            return;
+        }
         self.frag_list.reserve(additional);
     }
 

@@ -34,10 +34,18 @@
 //! and dropping the aggregate gives it back. At most
 //! [`SEGMENT_LISTS_MAX_IDLE`] idle lists per thread; a recycled list is
 //! always empty with capacity exactly [`MAX_SEGMENTS`].
+//!
+//! Their frag lists too ([`take_frag_list`], [`recycle_frag_list`]): an
+//! aggregate of more than [`MAX_SEGMENTS`] + 1 segments chains packets on a
+//! list of [`FRAG_LIST_ROOM`], which came from `malloc` once per aggregate
+//! (2% of one VXLAN flow's GRO time, docs/benchmarks.md "One VXLAN flow:
+//! per-aggregate work"). At most [`FRAG_LISTS_MAX_IDLE`] idle lists per
+//! thread; a recycled list is always empty with capacity exactly
+//! [`FRAG_LIST_ROOM`].
 
 use std::cell::RefCell;
 
-use super::buffer::{MAX_SEGMENTS, Segment};
+use super::buffer::{MAX_SEGMENTS, Packet, Segment};
 
 /// Size of a pooled receive buffer: headroom plus a frame of up to 128 KiB
 /// minus the headroom (more than a 64 KiB GSO frame with its headers).
@@ -64,10 +72,20 @@ pub const SMALL_MAX_IDLE: usize = 1024;
 /// idle lists (17 segments of 40 bytes each).
 pub const SEGMENT_LISTS_MAX_IDLE: usize = 512;
 
+/// Packets a pooled frag list has room for: what GRO reserves for an
+/// aggregate's chained packets (a 64 KB aggregate of MTU segments chains
+/// two).
+pub const FRAG_LIST_ROOM: usize = 4;
+
+/// Most idle frag lists one thread keeps (as [`SEGMENT_LISTS_MAX_IDLE`]:
+/// at most 256 KB of 512-byte lists).
+pub const FRAG_LISTS_MAX_IDLE: usize = 512;
+
 thread_local! {
     static IDLE: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     static IDLE_SMALL: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
     static IDLE_SEGMENT_LISTS: RefCell<Vec<Vec<Segment>>> = const { RefCell::new(Vec::new()) };
+    static IDLE_FRAG_LISTS: RefCell<Vec<Vec<Packet>>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Counters of this thread's pool.
@@ -160,6 +178,33 @@ fn keep_segment_list(mut list: Vec<Segment>) {
     });
 }
 
+/// An empty frag list with room for [`FRAG_LIST_ROOM`] packets: a recycled
+/// one when this thread has one idle, else a new one.
+pub fn take_frag_list() -> Vec<Packet> {
+    IDLE_FRAG_LISTS
+        .try_with(|idle| idle.borrow_mut().pop())
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| Vec::with_capacity(FRAG_LIST_ROOM))
+}
+
+/// Gives a frag list back if it has exactly [`FRAG_LIST_ROOM`] capacity
+/// and this thread's list has room; otherwise it is freed. Its packets are
+/// dropped first (before the idle list is borrowed: one of them may give
+/// a frag list of its own back).
+pub fn recycle_frag_list(mut list: Vec<Packet>) {
+    if list.capacity() != FRAG_LIST_ROOM {
+        return;
+    }
+    list.clear();
+    let _ = IDLE_FRAG_LISTS.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        if idle.len() < FRAG_LISTS_MAX_IDLE {
+            idle.push(list);
+        }
+    });
+}
+
 /// This thread's pool counters.
 pub fn stats() -> PoolStats {
     PoolStats {
@@ -242,6 +287,39 @@ mod tests {
         let c = take_segment_list();
         assert_eq!(c.as_ptr(), ptr, "the foreign list did not take the idle slot's place");
         recycle_segment_list(c);
+    }
+
+    /// A dropped aggregate's frag list (GRO's, [`FRAG_LIST_ROOM`]) goes back
+    /// to this thread's idle lists, empty, its packets dropped, and is
+    /// handed out again; so does one `into_buffers` empties; a list of
+    /// another capacity is not kept.
+    #[test]
+    fn frag_lists_are_recycled_empty() {
+        let idle = || IDLE_FRAG_LISTS.with(|idle| idle.borrow().len());
+        // Drain this thread's list so that the counts below are exact.
+        let held: Vec<Vec<Packet>> =
+            std::iter::from_fn(|| IDLE_FRAG_LISTS.with(|idle| idle.borrow_mut().pop())).collect();
+        let aggregate = || {
+            let mut agg = Packet::from_frame(&[1; 60]);
+            agg.reserve_frag_list(FRAG_LIST_ROOM);
+            agg.push_frag(Packet::from_frame(&[2; 60]));
+            agg
+        };
+        let agg = aggregate();
+        let ptr = agg.frag_list().as_ptr();
+        drop(agg);
+        assert_eq!(idle(), 1, "the dropped aggregate's list is kept");
+        let again = aggregate();
+        assert_eq!((again.frag_list().as_ptr(), idle()), (ptr, 0), "and handed out again");
+        let mut bufs = Vec::new();
+        again.into_buffers(&mut bufs);
+        assert_eq!((bufs.len(), idle()), (2, 1), "into_buffers gives both packets' buffers and the list back");
+        let list = take_frag_list();
+        assert!(list.is_empty() && list.capacity() == FRAG_LIST_ROOM && list.as_ptr() == ptr);
+        recycle_frag_list(Vec::with_capacity(FRAG_LIST_ROOM + 1));
+        assert_eq!(idle(), 0, "another capacity is not kept");
+        recycle_frag_list(list);
+        drop(held);
     }
 
     #[test]

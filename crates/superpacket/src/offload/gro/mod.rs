@@ -90,7 +90,7 @@ pub use tunnel::{MAX_TUNNEL_PORTS, TunnelPorts};
 pub use udp::UDP_GRO_CNT_MAX;
 
 use crate::csum;
-use crate::packet::prefetch::{prefetch_headers, prefetch_lines};
+use crate::packet::prefetch::prefetch_lines;
 use crate::packet::{ChecksumState, GsoType, OffloadMeta, Packet, TunnelKind};
 pub use crate::wire::Medium;
 use crate::wire::field::be16;
@@ -570,7 +570,7 @@ impl Gro {
                 if ahead.meta.csum == ChecksumState::None {
                     prefetch_lines(ahead.linear(), PREFETCH_MAX_LINES);
                 } else {
-                    prefetch_headers(ahead.linear());
+                    ahead.prefetch_headers();
                 }
             }
             self.gro_one(&mut pkts[i], None);
@@ -1314,7 +1314,7 @@ fn trim_padding(pkt: &mut Packet, h: &GroHeaders) {
 /// fraglist mode every packet is chained, intact behind its pulled headers.
 ///
 /// The usual case (the packet that collects payloads, the aggregate or the
-/// last one on its frag list, has payload segments and a free slot) is
+/// last one on its frag list, has a segment list with a free slot) is
 /// inlined into the merge; the rest is a call. (Of a 45-segment aggregate,
 /// 28 merges go to the frag list.)
 #[inline(always)]
@@ -1327,15 +1327,18 @@ fn attach(p: &mut Packet, n: &mut Packet, payload: usize, fraglist: bool) {
             let i = frags.len() - 1;
             &mut frags[i]
         };
-        if !last.segments().is_empty() && last.append_payload_from(n, payload) {
+        // A packet just chained has its list reserved, empty: it takes
+        // this way too (the aggregate's own first merge, with no list yet,
+        // takes one from the pool in `attach_slow`).
+        if last.has_segment_list() && last.append_payload_from(n, payload) {
             return;
         }
     }
     attach_slow(p, n, payload, fraglist);
 }
 
-/// [`attach`] when the packet that collects payloads has no payload
-/// segment yet or no free slot, or for a fraglist aggregate.
+/// [`attach`] when the packet that collects payloads has no segment list
+/// yet or no free slot in it, or for a fraglist aggregate.
 #[inline(never)]
 fn attach_slow(p: &mut Packet, n: &mut Packet, payload: usize, fraglist: bool) {
     use crate::packet::MAX_SEGMENTS;
@@ -1367,7 +1370,7 @@ fn chain(p: &mut Packet, mut n: Packet, payload: usize, fraglist: bool) {
         n.meta = OffloadMeta::default();
         n.reserve_segments(MAX_SEGMENTS);
         if p.frag_list().is_empty() {
-            p.reserve_frag_list(4);
+            p.reserve_frag_list(crate::packet::pool::FRAG_LIST_ROOM);
         }
     } else {
         if let ChecksumState::Partial { .. } = n.meta.csum {
