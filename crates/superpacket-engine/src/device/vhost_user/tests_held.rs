@@ -73,21 +73,7 @@ impl Sender {
     /// buffers, and takes them with holding on: each frame's packet and
     /// the chain left in the guest, if the frame was held.
     fn take(&self, frames: &[(&[u8], [u8; 12])]) -> Vec<(Packet, Option<HeldChain>)> {
-        let (mut next_desc, mut at) = (0u16, BUFS);
-        for (k, (frame, hdr)) in frames.iter().enumerate() {
-            let bytes = [&hdr[..], frame].concat();
-            let head = next_desc;
-            for (i, piece) in bytes.chunks(BUF_LEN as usize).enumerate() {
-                self.m.write_slice(piece, GuestAddress(at)).unwrap();
-                let last = (i + 1) * BUF_LEN as usize >= bytes.len();
-                let d = next_desc;
-                desc(&self.m, d, at, piece.len() as u32, if last { 0 } else { F_NEXT }, d + 1);
-                next_desc += 1;
-                at += u64::from(BUF_LEN);
-            }
-            self.m.write_obj(head.to_le(), GuestAddress(AVAIL + 4 + 2 * k as u64)).unwrap();
-        }
-        self.m.write_obj((frames.len() as u16).to_le(), GuestAddress(AVAIL + 2)).unwrap();
+        offer_chains(&self.m, frames, 0, 0);
         let mut st = self.tx.get_mut();
         let q = st.get_queue_mut();
         let rings = Rings::new(q, &self.m).unwrap();
@@ -112,14 +98,15 @@ impl Sender {
             .zip(bufs)
             .map(|((packet, held), bufs)| {
                 let HeldChain { head, skip, len } = held.expect("a superpacket is held");
-                let completion = Completion {
-                    tx: self.tx.clone(),
-                    shared: self.shared.clone(),
-                    conn: self.conn.clone(),
-                    resets: 0,
-                    used_ring: USED,
+                let completion = Completion::new(
+                    self.tx.clone(),
+                    self.tx.get_ref().get_queue(),
+                    self.shared.clone(),
+                    0,
+                    self.conn.clone(),
+                    0,
                     head,
-                };
+                );
                 let mem = Arc::new(self.m.clone());
                 let Ok(held) = HeldFrame::new(mem, &bufs, skip, len, &packet, completion) else {
                     panic!("a chain of {} buffers is held", bufs.len())
@@ -134,6 +121,32 @@ impl Sender {
         let n = self.tx.get_ref().get_queue().next_used();
         (0..u64::from(n)).map(|i| used_elem(&self.m, i)).collect()
     }
+}
+
+/// Offers `frames` (header, frame) in the transmit ring, each as one chain
+/// of `BUF_LEN` buffers from descriptor `first_desc` on (descriptor `d`'s
+/// buffer at `BUFS + d * BUF_LEN`), in available slots from `first_slot`
+/// on; returns the chains' heads.
+fn offer_chains(m: &GuestMemoryMmap<()>, frames: &[(&[u8], [u8; 12])], first_desc: u16, first_slot: u16) -> Vec<u16> {
+    let mut next_desc = first_desc;
+    let mut heads = Vec::new();
+    for (k, (frame, hdr)) in frames.iter().enumerate() {
+        let bytes = [&hdr[..], frame].concat();
+        let head = next_desc;
+        for (i, piece) in bytes.chunks(BUF_LEN as usize).enumerate() {
+            let at = BUFS + u64::from(next_desc) * u64::from(BUF_LEN);
+            m.write_slice(piece, GuestAddress(at)).unwrap();
+            let last = (i + 1) * BUF_LEN as usize >= bytes.len();
+            let d = next_desc;
+            desc(m, d, at, piece.len() as u32, if last { 0 } else { F_NEXT }, d + 1);
+            next_desc += 1;
+        }
+        let slot = u64::from(first_slot) + k as u64;
+        m.write_obj(head.to_le(), GuestAddress(AVAIL + 4 + 2 * (slot % u64::from(SIZE)))).unwrap();
+        heads.push(head);
+    }
+    m.write_obj((first_slot + frames.len() as u16).to_le(), GuestAddress(AVAIL + 2)).unwrap();
+    heads
 }
 
 /// The frame's payload is not in the packet until something copies it.
@@ -445,4 +458,182 @@ fn passed_up_the_packet_is_whole_before_the_step() {
     g.receive_held(ingress, packet, held);
     assert_eq!(g.take_local(br).map(|p| p.to_vec()), Some(frame));
     assert_eq!(s.used(), [(0, 0)]);
+}
+
+/// Where the frontend's guest memory is in its own address space (the
+/// addresses of `SET_VRING_ADDR`).
+const FRONTEND_VA: u64 = 0x7f00_0000_0000;
+/// The receive queue's rings (the transmit queue's are tests.rs's).
+const RX_RINGS: (u64, u64, u64) = (0x4000, 0x4800, 0x5000);
+
+/// A guest behind a real vhost-user frontend (the `vhost` crate's, as a
+/// VMM drives it) on a port of one queue pair: the port's control thread
+/// answers it (`vhost-user-backend`'s handler, `GET_VRING_BASE` included),
+/// the test drives the port's driver as its engine worker would, and sees
+/// the guest memory (a memfd both map).
+struct ProtocolGuest {
+    fe: vhost::vhost_user::Frontend,
+    m: GuestMemoryMmap<()>,
+    d: super::VhostUserDriver,
+    kick: vmm_sys_util::eventfd::EventFd,
+    call: vmm_sys_util::eventfd::EventFd,
+    _dir: tempfile::TempDir,
+}
+
+impl ProtocolGuest {
+    /// Connected, every offered feature acked (`PROTOCOL_FEATURES` and
+    /// `RESET_DEVICE` among them), both rings started and enabled, the
+    /// transmit ring's used elements marked [`UNUSED`].
+    fn start() -> ProtocolGuest {
+        use std::os::fd::AsRawFd;
+        use vhost::vhost_user::message::VhostUserProtocolFeatures;
+        use vhost::vhost_user::{Frontend, VhostUserFrontend};
+        use vhost::{VhostBackend, VhostUserMemoryRegionInfo};
+        let dir = tempfile::tempdir().unwrap();
+        let sock = dir.path().join("stop.sock");
+        let d = super::VhostUserDriver::open(&super::VhostUserOptions::new(&sock)).unwrap();
+        let file = super::tests::memfd(MEM as u64, true);
+        let m = GuestMemoryMmap::<()>::from_ranges_with_files([(
+            GuestAddress(0),
+            MEM,
+            Some(vm_memory::FileOffset::new(file.try_clone().unwrap(), 0)),
+        )])
+        .unwrap();
+        for i in 0..u64::from(SIZE) {
+            m.write_obj(UNUSED.0, GuestAddress(USED + 4 + 8 * i)).unwrap();
+            m.write_obj(UNUSED.1, GuestAddress(USED + 8 + 8 * i)).unwrap();
+        }
+        let mut fe = Frontend::connect(&sock, 2).unwrap();
+        fe.set_owner().unwrap();
+        let f = fe.get_features().unwrap();
+        fe.set_features(f).unwrap();
+        let pf = fe.get_protocol_features().unwrap();
+        fe.set_protocol_features(pf & VhostUserProtocolFeatures::RESET_DEVICE).unwrap();
+        let region = VhostUserMemoryRegionInfo {
+            guest_phys_addr: 0,
+            memory_size: MEM as u64,
+            userspace_addr: FRONTEND_VA,
+            mmap_offset: 0,
+            mmap_handle: file.as_raw_fd(),
+        };
+        fe.set_mem_table(&[region]).unwrap();
+        let g = ProtocolGuest {
+            fe,
+            m,
+            d,
+            kick: vmm_sys_util::eventfd::EventFd::new(libc::EFD_NONBLOCK).unwrap(),
+            call: vmm_sys_util::eventfd::EventFd::new(libc::EFD_NONBLOCK).unwrap(),
+            _dir: dir,
+        };
+        g.start_ring(0, 0);
+        g.start_ring(1, 0);
+        g.fe.clone().set_vring_enable(0, true).unwrap();
+        g.fe.clone().set_vring_enable(1, true).unwrap();
+        // The first kick publishes the vrings to the workers.
+        g.kick.write(1).unwrap();
+        let t0 = std::time::Instant::now();
+        let mut d = g.d;
+        while !d.connected() {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(5), "the port never took the connection");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        ProtocolGuest { d, ..g }
+    }
+
+    /// Starts ring `q` (0 receive, 1 transmit) from available index `base`,
+    /// as a frontend does (`SET_VRING_NUM`, `_ADDR`, `_BASE`, `_CALL`,
+    /// `_KICK`), and returns once the port has taken the requests.
+    fn start_ring(&self, q: usize, base: u16) {
+        use vhost::{VhostBackend, VringConfigData};
+        let (desc, avail, used) = if q == 0 { RX_RINGS } else { (DESC, AVAIL, USED) };
+        let config = VringConfigData {
+            queue_max_size: SIZE,
+            queue_size: SIZE,
+            flags: 0,
+            desc_table_addr: FRONTEND_VA + desc,
+            used_ring_addr: FRONTEND_VA + used,
+            avail_ring_addr: FRONTEND_VA + avail,
+            log_addr: None,
+        };
+        self.fe.set_vring_num(q, SIZE).unwrap();
+        self.fe.set_vring_addr(q, &config).unwrap();
+        self.fe.set_vring_base(q, base).unwrap();
+        self.fe.set_vring_call(q, &self.call).unwrap();
+        self.fe.set_vring_kick(q, &self.kick).unwrap();
+        // A request with a reply: the port has taken the ones before.
+        self.fe.get_features().unwrap();
+    }
+
+    /// Offers `frames` on the transmit ring (see [`offer_chains`]) and
+    /// takes one burst through the driver, as the engine worker does:
+    /// the packets and their held frames.
+    fn send(
+        &mut self,
+        frames: &[(&[u8], [u8; 12])],
+        first_desc: u16,
+        first_slot: u16,
+    ) -> (Vec<Packet>, Vec<HeldFrame>) {
+        use crate::device::PortDriver;
+        offer_chains(&self.m, frames, first_desc, first_slot);
+        let (mut out, mut held) = (Vec::new(), Vec::new());
+        self.d.recv_burst_held(&mut out, &mut held, 64);
+        (out, held)
+    }
+
+    /// The transmit ring's used index as the guest sees it.
+    fn used_idx(&self) -> u16 {
+        self.m.read_obj::<u16>(GuestAddress(USED + 2)).unwrap()
+    }
+
+    /// Runs `request` (a frontend request) in another thread, and tells
+    /// whether it is still unanswered after 200 ms, then its answer once
+    /// `meanwhile` ran.
+    fn answered_after<T: Send>(
+        &self,
+        request: impl FnOnce(vhost::vhost_user::Frontend) -> T + Send,
+        meanwhile: impl FnOnce(),
+    ) -> (bool, T) {
+        let fe = self.fe.clone();
+        std::thread::scope(|scope| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            scope.spawn(move || tx.send(request(fe)).unwrap());
+            let early = rx.recv_timeout(std::time::Duration::from_millis(200)).ok();
+            meanwhile();
+            let waited = early.is_none();
+            let answer = early.unwrap_or_else(|| {
+                rx.recv_timeout(std::time::Duration::from_secs(5)).expect("the request is answered")
+            });
+            (waited, answer)
+        })
+    }
+}
+
+/// `GET_VRING_BASE` of the transmit ring while a frame is held: the base
+/// is reported only after the held frame went, its used element written
+/// and the used index published, so the base (which counts the chain)
+/// and the used ring agree; a frontend that restarts the ring from that
+/// base without a reset gets every buffer back.
+#[test]
+fn get_vring_base_waits_for_held_frames_and_a_restart_from_it_returns_every_buffer() {
+    use crate::device::PortDriver;
+    use vhost::VhostBackend;
+    let mut g = ProtocolGuest::start();
+    let (frame, hdr) = superpacket(20_000);
+    let (packets, held) = g.send(&[(&frame, hdr)], 0, 0);
+    assert_eq!((packets.len(), held.len()), (1, 1), "the superpacket is held");
+    let (waited, base) = g.answered_after(|fe| fe.get_vring_base(1).unwrap(), || drop(held));
+    assert!(waited, "GET_VRING_BASE answered while a frame of the ring was held");
+    assert_eq!(base, 1, "the base counts the held chain");
+    assert_eq!((g.used_idx(), used_elem(&g.m, 0)), (1, (0, 0)), "its buffer is used before the base is reported");
+    // Restarted from the base, no reset: the next chain comes back too.
+    let second_head = (12 + frame.len()).div_ceil(BUF_LEN as usize) as u16;
+    g.start_ring(1, base as u16);
+    g.kick.write(1).unwrap();
+    let (packets, held) = g.send(&[(&frame, hdr)], second_head, 1);
+    assert_eq!((packets.len(), held.len()), (1, 1));
+    drop(held);
+    g.d.flush();
+    assert_eq!(g.used_idx(), 2);
+    assert_eq!([used_elem(&g.m, 0), used_elem(&g.m, 1)], [(0, 0), (u32::from(second_head), 0)]);
+    assert_eq!(super::tests::port_counter(&g.d, "held_stop_timeouts"), 0);
 }
