@@ -33,7 +33,7 @@ fn queue(m: &GuestMemoryMmap<()>) -> Queue {
     q
 }
 
-fn desc_at(m: &GuestMemoryMmap<()>, table: u64, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+pub(super) fn desc_at(m: &GuestMemoryMmap<()>, table: u64, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
     let at = GuestAddress(table + 16 * u64::from(i));
     m.write_obj(addr.to_le(), at).unwrap();
     m.write_obj(len.to_le(), GuestAddress(at.0 + 8)).unwrap();

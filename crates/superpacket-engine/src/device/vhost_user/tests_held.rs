@@ -637,3 +637,97 @@ fn get_vring_base_waits_for_held_frames_and_a_restart_from_it_returns_every_buff
     assert_eq!([used_elem(&g.m, 0), used_elem(&g.m, 1)], [(0, 0), (u32::from(second_head), 0)]);
     assert_eq!(super::tests::port_counter(&g.d, "held_stop_timeouts"), 0);
 }
+
+/// `GET_VRING_BASE` of either ring after a worker took or placed frames
+/// but before the end of its round (where it publishes the used index):
+/// the stop publishes it, so the base and the used index agree.
+#[test]
+fn get_vring_base_publishes_what_the_round_wrote() {
+    use crate::device::PortDriver;
+    use vhost::VhostBackend;
+    let mut g = ProtocolGuest::start();
+    let small: Vec<u8> = (0..100u8).collect();
+    let (packets, held) = g.send(&[(&small, [0u8; 12])], 0, 0);
+    assert_eq!((packets.len(), held.len(), g.used_idx()), (1, 0, 0), "taken whole, the index not yet published");
+    assert_eq!(g.fe.get_vring_base(1).unwrap(), 1);
+    assert_eq!((g.used_idx(), used_elem(&g.m, 0)), (1, (0, 0)));
+    // One receive buffer; a frame placed in it.
+    let (desc, avail, used) = RX_RINGS;
+    super::tests::desc_at(&g.m, desc, 0, 0x6_0000, 4096, F_WRITE, 0);
+    g.m.write_obj(0u16, GuestAddress(avail + 4)).unwrap();
+    g.m.write_obj(1u16.to_le(), GuestAddress(avail + 2)).unwrap();
+    g.d.xmit(Packet::from_frame(&small)).unwrap();
+    assert_eq!(g.m.read_obj::<u16>(GuestAddress(used + 2)).unwrap(), 0, "placed, the index not yet published");
+    assert_eq!(g.fe.get_vring_base(0).unwrap(), 1);
+    assert_eq!(g.m.read_obj::<u16>(GuestAddress(used + 2)).unwrap(), 1);
+}
+
+/// `SET_VRING_ENABLE(0)` of the transmit ring while a frame is held: the
+/// ring stays started (vhost-user, "Ring states": a disabled ring's
+/// transmit buffers are still processed), so the chain comes back as
+/// usual, published at the end of the round.
+#[test]
+fn a_ring_disabled_while_a_frame_is_held_still_gets_its_chain_back() {
+    use crate::device::PortDriver;
+    use vhost::VhostBackend;
+    use vhost::vhost_user::VhostUserFrontend;
+    let mut g = ProtocolGuest::start();
+    let (frame, hdr) = superpacket(20_000);
+    let (_packets, held) = g.send(&[(&frame, hdr)], 0, 0);
+    assert_eq!(held.len(), 1);
+    g.fe.clone().set_vring_enable(1, false).unwrap();
+    g.fe.get_features().unwrap();
+    drop(held);
+    g.d.flush();
+    assert_eq!((g.used_idx(), used_elem(&g.m, 0)), (1, (0, 0)));
+}
+
+/// `RESET_DEVICE` while a frame is held: the reset is answered only once
+/// the held frame went, and that wrote nothing (the guest takes its
+/// buffers back with the reset).
+#[test]
+fn a_reset_waits_for_held_frames_which_write_nothing() {
+    use vhost::VhostBackend;
+    use vhost::vhost_user::VhostUserFrontend;
+    let mut g = ProtocolGuest::start();
+    let (frame, hdr) = superpacket(20_000);
+    let (_packets, held) = g.send(&[(&frame, hdr)], 0, 0);
+    assert_eq!(held.len(), 1);
+    let reset = |mut fe: vhost::vhost_user::Frontend| {
+        fe.reset_device().unwrap();
+        // A request with a reply: answered after the reset.
+        fe.get_features().unwrap()
+    };
+    let (waited, _) = g.answered_after(reset, || drop(held));
+    assert!(waited, "RESET_DEVICE answered while a frame was held");
+    assert_eq!((g.used_idx(), used_elem(&g.m, 0)), (0, UNUSED));
+}
+
+/// The frontend leaves while a frame is held: the next frontend is served
+/// only once the held frame went, and that wrote nothing.
+#[test]
+fn after_a_disconnect_the_next_frontend_waits_for_held_frames_which_write_nothing() {
+    use vhost::VhostBackend;
+    let mut g = ProtocolGuest::start();
+    let (frame, hdr) = superpacket(20_000);
+    let (_packets, held) = g.send(&[(&frame, hdr)], 0, 0);
+    assert_eq!(held.len(), 1);
+    let ProtocolGuest { fe, m, d, _dir: dir, .. } = g;
+    drop(fe);
+    super::tests::wait_counter(&d, "detaches", 1);
+    let sock = dir.path().join("stop.sock");
+    std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        scope.spawn(move || {
+            let fe = vhost::vhost_user::Frontend::connect(&sock, 2).unwrap();
+            tx.send(fe.get_features().is_ok()).unwrap();
+        });
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(200)).is_err(),
+            "the next frontend was served while a frame of the last one was held"
+        );
+        drop(held);
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).unwrap());
+    });
+    assert_eq!((m.read_obj::<u16>(GuestAddress(USED + 2)).unwrap(), used_elem(&m, 0)), (0, UNUSED));
+}
