@@ -795,6 +795,12 @@ impl Graph {
         self.receive_link_replies();
     }
 
+    /// The counters of the segmenter the ports share.
+    #[cfg(test)]
+    pub(crate) fn segmenter_counters(&self) -> &superpacket::offload::gso::GsoCounters {
+        &self.sh.segmenter.counters
+    }
+
     /// Whether a packet whose payload is held may take step `hop` as it is
     /// (see [`Graph::receive_held`]).
     fn held_may_pass(&self, hop: Hop) -> bool {

@@ -709,7 +709,13 @@ impl PortDevice {
                     record_outcome(&mut devices[me.0].counters, &o);
                     pkt.meta = sink.passed_through.unwrap_or(pkt.meta);
                 }
-                Ok(_) => return None,
+                Ok(o) => {
+                    // The cut is discarded (made of bytes the packet does
+                    // not have yet): the caller segments it again once
+                    // whole, and that is what the segmenter counts.
+                    segmenter.counters.take_back(&o);
+                    return None;
+                }
                 Err(e) => return Some(Verdict::Dropped { on: me, reason: e.reason() }),
             }
         } else {

@@ -444,6 +444,50 @@ fn sent_through_the_graph_to_a_port_that_takes_it() {
     }
 }
 
+/// A guest's superpacket (DODGY) to a port that takes held payloads but
+/// for GSO_ROBUST, and allows fewer segments than it carries, which its
+/// metadata does not say (`gso_segs` 0: a DODGY packet's segments not
+/// counted yet), so only the segmenter's header-only check finds it would
+/// cut it: the cut is discarded and the packet materialised and cut
+/// again; the port gets the whole frame's segments and the segmenter
+/// counts the packet once.
+#[test]
+fn a_held_packet_the_segmenter_would_cut_is_cut_once_whole() {
+    let s = Sender::new();
+    let (frame, hdr) = superpacket(20_000);
+    let (mut packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    packet.meta.gso_segs = 0;
+    let port = || TakesHeld {
+        hw: MemoryDriver::full().hw.without(NetdevFeatures::GSO_ROBUST),
+        sent: Vec::new(),
+        held_sent: 0,
+        lin: Vec::new(),
+    };
+    let topology = || {
+        let mut g = Graph::new(StackMode::Passthrough);
+        let br = g.add_bridge("br0", false).unwrap();
+        let ingress = g.add_port("in", Box::new(MemoryDriver::full())).unwrap();
+        let out = g.add_port("out", Box::new(port())).unwrap();
+        g.enslave(br, ingress).unwrap();
+        g.enslave(br, out).unwrap();
+        g.set_gso_limits(out, superpacket::offload::gso::GSO_LEGACY_MAX_SIZE, 4);
+        (g, ingress, out)
+    };
+    let (mut g, ingress, out) = topology();
+    let mut whole = Packet::from_frame(&frame);
+    whole.meta = packet.meta;
+    g.receive(ingress, whole);
+    let want = std::mem::take(&mut g.driver_mut::<TakesHeld>(out).unwrap().sent);
+    assert!(want.len() > 4, "cut into {} segments", want.len());
+    let (mut g, ingress, out) = topology();
+    g.receive_held(ingress, packet, held);
+    let d = g.driver_mut::<TakesHeld>(out).unwrap();
+    assert_eq!((d.held_sent, &d.sent), (0, &want));
+    let c = g.segmenter_counters();
+    assert_eq!((c.packets_in, c.superpackets_segmented, c.segments_out), (1, 1, want.len() as u64));
+    assert_eq!(s.used(), [(0, 0)]);
+}
+
 /// A frame for the bridge itself goes up to its stack: that step reads
 /// payloads, so the walk materialises the packet before it (the packet
 /// delivered locally is whole); the chain comes back once.
