@@ -54,7 +54,12 @@ struct Sender {
 
 impl Sender {
     fn new() -> Sender {
-        let m = mem();
+        Sender::with_mem(mem())
+    }
+
+    /// [`Sender::new`] in guest memory `m` (its rings where tests.rs puts
+    /// them, its buffers from `BUFS` on).
+    fn with_mem(m: GuestMemoryMmap<()>) -> Sender {
         let tx: Vring = VringMutex::new(GuestMemoryAtomic::new(m.clone()), SIZE).unwrap();
         tx.set_queue_size(SIZE);
         tx.set_queue_info(DESC, AVAIL, USED).unwrap();
@@ -231,6 +236,107 @@ fn sent_the_senders_chain_is_given_back_after_the_receivers_copy() {
     drop(held);
     assert_eq!(s.used(), [(0, 0)]);
     assert_eq!(s.m.read_obj::<u16>(GuestAddress(USED + 2)).unwrap(), 0, "the index is the sending port's to publish");
+}
+
+/// A receiving guest's queue in `m` (rings where tests.rs puts them) with
+/// `bufs` (guest address, length) offered, each as a one-buffer chain.
+fn receiver(m: &GuestMemoryMmap<()>, bufs: &[(u64, u32)]) -> virtio_queue::Queue {
+    let mut rq = virtio_queue::Queue::new(SIZE).unwrap();
+    rq.set_size(SIZE);
+    rq.try_set_desc_table_address(GuestAddress(DESC)).unwrap();
+    rq.try_set_avail_ring_address(GuestAddress(AVAIL)).unwrap();
+    rq.try_set_used_ring_address(GuestAddress(USED)).unwrap();
+    rq.set_ready(true);
+    for (i, &(addr, len)) in bufs.iter().enumerate() {
+        let i = i as u16;
+        desc(m, i, addr, len, F_WRITE, 0);
+        m.write_obj(i.to_le(), GuestAddress(AVAIL + 4 + 2 * u64::from(i))).unwrap();
+    }
+    m.write_obj((bufs.len() as u16).to_le(), GuestAddress(AVAIL + 2)).unwrap();
+    rq
+}
+
+/// Places `packet`, whose payload `held` holds, in receiving queue `rq` of
+/// `rm` (`MRG_RXBUF`) behind `hdr`, the payload copied guest to guest.
+fn deliver(
+    rm: &GuestMemoryMmap<()>,
+    rq: &mut virtio_queue::Queue,
+    hdr: &[u8; 12],
+    packet: &Packet,
+    held: &HeldFrame,
+) -> Result<virtq::RxPlaced, virtq::RxRefused> {
+    let rings = Rings::new(rq, rm).unwrap();
+    let own = &packet.linear()[..packet.len() - held.len()];
+    let (mut cursor, mut scratch) = (AvailCursor::default(), virtq::RxScratch::new());
+    let parts = std::iter::once(own);
+    virtq::push_rx_holding(&rings, rq, &mut cursor, &mut scratch, hdr, parts, packet.len(), true, Some(held))
+}
+
+/// A sender's guest memory in two regions: a frame whose buffers each lie
+/// in one region, some in each, is held and its payload read byte for
+/// byte; one with a buffer across the two regions is read whole at once,
+/// not held (a held payload is read region slice by region slice), and its
+/// chain given back.
+#[test]
+fn a_sender_in_two_regions_holds_only_frames_whose_buffers_each_lie_in_one() {
+    let (frame, hdr) = superpacket(20_000);
+    let two = |split: u64| {
+        let regions = [(GuestAddress(0), split as usize), (GuestAddress(split), MEM - split as usize)];
+        Sender::with_mem(GuestMemoryMmap::from_ranges(&regions).unwrap())
+    };
+    // Buffers 0 and 1 below the split, 2.. above it.
+    let s = two(BUFS + 2 * u64::from(BUF_LEN));
+    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    let mut back = vec![0u8; held.len()];
+    held.copy_to(0, &mut back).unwrap();
+    assert_eq!(back, &frame[packet.len() - held.len()..]);
+    // Buffer 1 across the split.
+    let s = two(BUFS + u64::from(BUF_LEN) + u64::from(BUF_LEN / 2));
+    let got = s.take(&[(&frame, hdr)]);
+    assert_eq!(got.len(), 1);
+    assert!(got[0].1.is_none(), "a frame with a buffer across two regions is not held");
+    assert_eq!(got[0].0.to_vec(), frame);
+    assert_eq!(s.used(), [(0, 0)]);
+}
+
+/// A held frame into a receiving guest of two memory regions, over five
+/// receive chains (`MRG_RXBUF`, `num_buffers` 5): some in the region of
+/// its rings, some in the other, one across the two. Header and frame land
+/// byte for byte, each chain filled to its length but the last, and the
+/// sender's chain comes back once the held frame goes.
+#[test]
+fn a_held_frame_lands_over_several_receive_chains_in_two_regions() {
+    let s = Sender::new();
+    let (frame, hdr) = superpacket(20_000);
+    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    const SPLIT: u64 = 0x4_0000;
+    let rm = GuestMemoryMmap::<()>::from_ranges(&[
+        (GuestAddress(0), SPLIT as usize),
+        (GuestAddress(SPLIT), MEM - SPLIT as usize),
+    ])
+    .unwrap();
+    let bufs = [
+        (SPLIT - 0x2000, 4096),
+        (SPLIT - 0x800, 4096),
+        (SPLIT + 0x1000, 4096),
+        (0x1_0000, 4096),
+        (SPLIT + 0x3000, 8192),
+    ];
+    let mut rq = receiver(&rm, &bufs);
+    let placed = deliver(&rm, &mut rq, &hdr, &packet, &held).unwrap();
+    assert_eq!((placed.chains, placed.bytes), (5, 12 + frame.len()));
+    let mut back = Vec::new();
+    for (i, &(addr, len)) in bufs.iter().enumerate() {
+        let want = if i < 4 { len as usize } else { 12 + frame.len() - 4 * 4096 };
+        assert_eq!(used_elem(&rm, i as u64), (i as u32, want as u32), "chain {i}");
+        let mut b = vec![0u8; want];
+        rm.read_slice(&mut b, GuestAddress(addr)).unwrap();
+        back.extend(b);
+    }
+    assert_eq!((&back[..10], u16::from_le_bytes([back[10], back[11]]), &back[12..]), (&hdr[..10], 5, &frame[..]));
+    assert_eq!(s.used(), [], "not before the held frame goes");
+    drop(held);
+    assert_eq!(s.used(), [(0, 0)]);
 }
 
 /// A held frame dropped unsent gives its chain back, once; two held frames
