@@ -221,8 +221,11 @@ pub struct HeldFrame {
     skip: usize,
     /// Held bytes: the packet's last `len`.
     len: usize,
-    /// The packet's buffer (its address): what the frame belongs to.
+    /// The packet's identity in the graph ([`owner_of`]).
     owner: usize,
+    /// The packet's place in the burst the driver returned it in
+    /// ([`HeldFrame::in_burst`]): the worker's identity of the packet.
+    burst_index: usize,
     completion: Completion,
 }
 
@@ -250,7 +253,30 @@ impl HeldFrame {
         completion.queue().alive.fetch_add(1, Ordering::AcqRel);
         let mut held = [(GuestAddress(0), 0); MAX_HELD_BUFS];
         held[..bufs.len()].copy_from_slice(bufs);
-        Ok(HeldFrame { mem, bufs: held, nbufs: bufs.len(), skip, len, owner: owner_of(packet), completion })
+        Ok(HeldFrame {
+            mem,
+            bufs: held,
+            nbufs: bufs.len(),
+            skip,
+            len,
+            owner: owner_of(packet),
+            burst_index: 0,
+            completion,
+        })
+    }
+
+    /// The frame of the packet at `index` of the burst a driver returns
+    /// ([`crate::device::PortDriver::recv_burst_held`]).
+    pub fn in_burst(mut self, index: usize) -> HeldFrame {
+        self.burst_index = index;
+        self
+    }
+
+    /// The place of this frame's packet in the burst it came in: the
+    /// worker hands the packet at that place, and no other, to the graph
+    /// with this frame.
+    pub fn burst_index(&self) -> usize {
+        self.burst_index
     }
 
     /// Held bytes: the packet's last `len()`.
@@ -263,7 +289,8 @@ impl HeldFrame {
         self.len == 0
     }
 
-    /// Whether this is `packet`'s payload.
+    /// Whether this is `packet`'s payload, for the graph's walk of its
+    /// packet ([`crate::device::Graph::receive_held`]; see [`owner_of`]).
     pub fn belongs_to(&self, packet: &Packet) -> bool {
         self.owner == owner_of(packet)
     }
@@ -355,9 +382,14 @@ impl Drop for HeldFrame {
     }
 }
 
-/// A packet's identity while it is held: the end of its linear buffer
-/// (unique while the packet lives, and unmoved by headers pushed or pulled
-/// at the front; a held frame never outlives its packet's walk).
+/// A packet's identity in the graph while its payload is held: the end of
+/// its linear buffer (unmoved by headers pushed or pulled at the front).
+/// No two live packets share a buffer, and the hold ends with the walk
+/// chain of its packet (`Graph::receive_held`: the packet lives in that
+/// chain's slot until it is sent or dropped, and the hold is given up
+/// before any other packet is walked), so while the hold lasts no other
+/// packet can have this identity; a pool buffer reused after the packet's
+/// drop comes only after the hold ended.
 fn owner_of(packet: &Packet) -> usize {
     let lin = packet.linear();
     (lin.as_ptr() as usize).wrapping_add(lin.len())

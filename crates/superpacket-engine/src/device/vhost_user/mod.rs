@@ -1083,8 +1083,8 @@ impl PortDriver for VhostUserDriver {
     fn recv_burst_held(&mut self, out: &mut Vec<Packet>, held: &mut Vec<HeldFrame>, max: usize) -> usize {
         let hold = held::MAX_HELD.saturating_sub(held.len());
         self.receive_burst(max, hold, &mut |p, h| {
+            held.extend(h.map(|h| h.in_burst(out.len())));
             out.push(p);
-            held.extend(h);
         })
     }
     fn takes_held(&self) -> bool {

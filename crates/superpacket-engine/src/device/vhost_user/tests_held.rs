@@ -881,3 +881,21 @@ fn after_a_disconnect_the_next_frontend_waits_for_held_frames_which_write_nothin
     });
     assert_eq!((m.read_obj::<u16>(GuestAddress(USED + 2)).unwrap(), used_elem(&m, 0)), (0, UNUSED));
 }
+
+/// A burst of frames some of which are held: each held frame names its
+/// packet's place in the burst, the worker's only way to pair them.
+#[test]
+fn each_held_frame_names_its_packets_place_in_the_burst() {
+    let mut g = ProtocolGuest::start();
+    let (frame, hdr) = superpacket(20_000);
+    let small: Vec<u8> = (0..100u8).collect();
+    let frames: [(&[u8], [u8; 12]); 4] = [(&small, [0; 12]), (&frame, hdr), (&small, [0; 12]), (&frame, hdr)];
+    let (packets, held) = g.send(&frames, 0, 0);
+    assert_eq!(packets.len(), 4);
+    let places: Vec<usize> = held.iter().map(HeldFrame::burst_index).collect();
+    assert_eq!(places, [1, 3]);
+    for h in &held {
+        assert_eq!(packets[h.burst_index()].len(), h.len() + HELD_HEAD);
+        assert!(h.belongs_to(&packets[h.burst_index()]));
+    }
+}
