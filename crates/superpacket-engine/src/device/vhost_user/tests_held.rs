@@ -594,6 +594,37 @@ fn a_held_packet_the_segmenter_would_cut_is_cut_once_whole() {
     assert_eq!(s.used(), [(0, 0)]);
 }
 
+/// Through a cross-connect, a guest's superpacket reaches the other member,
+/// whose driver takes held payloads, still held: copied once, from the
+/// sender's memory, byte for byte; a cross-connect with one member drops
+/// it (`no-peer`). Either way the sender's chain comes back once.
+#[test]
+fn a_cross_connect_passes_a_held_payload_to_its_other_member() {
+    for members in [2, 1] {
+        let s = Sender::new();
+        let (frame, hdr) = superpacket(20_000);
+        let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+        let mut g = Graph::new(StackMode::Passthrough);
+        let xc = g.add_xconnect("xc0").unwrap();
+        let ingress = g.add_port("in", Box::new(MemoryDriver::full())).unwrap();
+        let port = TakesHeld { hw: MemoryDriver::full().hw, sent: Vec::new(), held_sent: 0, lin: Vec::new() };
+        let out = g.add_port("out", Box::new(port)).unwrap();
+        g.enslave(xc, ingress).unwrap();
+        if members == 2 {
+            g.enslave(xc, out).unwrap();
+        }
+        g.receive_held(ingress, packet, held);
+        let d = g.driver_mut::<TakesHeld>(out).unwrap();
+        if members == 2 {
+            assert_eq!((d.held_sent, &d.sent), (1, &vec![frame.clone()]));
+        } else {
+            assert_eq!(d.sent, Vec::<Vec<u8>>::new());
+            assert_eq!(g.counters(xc).drops.get("no-peer"), Some(&1));
+        }
+        assert_eq!(s.used(), [(0, 0)], "{members} members");
+    }
+}
+
 /// A frame for the bridge itself goes up to its stack: that step reads
 /// payloads, so the walk materialises the packet before it (the packet
 /// delivered locally is whole); the chain comes back once.
