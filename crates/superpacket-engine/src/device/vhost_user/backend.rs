@@ -320,7 +320,7 @@ impl VhostUserBackend for NetBackend {
     }
     /// `GET_VRING_BASE` of data queue `index`, between the crate marking
     /// it not ready and reading its base (`next_avail`): see
-    /// [`NetBackend::stop_data_queue`].
+    /// `NetBackend::stop_data_queue`.
     fn stop_vring(&self, index: u32) -> std::io::Result<()> {
         let index = index as usize;
         if index < 2 * self.port.pairs

@@ -290,7 +290,7 @@ impl HeldFrame {
     }
 
     /// Whether this is `packet`'s payload, for the graph's walk of its
-    /// packet ([`crate::device::Graph::receive_held`]; see [`owner_of`]).
+    /// packet ([`crate::device::Graph::receive_held`]; see `owner_of`).
     pub fn belongs_to(&self, packet: &Packet) -> bool {
         self.owner == owner_of(packet)
     }
