@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The 64 KB TSO workload of `superpacket bench vhost-user` (Workload::Tso),
 # held open for profiling the engine: `superpacket run` with the bench's
-# topology (two vhost-user ports in a bridge, busy_poll_us = 1000) on the
+# topology (two vhost-user ports in a bridge or, JOIN=xconnect, a
+# cross-connect; busy_poll_us = 1000) on the
 # second CPU; on the first, the receiver (testpmd rxonly, TSO and checksum
 # offloads, 64 KiB mbufs) and the sender (testpmd csum forwarding from a pcap
 # replay to its virtio-user port with `csum set tcp hw` and `tso set 1448`).
@@ -27,7 +28,7 @@ OUT=${OUT:-$(mktemp -d /tmp/vhost-tso-profile.XXXXXX)}
 mkdir -p "$OUT"
 . "$(dirname "$0")/vhost-profile-lib.sh"
 pick_cpus
-write_topology "$OUT/topo.toml" "$OUT/send.sock" "$OUT/recv.sock"
+write_topology "$OUT/topo.toml" "$OUT/send.sock" "$OUT/recv.sock" "${JOIN:-bridge}"
 
 EPID= RPID= SPID=
 cleanup() {

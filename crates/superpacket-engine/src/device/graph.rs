@@ -779,20 +779,33 @@ impl Graph {
     /// bridge's forwarding to one port, a port's transmit); the port whose
     /// driver takes it ([`super::port::PortDriver::xmit_held`]) copies it
     /// from the sender's memory; every other step, and a flood, first
-    /// materialises it into the packet (one copy, as for any packet). A
-    /// payload still held when the walk ends belonged to a dropped packet:
-    /// dropping it gives the sender's chain back. So no held payload
-    /// outlives this call.
+    /// materialises it into the packet (one copy, as for any packet). The
+    /// steps that let it pass keep the packet in the walk's slot (they
+    /// never queue it), so the hold ends with the packet's own chain of
+    /// steps: a payload still held then belonged to a dropped packet, and
+    /// dropping it gives the sender's chain back, before any other packet
+    /// (a flood's copies, queued) is walked. So no held payload outlives
+    /// its packet, and none outlives this call.
     pub fn receive_held(&mut self, port: DeviceId, mut pkt: Packet, held: HeldFrame) {
-        if self.sh.devices[port.0].medium == Medium::Ethernet && self.sh.held.is_none() {
-            self.sh.held = Some(held);
-        } else if let Err(reason) = held.materialise(&mut pkt) {
-            self.sh.devices[port.0].counters.drop_n(reason, 1);
+        if self.sh.devices[port.0].medium != Medium::Ethernet || self.sh.held.is_some() {
+            match held.materialise(&mut pkt) {
+                Ok(()) => self.receive(port, pkt),
+                Err(reason) => self.sh.devices[port.0].counters.drop_n(reason, 1),
+            }
             return;
         }
-        self.receive_one(port, pkt);
+        self.sh.held = Some(held);
+        let len = pkt.total_len();
+        self.walk_chain(Hop::Receive(port), pkt, len, 0);
         self.sh.held = None;
+        self.drain_steps();
         self.receive_link_replies();
+    }
+
+    /// The counters of the segmenter the ports share.
+    #[cfg(test)]
+    pub(crate) fn segmenter_counters(&self) -> &superpacket::offload::gso::GsoCounters {
+        &self.sh.segmenter.counters
     }
 
     /// Whether a packet whose payload is held may take step `hop` as it is

@@ -93,6 +93,10 @@ impl HeldFrame {
     pub fn belongs_to(&self, _packet: &Packet) -> bool {
         match *self {}
     }
+    /// The place of its packet in the burst it came in.
+    pub fn burst_index(&self) -> usize {
+        match *self {}
+    }
     /// Copies the payload into `packet`.
     ///
     /// # Errors
@@ -173,7 +177,8 @@ pub trait PortDriver: fmt::Debug + Send {
     }
     /// [`PortDriver::recv_burst`] that may leave superpackets' payloads in
     /// the sender's memory: each such packet has a [`HeldFrame`] pushed to
-    /// `held` (in packet order; see the vhost-user port's `held` module),
+    /// `held` (in packet order, each saying its packet's place in `out`,
+    /// [`HeldFrame::burst_index`]; see the vhost-user port's `held` module),
     /// and its caller must hand both to [`super::Graph::receive_held`] (or
     /// materialise the frame, [`HeldFrame::materialise`]) before the engine
     /// round ends. Default: [`PortDriver::recv_burst`], nothing held.
@@ -709,7 +714,13 @@ impl PortDevice {
                     record_outcome(&mut devices[me.0].counters, &o);
                     pkt.meta = sink.passed_through.unwrap_or(pkt.meta);
                 }
-                Ok(_) => return None,
+                Ok(o) => {
+                    // The cut is discarded (made of bytes the packet does
+                    // not have yet): the caller segments it again once
+                    // whole, and that is what the segmenter counts.
+                    segmenter.counters.take_back(&o);
+                    return None;
+                }
                 Err(e) => return Some(Verdict::Dropped { on: me, reason: e.reason() }),
             }
         } else {

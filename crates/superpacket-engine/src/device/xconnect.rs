@@ -75,6 +75,14 @@ impl NetDevice for Xconnect {
         true
     }
 
+    /// A frame goes to the other member with nothing of it read: a payload
+    /// still in its sender's memory passes, and the other member's driver
+    /// copies it from there if it can (one copy, as through a bridge:
+    /// docs/benchmarks.md, the vhost-user one-copy subsections).
+    fn passes_held_payload(&self) -> bool {
+        true
+    }
+
     fn max_lowers(&self) -> Option<usize> {
         Some(XCONNECT_MEMBERS)
     }

@@ -269,11 +269,11 @@ impl Worker {
             }
             n += got;
             let mut held = self.held.drain(..).peekable();
-            for mut pkt in self.burst.drain(..) {
+            for (i, mut pkt) in self.burst.drain(..).enumerate() {
                 if pkt.meta.arrival_ns.is_none() {
                     pkt.meta.arrival_ns = Some(now_ns);
                 }
-                let h = held.next_if(|h| h.belongs_to(&pkt));
+                let h = held.next_if(|h| h.burst_index() == i);
                 match (&mut slot.gro, h) {
                     (None, Some(h)) => self.graph.receive_held(id, pkt, h),
                     (None, None) => self.graph.receive(id, pkt),

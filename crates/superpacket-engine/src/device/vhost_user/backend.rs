@@ -14,7 +14,9 @@
 use super::ctrl::{self, Command};
 use super::enable_relay;
 use super::features as vf;
+use super::held::{HeldQueue, STOP_WAIT};
 use super::memory;
+use super::virtq;
 use crate::io::event::EventFd;
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::os::unix::fs::DirBuilderExt;
@@ -136,6 +138,9 @@ pub struct ControlStats {
     pub mem_regions_sealed: AtomicU64,
     /// Regions accepted whose file could not be sealed.
     pub mem_regions_unsealed: AtomicU64,
+    /// Stops (`GET_VRING_BASE`, `RESET_DEVICE`, a disconnect) that gave up
+    /// waiting for held frames ([`super::held::STOP_WAIT`]).
+    pub held_stop_timeouts: AtomicU64,
 }
 
 /// What a port's control thread, its daemon and its workers share.
@@ -160,6 +165,9 @@ pub struct PortShared {
     pub generation: AtomicU64,
     /// Protocol-side counters.
     pub stats: ControlStats,
+    /// The held frames of each queue pair's transmit queue
+    /// ([`super::held`]): what a stop waits for.
+    pub held: Vec<HeldQueue>,
     /// The last protocol error, for people.
     pub last_error: Mutex<Option<String>>,
     stop: AtomicBool,
@@ -205,6 +213,7 @@ impl PortShared {
             conn: Mutex::new(None),
             generation: AtomicU64::new(1),
             stats: ControlStats::default(),
+            held: (0..pairs.max(1)).map(|_| HeldQueue::default()).collect(),
             last_error: Mutex::new(None),
             stop: AtomicBool::new(false),
             stop_evt: ev()?,
@@ -240,6 +249,21 @@ impl PortShared {
             eprintln!("superpacket: vhost-user {}: {what}", self.socket.display());
             *last = Some(what);
         }
+    }
+
+    /// Waits for the held frames of every queue pair ([`HeldQueue::wait_drained`]),
+    /// counting a wait that gave up.
+    fn wait_held_drained(&self) {
+        let start = std::time::Instant::now();
+        let all = self.held.iter().all(|h| h.wait_drained(STOP_WAIT.saturating_sub(start.elapsed())));
+        if !all {
+            self.held_stop_timed_out();
+        }
+    }
+
+    fn held_stop_timed_out(&self) {
+        self.stats.held_stop_timeouts.fetch_add(1, Ordering::Relaxed);
+        self.note("a stop gave up waiting for held frames: their buffers are lost to the frontend".into());
     }
 
     /// The wake descriptor of queue pair `qp`.
@@ -284,12 +308,27 @@ impl VhostUserBackend for NetBackend {
             | VhostUserProtocolFeatures::CONFIG
             | VhostUserProtocolFeatures::RESET_DEVICE
     }
+    /// Held frames taken before the reset write nothing; the reset is
+    /// answered once none is left ([`super::held`], "At a stop").
     fn reset_device(&self) {
         self.conn.resets.fetch_add(1, Ordering::AcqRel);
         self.conn.acked.store(0, Ordering::Release);
         self.conn.pair_limit.store(NO_PAIR_LIMIT, Ordering::Release);
         self.conn.ctrl_stopped.store(false, Ordering::Release);
         self.port.changed();
+        self.port.wait_held_drained();
+    }
+    /// `GET_VRING_BASE` of data queue `index`, between the crate marking
+    /// it not ready and reading its base (`next_avail`): see
+    /// `NetBackend::stop_data_queue`.
+    fn stop_vring(&self, index: u32) -> std::io::Result<()> {
+        let index = index as usize;
+        if index < 2 * self.port.pairs
+            && let Some(vring) = self.conn.vrings.get().and_then(|v| v.get(index))
+        {
+            self.stop_data_queue(index, vring);
+        }
+        Ok(())
     }
     fn set_event_idx(&self, _enabled: bool) {
         // The queues carry the flag themselves (set by the daemon).
@@ -364,6 +403,30 @@ impl VhostUserBackend for NetBackend {
 }
 
 impl NetBackend {
+    /// Stops data queue `index` (`vring`, already not ready: no worker
+    /// takes another chain from it) so that the base the crate reads next
+    /// accounts for every chain taken: a transmit queue's held frames are
+    /// waited for (they still write their used elements: [`super::held`],
+    /// "At a stop"), then the used index of everything the workers wrote
+    /// is published, which a worker would otherwise do at the end of its
+    /// round, maybe after the frontend read the ring. Nothing is written
+    /// into a ring that was not started since its last stop (no kick
+    /// descriptor: the crate drops it after each stop).
+    fn stop_data_queue(&self, index: usize, vring: &Vring) {
+        let held = (index % 2 == 1).then(|| &self.port.held[index / 2]);
+        if held.is_some_and(|h| !h.wait_drained(STOP_WAIT)) {
+            self.port.held_stop_timed_out();
+        }
+        let st = vring.get_mut();
+        if let Some(h) = held {
+            h.stopped();
+        }
+        if st.get_kick().is_some() {
+            // A fault is the guest's (its used ring left its memory).
+            let _ = virtq::publish_used_idx(st.get_queue(), &*self.conn.mem.memory());
+        }
+    }
+
     /// Answers every command waiting on the control queue (in the daemon's
     /// event thread: commands are rare and touch no data queue).
     /// `VQ_PAIRS_SET` limits the pairs the workers serve; the first kick
@@ -492,6 +555,9 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
     *lock(&port.conn) = None;
     port.stats.detaches.fetch_add(1, Ordering::Relaxed);
     port.changed();
+    // Held frames of this connection write nothing now; the next one is
+    // served once none is left ([`super::held`], "At a stop").
+    port.wait_held_drained();
     end_threads(&conn);
 }
 

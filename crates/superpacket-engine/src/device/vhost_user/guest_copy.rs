@@ -84,20 +84,29 @@ pub fn write_slice<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>,
 /// the same guest's), at most the shorter length: streaming stores from
 /// [`STREAM_MIN`] bytes on, as [`write_slice`]; the one-copy path of a held
 /// frame (`held::HeldFrame::stream_to`).
+///
+/// The two ranges may overlap: the graph never sends a held frame back out
+/// of its own port, but both are buffers a guest chose, and two ports may
+/// map one guest (its memory file mapped twice). Ranges that overlap in
+/// this process's address space are copied with `memmove` (`vm-memory`'s
+/// `copy_to_volatile_slice`): the guest gets garbage, as it asked, and the
+/// engine no undefined behaviour. The same pages mapped at two addresses
+/// are two ranges that do not overlap as addresses, which is all a copy
+/// requires.
 pub fn copy_guest_to_guest<B: vm_memory::bitmap::BitmapSlice, C: vm_memory::bitmap::BitmapSlice>(
     dst: &VolatileSlice<'_, B>,
     src: &VolatileSlice<'_, C>,
 ) {
     let n = dst.len().min(src.len());
-    if n >= STREAM_MIN && stream::available() {
-        let (d, s) = (dst.ptr_guard_mut(), src.ptr_guard());
+    let (d, s) = (dst.ptr_guard_mut(), src.ptr_guard());
+    let disjoint = (d.as_ptr() as usize).abs_diff(s.as_ptr() as usize) >= n;
+    if n >= STREAM_MIN && disjoint && stream::available() {
         // SAFETY: both slices were made by `get_slice` (bounds-checked):
         // `d` is valid for `dst.len() >= n` bytes of writes and `s` for
         // `src.len() >= n` bytes of reads, inside mappings their memories
-        // keep. A receive buffer and a transmit buffer the guests handed
-        // over at the same time do not overlap unless a guest made them
-        // so; then the bytes are its own garbage, still only touched
-        // through raw pointers, never a reference.
+        // keep; the two ranges of `n` bytes do not overlap (their starts
+        // are at least `n` apart, checked above). Only raw-pointer loads
+        // and stores touch guest memory, never a reference.
         unsafe { stream::copy(d.as_ptr(), s.as_ptr(), n) };
         vm_memory::bitmap::Bitmap::mark_dirty(dst.bitmap(), 0, n);
     } else {
@@ -197,6 +206,26 @@ mod tests {
                 let mut again = vec![0u8; len];
                 read_guest(&m, at, &mut again).unwrap();
                 assert_eq!(again, &src[..len]);
+            }
+        }
+    }
+
+    /// Guest to guest, every length around the streaming threshold: the
+    /// bytes land; ranges of one mapping that overlap (a guest's own
+    /// choice) are copied as `memmove` would, not streamed.
+    #[test]
+    fn guest_to_guest_copies_land_and_overlapping_ranges_are_moved() {
+        let m = mem();
+        let src: Vec<u8> = (0..20_000u32).map(|i| (i * 13 + 1) as u8).collect();
+        for len in [1, STREAM_MIN - 1, STREAM_MIN, 9000, 20_000] {
+            for shift in [0u64, 64, 4096, 30_000] {
+                m.write_slice(&src, GuestAddress(0x1000)).unwrap();
+                let from = m.get_slice(GuestAddress(0x1000), len).unwrap();
+                let to = m.get_slice(GuestAddress(0x1000 + shift), len).unwrap();
+                copy_guest_to_guest(&to, &from);
+                let mut back = vec![0u8; len];
+                m.read_slice(&mut back, GuestAddress(0x1000 + shift)).unwrap();
+                assert_eq!(back, &src[..len], "len {len} shift {shift}");
             }
         }
     }

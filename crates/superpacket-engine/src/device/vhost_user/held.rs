@@ -29,23 +29,46 @@
 //! - a held frame never outlives the engine round that took it: the worker
 //!   hands it to the graph with its packet, and the graph either sends it
 //!   or materialises it before anything else sees the packet; a port that
-//!   cannot place it at once materialises it into its backlog. So no held
-//!   chain is outstanding when the control thread answers `GET_VRING_BASE`
-//!   between rounds. Within a round it can be: the crate marks the queue
-//!   not ready before it reads the base, so the completion writes nothing
-//!   and that buffer is lost to a frontend that restarts the ring without
-//!   a reset (docs/benchmarks.md, the held frames' subsection: a
-//!   `stop_vring` that waits for the round would close it).
+//!   cannot place it at once materialises it into its backlog.
+//!
+//! At a stop (docs/topology.md, "vhost-user ports", stopping a ring): every
+//! live held frame is counted in its transmit queue's [`HeldQueue`], and
+//! the control thread waits for that count to reach zero before it lets
+//! the frontend go on, so no chain is written after the frontend was told
+//! the queue stopped, and none is lost by a frontend that goes on without a
+//! reset:
+//!
+//! - `GET_VRING_BASE` (`vhost-user-backend` marks the queue not ready, then
+//!   calls `stop_vring`, then reads `next_avail` as the base): `stop_vring`
+//!   waits for the queue's held frames, which still write their used
+//!   elements (a completion does not look at the ready flag, only at
+//!   [`HeldQueue`]'s stop count), publishes the used index and only then
+//!   counts the stop. The base counts every chain taken, and every one of
+//!   them is in the used ring the frontend reads when it restarts the ring
+//!   from that base;
+//! - `SET_VRING_ENABLE(0)`: the ring stays started (vhost-user, "Ring
+//!   states": a disabled ring's transmit buffers are still processed), so
+//!   held frames complete as usual and the sending port publishes them;
+//! - `RESET_DEVICE` and the end of a connection: completions write
+//!   nothing (the guest takes its buffers back with the reset, or the
+//!   next connection starts the rings afresh); the control thread waits
+//!   for the held frames all the same before it answers the reset or
+//!   serves the next connection, so none of them writes into the rings
+//!   that follow;
+//! - a wait longer than [`STOP_WAIT`] (a worker that stopped in a round)
+//!   is given up and counted (`held_stop_timeouts`); a frame completing
+//!   after it writes nothing, and its buffer is lost to the frontend.
 
 use super::backend::{Conn, PortShared, Vring};
 use super::guest_copy::copy_guest_to_guest;
 use super::ring::GuestMem;
 use super::virtq::{self, QueueFault};
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 use superpacket::packet::Packet;
 use vhost_user_backend::VringT;
-use virtio_queue::QueueT;
+use virtio_queue::{Queue, QueueT};
 use vm_memory::{GuestAddress, GuestMemoryBackend, VolatileSlice};
 
 /// Frames (after the `virtio_net_hdr`) of at least this many bytes may be
@@ -67,40 +90,117 @@ pub const MAX_HELD_BUFS: usize = 64;
 /// use up the sender's ring while the receiver is slow.
 pub const MAX_HELD: usize = 256;
 
+/// Longest a stop waits for a queue's held frames: far more than an engine
+/// round (well under a millisecond even on a loaded machine), short enough
+/// that a stuck worker does not hold the frontend's request for long.
+pub const STOP_WAIT: Duration = Duration::from_secs(1);
+
+/// The held frames of one transmit queue (one per queue pair of a port):
+/// how many are alive, and how many times the queue was stopped
+/// (`GET_VRING_BASE`) under them. See the module documentation, "At a
+/// stop".
+#[derive(Debug, Default)]
+pub struct HeldQueue {
+    /// [`HeldFrame`]s alive: counted when made, under the queue's lock,
+    /// uncounted after their completion.
+    alive: AtomicUsize,
+    /// Stops of the queue so far; a completion writes only if none came
+    /// since its chain was taken. Changed and read under the queue's lock.
+    stops: AtomicU64,
+}
+
+impl HeldQueue {
+    /// Waits until no held frame of the queue is alive, at most `timeout`;
+    /// false if some still were.
+    pub fn wait_drained(&self, timeout: Duration) -> bool {
+        let start = Instant::now();
+        while self.alive.load(Ordering::Acquire) != 0 {
+            if start.elapsed() >= timeout {
+                return false;
+            }
+            // Held frames live for part of an engine round: a short sleep
+            // is a few rounds at most, and this is the control thread.
+            std::thread::sleep(Duration::from_micros(50));
+        }
+        true
+    }
+
+    /// Counts a stop of the queue: the frames still alive (after a wait
+    /// that gave up) write nothing from now on. Called with the queue's
+    /// lock held.
+    pub fn stopped(&self) {
+        self.stops.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Held frames alive.
+    pub fn alive(&self) -> usize {
+        self.alive.load(Ordering::Acquire)
+    }
+}
+
 /// Where a held chain is given back: the sender's transmit queue and the
 /// connection it belonged to when it was taken.
 pub struct Completion {
     /// The sender's transmit vring.
-    pub tx: Vring,
+    tx: Vring,
     /// The sender's port (its current connection).
-    pub shared: Arc<PortShared>,
+    shared: Arc<PortShared>,
+    /// The queue pair of `tx`.
+    pair: usize,
     /// The connection the chain was taken on.
-    pub conn: Arc<Conn>,
+    conn: Arc<Conn>,
     /// `conn`'s device resets when it was taken.
-    pub resets: u64,
+    resets: u64,
+    /// The queue's stops ([`HeldQueue`]) when it was taken.
+    stops: u64,
     /// The used ring's guest address when it was taken.
-    pub used_ring: u64,
+    used_ring: u64,
     /// The chain's head descriptor.
-    pub head: u16,
+    head: u16,
 }
 
 impl Completion {
-    /// The chain's queue is still the one it was taken from: same
-    /// connection, no device reset since, the queue ready with the same
-    /// used ring.
-    fn current(&self) -> bool {
-        self.shared.current().is_some_and(|c| Arc::ptr_eq(&c, &self.conn))
-            && self.conn.resets.load(Ordering::Acquire) == self.resets
+    /// Where chain `head` of `q`, the transmit queue `tx` of queue pair
+    /// `pair` of `shared`'s connection `conn` (`resets` device resets
+    /// since it started), is given back. Called with `tx`'s lock held
+    /// (`q` is its queue), so the stop count read is the one the chain was
+    /// taken under.
+    pub fn new(
+        tx: Vring,
+        q: &Queue,
+        shared: Arc<PortShared>,
+        pair: usize,
+        conn: Arc<Conn>,
+        resets: u64,
+        head: u16,
+    ) -> Completion {
+        let stops = shared.held[pair].stops.load(Ordering::Acquire);
+        Completion { tx, used_ring: q.used_ring(), shared, pair, conn, resets, stops, head }
     }
 
-    /// Writes the used element (head, 0 bytes), unless the queue changed.
+    /// The chain's head descriptor.
+    pub fn head(&self) -> u16 {
+        self.head
+    }
+
+    fn queue(&self) -> &HeldQueue {
+        &self.shared.held[self.pair]
+    }
+
+    /// Writes the used element (head, 0 bytes), unless the queue changed:
+    /// another connection, a device reset, a stop counted or another used
+    /// ring since the chain was taken. Everything is checked under the
+    /// queue's lock, which the stop counts under; the connection and the
+    /// reset are changed without it, but the control thread waits for the
+    /// held frames after changing them ([`HeldQueue::wait_drained`]), so a
+    /// completion that saw them unchanged is over before it goes on.
     fn complete(&self, mem: &GuestMem) {
-        if !self.current() {
-            return;
-        }
         let mut st = self.tx.get_mut();
+        let current = self.shared.current().is_some_and(|c| Arc::ptr_eq(&c, &self.conn))
+            && self.conn.resets.load(Ordering::Acquire) == self.resets
+            && self.queue().stops.load(Ordering::Acquire) == self.stops;
         let q = st.get_queue_mut();
-        if !q.ready() || q.used_ring() != self.used_ring {
+        if !current || q.used_ring() != self.used_ring {
             return;
         }
         // A fault here is the guest's (its used ring left its memory): the
@@ -121,8 +221,11 @@ pub struct HeldFrame {
     skip: usize,
     /// Held bytes: the packet's last `len`.
     len: usize,
-    /// The packet's buffer (its address): what the frame belongs to.
+    /// The packet's identity in the graph ([`owner_of`]).
     owner: usize,
+    /// The packet's place in the burst the driver returned it in
+    /// ([`HeldFrame::in_burst`]): the worker's identity of the packet.
+    burst_index: usize,
     completion: Completion,
 }
 
@@ -147,9 +250,33 @@ impl HeldFrame {
         if bufs.len() > MAX_HELD_BUFS || packet.total_len() < len {
             return Err(completion);
         }
+        completion.queue().alive.fetch_add(1, Ordering::AcqRel);
         let mut held = [(GuestAddress(0), 0); MAX_HELD_BUFS];
         held[..bufs.len()].copy_from_slice(bufs);
-        Ok(HeldFrame { mem, bufs: held, nbufs: bufs.len(), skip, len, owner: owner_of(packet), completion })
+        Ok(HeldFrame {
+            mem,
+            bufs: held,
+            nbufs: bufs.len(),
+            skip,
+            len,
+            owner: owner_of(packet),
+            burst_index: 0,
+            completion,
+        })
+    }
+
+    /// The frame of the packet at `index` of the burst a driver returns
+    /// ([`crate::device::PortDriver::recv_burst_held`]).
+    pub fn in_burst(mut self, index: usize) -> HeldFrame {
+        self.burst_index = index;
+        self
+    }
+
+    /// The place of this frame's packet in the burst it came in: the
+    /// worker hands the packet at that place, and no other, to the graph
+    /// with this frame.
+    pub fn burst_index(&self) -> usize {
+        self.burst_index
     }
 
     /// Held bytes: the packet's last `len()`.
@@ -162,7 +289,8 @@ impl HeldFrame {
         self.len == 0
     }
 
-    /// Whether this is `packet`'s payload.
+    /// Whether this is `packet`'s payload, for the graph's walk of its
+    /// packet ([`crate::device::Graph::receive_held`]; see `owner_of`).
     pub fn belongs_to(&self, packet: &Packet) -> bool {
         self.owner == owner_of(packet)
     }
@@ -250,12 +378,18 @@ impl HeldFrame {
 impl Drop for HeldFrame {
     fn drop(&mut self) {
         self.completion.complete(&self.mem);
+        self.completion.queue().alive.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-/// A packet's identity while it is held: the end of its linear buffer
-/// (unique while the packet lives, and unmoved by headers pushed or pulled
-/// at the front; a held frame never outlives its packet's walk).
+/// A packet's identity in the graph while its payload is held: the end of
+/// its linear buffer (unmoved by headers pushed or pulled at the front).
+/// No two live packets share a buffer, and the hold ends with the walk
+/// chain of its packet (`Graph::receive_held`: the packet lives in that
+/// chain's slot until it is sent or dropped, and the hold is given up
+/// before any other packet is walked), so while the hold lasts no other
+/// packet can have this identity; a pool buffer reused after the packet's
+/// drop comes only after the hold ended.
 fn owner_of(packet: &Packet) -> usize {
     let lin = packet.linear();
     (lin.as_ptr() as usize).wrapping_add(lin.len())

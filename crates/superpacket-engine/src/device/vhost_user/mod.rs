@@ -696,14 +696,8 @@ impl VhostUserDriver {
                     put(f.packet, None);
                     continue;
                 };
-                let completion = Completion {
-                    tx: a.tx.clone(),
-                    shared: self.handle.shared.clone(),
-                    conn: a.owner.clone(),
-                    resets: a.conn.1,
-                    used_ring: q.used_ring(),
-                    head: h.head,
-                };
+                let shared = self.handle.shared.clone();
+                let completion = Completion::new(a.tx.clone(), q, shared, self.qp, a.owner.clone(), a.conn.1, h.head);
                 match HeldFrame::new(a.mem.clone(), self.tx_scratch.bufs(), h.skip, h.len, &f.packet, completion) {
                     Ok(held) => {
                         held_now += 1;
@@ -712,7 +706,7 @@ impl VhostUserDriver {
                     }
                     // (`take_frame_holding` holds only what fits.)
                     Err(c) => {
-                        if let Err(f) = rings.write_used(q, &[(c.head, 0)]) {
+                        if let Err(f) = rings.write_used(q, &[(c.head(), 0)]) {
                             break Some(f);
                         }
                         count_drop(&mut self.pending, "vhost-held-lost", 1);
@@ -1089,8 +1083,8 @@ impl PortDriver for VhostUserDriver {
     fn recv_burst_held(&mut self, out: &mut Vec<Packet>, held: &mut Vec<HeldFrame>, max: usize) -> usize {
         let hold = held::MAX_HELD.saturating_sub(held.len());
         self.receive_burst(max, hold, &mut |p, h| {
+            held.extend(h.map(|h| h.in_burst(out.len())));
             out.push(p);
-            held.extend(h);
         })
     }
     fn takes_held(&self) -> bool {
@@ -1158,7 +1152,7 @@ impl PortDriver for VhostUserDriver {
     /// `features` (acked virtio feature bits), `attaches`, `detaches`,
     /// `protocol_errors`, `ctrl_commands`, `ctrl_refused`, `ctrl_stopped`
     /// (a control queue handed to the port: see [`ctrl`]), `mem_refused`,
-    /// `mem_regions_sealed`, `mem_regions_unsealed` (see [`memory`]). Per queue pair
+    /// `mem_regions_sealed`, `mem_regions_unsealed` (see [`memory`]), `held_stop_timeouts` (see [`held`]). Per queue pair
     /// (summed over the workers): `pairs_enabled` (pairs in service: set up,
     /// enabled by the frontend, within the pairs the guest set),
     /// `pairs_rx_used` and `pairs_tx_used` (pairs that took frames from
@@ -1185,6 +1179,7 @@ impl PortDriver for VhostUserDriver {
                 ("mem_refused", c.mem_refused.load(Ordering::Relaxed)),
                 ("mem_regions_sealed", c.mem_regions_sealed.load(Ordering::Relaxed)),
                 ("mem_regions_unsealed", c.mem_regions_unsealed.load(Ordering::Relaxed)),
+                ("held_stop_timeouts", c.held_stop_timeouts.load(Ordering::Relaxed)),
             ] {
                 report(name, v);
             }

@@ -33,7 +33,7 @@ fn queue(m: &GuestMemoryMmap<()>) -> Queue {
     q
 }
 
-fn desc_at(m: &GuestMemoryMmap<()>, table: u64, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
+pub(super) fn desc_at(m: &GuestMemoryMmap<()>, table: u64, i: u16, addr: u64, len: u32, flags: u16, next: u16) {
     let at = GuestAddress(table + 16 * u64::from(i));
     m.write_obj(addr.to_le(), at).unwrap();
     m.write_obj(len.to_le(), GuestAddress(at.0 + 8)).unwrap();
@@ -563,7 +563,7 @@ fn the_control_queue_sets_queue_pairs_and_refuses_other_commands() {
 }
 
 /// A memfd of `len` bytes, sealable or not (`MFD_ALLOW_SEALING`).
-fn memfd(len: u64, sealable: bool) -> std::fs::File {
+pub(super) fn memfd(len: u64, sealable: bool) -> std::fs::File {
     use std::os::fd::FromRawFd;
     let flags = libc::MFD_CLOEXEC | if sealable { libc::MFD_ALLOW_SEALING } else { 0 };
     // SAFETY: a NUL-terminated name and valid flags.
@@ -576,7 +576,7 @@ fn memfd(len: u64, sealable: bool) -> std::fs::File {
 }
 
 /// The port-wide driver counter `name` of `d`.
-fn port_counter(d: &VhostUserDriver, name: &str) -> u64 {
+pub(super) fn port_counter(d: &VhostUserDriver, name: &str) -> u64 {
     let mut v = None;
     d.driver_counters(&mut |n, x| {
         if n == name {
@@ -587,7 +587,7 @@ fn port_counter(d: &VhostUserDriver, name: &str) -> u64 {
 }
 
 /// Waits (5 s) until counter `name` of `d` is `want`.
-fn wait_counter(d: &VhostUserDriver, name: &str, want: u64) {
+pub(super) fn wait_counter(d: &VhostUserDriver, name: &str, want: u64) {
     let t0 = std::time::Instant::now();
     while port_counter(d, name) != want {
         assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{name}: {} not {want}", port_counter(d, name));

@@ -37,7 +37,7 @@ use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportO
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, GuestMemoryRegion};
 
 /// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
 /// superpacket in 1536-byte buffers needs 44.
@@ -661,14 +661,19 @@ pub fn push_rx_holding<'h, 'a: 'h>(
                         Some(s) => cur = s,
                         None => match held.filter(|_| written >= held_from) {
                             Some(held) => {
-                                let n = (need - written).min((blen - off) as usize);
+                                let mut n = (need - written).min((blen - off) as usize);
                                 if n == 0 {
                                     break 'bufs;
                                 }
                                 let at = addr.checked_add(u64::from(off)).ok_or(QueueFault::Address)?;
                                 let dst = match near.get(i) {
                                     Some(vs) => vs.subslice(off as usize, n).map_err(|_| QueueFault::Address)?,
-                                    None => mem.get_slice(at, n).map_err(|_| QueueFault::Address)?,
+                                    None => {
+                                        // A buffer may run on into the next
+                                        // region: one region's part at a time.
+                                        n = n.min(room_in_region(mem, at)?);
+                                        mem.get_slice(at, n).map_err(|_| QueueFault::Address)?
+                                    }
                                 };
                                 held.stream_to(written - held_from, &dst)?;
                                 off += n as u32;
@@ -722,6 +727,16 @@ pub fn push_rx_holding<'h, 'a: 'h>(
     }
     rings.write_used(q, used)?;
     Ok(RxPlaced { chains: used.len(), bytes: written })
+}
+
+/// Bytes of guest memory from `at` to the end of the region holding it.
+///
+/// # Errors
+/// [`QueueFault::Address`]: `at` is in no region.
+fn room_in_region(mem: &GuestMem, at: GuestAddress) -> Result<usize, QueueFault> {
+    let r = mem.find_region(at).ok_or(QueueFault::Address)?;
+    let end = r.start_addr().unchecked_add(r.len());
+    Ok(usize::try_from(end.unchecked_offset_from(at)).unwrap_or(usize::MAX))
 }
 
 /// Puts `chains` (head, bytes written) in the used ring and then moves the

@@ -495,24 +495,41 @@ impl GsoCounters {
     fn record(&mut self, outcome: &Result<GsoOutcome, GsoError>) {
         self.packets_in += 1;
         match outcome {
-            Ok(GsoOutcome::PassedThrough) => {
-                self.passed_through += 1;
-                self.frames_out += 1;
+            Ok(o) => self.count(o, |c, n| *c += n),
+            Err(e) => *self.drops.entry(e.reason()).or_insert(0) += 1,
+        }
+    }
+
+    /// Takes back what [`Segmenter::segment`] counted for a packet whose
+    /// `outcome` the caller discarded because it segments the same packet
+    /// again (superpacket-engine's port does, for a packet whose payload
+    /// was not in it yet), so that each packet is counted once.
+    pub fn take_back(&mut self, outcome: &GsoOutcome) {
+        self.packets_in = self.packets_in.saturating_sub(1);
+        self.count(outcome, |c, n| *c = c.saturating_sub(n));
+    }
+
+    /// Applies `add` to each counter `outcome` moves, with the amount.
+    fn count(&mut self, outcome: &GsoOutcome, add: impl Fn(&mut u64, u64)) {
+        match *outcome {
+            GsoOutcome::PassedThrough => {
+                add(&mut self.passed_through, 1);
+                add(&mut self.frames_out, 1);
             }
-            Ok(GsoOutcome::Completed { csum_completed }) => {
-                self.completed += 1;
-                self.frames_out += 1;
-                self.checksums_completed += u64::from(*csum_completed);
+            GsoOutcome::Completed { csum_completed } => {
+                add(&mut self.completed, 1);
+                add(&mut self.frames_out, 1);
+                add(&mut self.checksums_completed, u64::from(csum_completed));
             }
-            Ok(GsoOutcome::Segmented { segments, csum_completed }) => {
-                self.superpackets_segmented += 1;
-                self.segments_out += *segments as u64;
-                self.frames_out += *segments as u64;
-                if *csum_completed {
-                    self.checksums_completed += *segments as u64;
+            GsoOutcome::Segmented { segments, csum_completed } => {
+                let n = segments as u64;
+                add(&mut self.superpackets_segmented, 1);
+                add(&mut self.segments_out, n);
+                add(&mut self.frames_out, n);
+                if csum_completed {
+                    add(&mut self.checksums_completed, n);
                 }
             }
-            Err(e) => *self.drops.entry(e.reason()).or_insert(0) += 1,
         }
     }
 }
