@@ -1,7 +1,7 @@
 //! Recycled receive buffers: the engine's page pool.
 //!
 //! A port that reads a superpacket hands the buffer it read into to the
-//! [`Packet`](super::Packet) itself ([`Packet::from_storage`](super::Packet::from_storage):
+//! [`Packet`] itself ([`Packet::from_storage`]:
 //! no copy), so it needs a fresh buffer for the next read. Allocating 128 KiB
 //! per superpacket costs a `mmap`, page faults and zeroing; instead every
 //! buffer of exactly [`POOL_BUFFER_LEN`] bytes goes back to a per-thread free
