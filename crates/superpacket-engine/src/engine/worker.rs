@@ -284,7 +284,10 @@ impl Worker {
                     },
                 }
             }
-            // (Every held frame matched its packet; any other is given back.)
+            // Every held frame matched its packet: the driver numbers them by
+            // their packet's place in the burst. One left over would mean its
+            // packet went on without its payload; tests catch that here.
+            debug_assert!(held.peek().is_none(), "a held frame without its packet in the burst");
             drop(held);
         }
         if let Some(gro) = &mut slot.gro {

@@ -252,12 +252,23 @@ impl PortShared {
     }
 
     /// Waits for the held frames of every queue pair ([`HeldQueue::wait_drained`]),
-    /// counting a wait that gave up.
-    fn wait_held_drained(&self) {
+    /// counting a wait that gave up; then counts a stop of each transmit
+    /// queue of `vrings` under its lock ([`HeldQueue::stopped`]). The reset
+    /// or the connection change before the wait is made without the queue's
+    /// lock: a completion that read them unchanged just as a wait gave up
+    /// could still write, but not past a stop counted under the lock, which
+    /// it checks under the same lock.
+    fn wait_held_drained(&self, vrings: Option<&[Vring]>) {
         let start = std::time::Instant::now();
         let all = self.held.iter().all(|h| h.wait_drained(STOP_WAIT.saturating_sub(start.elapsed())));
         if !all {
             self.held_stop_timed_out();
+        }
+        for (qp, held) in self.held.iter().enumerate() {
+            if let Some(tx) = vrings.and_then(|v| v.get(2 * qp + 1)) {
+                let _locked = tx.get_mut();
+                held.stopped();
+            }
         }
     }
 
@@ -316,7 +327,7 @@ impl VhostUserBackend for NetBackend {
         self.conn.pair_limit.store(NO_PAIR_LIMIT, Ordering::Release);
         self.conn.ctrl_stopped.store(false, Ordering::Release);
         self.port.changed();
-        self.port.wait_held_drained();
+        self.port.wait_held_drained(self.conn.vrings.get().map(Vec::as_slice));
     }
     /// `GET_VRING_BASE` of data queue `index`, between the crate marking
     /// it not ready and reading its base (`next_avail`): see
@@ -557,7 +568,7 @@ fn serve_one(port: &Arc<PortShared>, listener: Option<&mut Listener>) {
     port.changed();
     // Held frames of this connection write nothing now; the next one is
     // served once none is left ([`super::held`], "At a stop").
-    port.wait_held_drained();
+    port.wait_held_drained(conn.vrings.get().map(Vec::as_slice));
     end_threads(&conn);
 }
 

@@ -770,6 +770,14 @@ impl VhostUserDriver {
         let st = if which == 0 { a.rx.get_ref() } else { a.tx.get_ref() };
         let mem = &*a.mem;
         let q = st.get_queue();
+        // A stop (`GET_VRING_BASE`) publishes what was written and clears
+        // `ready` under this lock; a reset or a new connection changes the
+        // reset count or the current connection. After any of them the ring
+        // is the frontend's again: not even the index is written.
+        let current = self.shared().current().is_some_and(|c| Arc::ptr_eq(&c, &a.owner));
+        if !q.ready() || !current || a.owner.resets.load(Ordering::Acquire) != a.conn.1 {
+            return;
+        }
         let want = virtq::publish_used_idx(q, mem).and_then(|()| match self.signalled[which] {
             None => Ok(true),
             Some(since) => virtq::wants_notification(q, mem, since),

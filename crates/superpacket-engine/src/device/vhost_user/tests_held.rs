@@ -841,6 +841,15 @@ fn get_vring_base_publishes_what_the_round_wrote() {
     assert_eq!(g.m.read_obj::<u16>(GuestAddress(used + 2)).unwrap(), 0, "placed, the index not yet published");
     assert_eq!(g.fe.get_vring_base(0).unwrap(), 1);
     assert_eq!(g.m.read_obj::<u16>(GuestAddress(used + 2)).unwrap(), 1);
+    // The rings are the frontend's again: it clears them for a restart;
+    // the end of the worker's round publishes nothing into them.
+    for ring in [used, USED] {
+        g.m.write_obj(0u16, GuestAddress(ring + 2)).unwrap();
+    }
+    g.d.flush();
+    for ring in [used, USED] {
+        assert_eq!(g.m.read_obj::<u16>(GuestAddress(ring + 2)).unwrap(), 0, "written after the stop");
+    }
 }
 
 /// `SET_VRING_ENABLE(0)` of the transmit ring while a frame is held: the

@@ -735,8 +735,10 @@ pub fn push_rx_holding<'h, 'a: 'h>(
 /// [`QueueFault::Address`]: `at` is in no region.
 fn room_in_region(mem: &GuestMem, at: GuestAddress) -> Result<usize, QueueFault> {
     let r = mem.find_region(at).ok_or(QueueFault::Address)?;
-    let end = r.start_addr().unchecked_add(r.len());
-    Ok(usize::try_from(end.unchecked_offset_from(at)).unwrap_or(usize::MAX))
+    // From the region's last byte, not one past it: a region may end at
+    // the top of the address space, where its end is not an address.
+    let to_last = r.last_addr().checked_offset_from(at).ok_or(QueueFault::Address)?;
+    Ok(usize::try_from(to_last).map_or(usize::MAX, |n| n.saturating_add(1)))
 }
 
 /// Puts `chains` (head, bytes written) in the used ring and then moves the
