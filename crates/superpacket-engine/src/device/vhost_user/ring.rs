@@ -229,6 +229,42 @@ impl<'m> Rings<'m> {
         Ok(Some(u16::from_le(head)))
     }
 
+    /// Prefetches for the chains `cursor` has loaded but not yet taken
+    /// (called after [`Rings::next_head`]): the descriptor of the chain
+    /// after next, and the first buffer's first lines of the next chain,
+    /// whose descriptor the previous call prefetched (`for_write`: a
+    /// receive buffer the port will store into). Each is a line the
+    /// frontend last wrote from its CPU; fetched now, its transfer
+    /// overlaps the work on the current chain. Only hints: reads are
+    /// bounds-checked, anything out of range (an index past the table, an
+    /// indirect table, a buffer outside memory) is skipped, and nothing a
+    /// walk decides depends on them.
+    pub fn prefetch_next(&self, cursor: &AvailCursor, for_write: bool) {
+        let ahead = cursor.avail.wrapping_sub(cursor.next);
+        if !cursor.loaded || ahead == 0 || ahead > self.size {
+            return;
+        }
+        let head_at = |nth: u16| {
+            let slot = 4 + 2 * usize::from(cursor.next.wrapping_add(nth) % self.size);
+            let head = u16::from_le(self.avail.get_ref::<u16>(slot).ok()?.load());
+            (head < self.size).then_some(DESC_LEN * usize::from(head))
+        };
+        if ahead >= 2
+            && let Some(at) = head_at(1)
+            && let Ok(d) = self.desc.subslice(at, DESC_LEN)
+        {
+            super::guest_copy::prefetch_slice(&d, false);
+        }
+        if let Some(at) = head_at(0)
+            && let Ok(d) = self.desc.get_ref::<Descriptor>(at).map(|r| r.load())
+            && !d.refers_to_indirect_table()
+            && d.len() > 0
+            && let Ok(vs) = GuestMemoryBackend::get_slice(self.mem, d.addr(), (d.len() as usize).min(128))
+        {
+            super::guest_copy::prefetch_slice(&vs, for_write);
+        }
+    }
+
     /// Follows the chain at `head`, calling `visit` with every descriptor
     /// that describes a buffer (not the one naming an indirect table), in
     /// order; returns how many it visited (at most `u16::MAX`: more is
