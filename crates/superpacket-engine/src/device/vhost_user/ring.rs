@@ -122,7 +122,12 @@ pub struct Rings<'m> {
     avail: VolatileSlice<'m>,
     /// flags, idx, ring[size] of (id, len).
     used: VolatileSlice<'m>,
+    /// A power of two (split virtqueues: virtio 1.2, 2.7; `virtio-queue`
+    /// sets no other, and [`Rings::new`] refuses one).
     size: u16,
+    /// `size - 1`: a ring slot is `index & mask`, `index % size` without a
+    /// division per ring access.
+    mask: u16,
 }
 
 /// Byte lengths of a queue's three rings for `size` entries: what
@@ -148,10 +153,10 @@ impl<'m> Rings<'m> {
     ///
     /// # Errors
     /// [`QueueFault::Address`]: a ring is not inside one region of guest
-    /// memory, or the queue has no size.
+    /// memory, or the queue's size is not a power of two.
     pub fn new(q: &Queue, mem: &'m GuestMem) -> Result<Rings<'m>, QueueFault> {
         let size = q.size();
-        if size == 0 {
+        if !size.is_power_of_two() {
             return Err(QueueFault::Address);
         }
         let lens = RingLens::of(size);
@@ -164,6 +169,7 @@ impl<'m> Rings<'m> {
             avail: slice(q.avail_ring(), lens.avail)?,
             used: slice(q.used_ring(), lens.used)?,
             size,
+            mask: size - 1,
         })
     }
 
@@ -196,6 +202,7 @@ impl<'m> Rings<'m> {
                 avail: slice(held.avail, lens.avail),
                 used: slice(held.used, lens.used),
                 size: key.3,
+                mask: key.3 - 1,
             });
         }
         let rings = Rings::new(q, mem)?;
@@ -237,7 +244,7 @@ impl<'m> Rings<'m> {
                 return Ok(None);
             }
         }
-        let slot = 4 + 2 * usize::from(next % self.size);
+        let slot = 4 + 2 * usize::from(next & self.mask);
         let head = self.avail.get_ref::<u16>(slot).map_err(|_| QueueFault::Address)?.load();
         let next = next.wrapping_add(1);
         q.set_next_avail(next);
@@ -266,7 +273,7 @@ impl<'m> Rings<'m> {
             return;
         }
         let desc_at = |nth: u16| {
-            let slot = 4 + 2 * usize::from(nth % self.size);
+            let slot = 4 + 2 * usize::from(nth & self.mask);
             let head = u16::from_le(self.avail.get_ref::<u16>(slot).ok()?.load());
             (head < self.size).then_some(DESC_LEN * usize::from(head))
         };
@@ -359,7 +366,7 @@ impl<'m> Rings<'m> {
             }
             // struct virtq_used_elem { le32 id; le32 len; } after flags and idx.
             let elem = (u64::from(len) << 32 | u64::from(head)).to_le();
-            let at = 4 + 8 * usize::from(next % self.size);
+            let at = 4 + 8 * usize::from(next & self.mask);
             self.used.get_ref::<u64>(at).map_err(|_| QueueFault::Address)?.store(elem);
             next = next.wrapping_add(1);
         }
