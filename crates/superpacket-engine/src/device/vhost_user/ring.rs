@@ -45,8 +45,12 @@ const DESC_LEN: usize = 16;
 const PREFETCH_DESC_AHEAD: u16 = 16;
 
 /// How far ahead it prefetches buffers, whose descriptors must have
-/// arrived first: half as far as the descriptors.
-const PREFETCH_BUF_AHEAD: u16 = 8;
+/// arrived first (prefetched at least four chains earlier).
+const PREFETCH_BUF_AHEAD: u16 = 12;
+
+/// Buffers are prefetched in groups: once fewer than this many chains
+/// ahead are covered, up to [`PREFETCH_BUF_AHEAD`] at once.
+const PREFETCH_BUF_REFILL: u16 = 4;
 
 /// Where the available index was when last loaded, kept by the port per
 /// queue between calls so that the index (a line the guest writes from
@@ -253,17 +257,18 @@ impl<'m> Rings<'m> {
     }
 
     /// Prefetches for the chains `cursor` has loaded but not yet taken
-    /// (called after [`Rings::next_head`]), in two stages a burst apart:
-    /// the descriptors of the chains up to [`PREFETCH_DESC_AHEAD`] ahead,
-    /// and the first buffer's first lines of those up to
-    /// [`PREFETCH_BUF_AHEAD`] ahead, whose descriptors an earlier call
+    /// (called after [`Rings::next_head`]), in two stages: the descriptors
+    /// of the chains up to [`PREFETCH_DESC_AHEAD`] ahead, and (in groups,
+    /// see [`PREFETCH_BUF_REFILL`]) the first buffer's first lines of those
+    /// up to [`PREFETCH_BUF_AHEAD`] ahead, whose descriptors an earlier call
     /// prefetched (`for_write`: a receive buffer the port will store
     /// into). Each is a line the frontend last wrote from its CPU: the
     /// first call after a load of the index starts the transfers of a
     /// whole burst at once, so they overlap one another and the work on
     /// the current chain instead of stalling each frame's walk and copy
     /// (DPDK's vhost prefetches its bursts the same way); later calls add
-    /// one chain to each stage. Only hints: reads are bounds-checked,
+    /// one chain to the descriptors and, when few are left, a group to
+    /// the buffers. Only hints: reads are bounds-checked,
     /// anything out of range (an index past the table, an indirect table,
     /// a buffer outside memory) is skipped, and nothing a walk decides
     /// depends on them.
@@ -294,6 +299,14 @@ impl<'m> Rings<'m> {
             c = c.wrapping_add(1);
         }
         cursor.desc_to = to;
+        // Buffers in groups: a buffer's page is usually not in the TLB
+        // (a frontend's 4 KiB pages, one per buffer), and a prefetch waits
+        // for its page walk before it retires; walks started back to back
+        // overlap, one per chain would each stall.
+        let (from, _) = span(cursor.buf_to, PREFETCH_BUF_AHEAD);
+        if from.wrapping_sub(cursor.next) >= PREFETCH_BUF_REFILL.min(ahead) {
+            return;
+        }
         let (mut c, to) = span(cursor.buf_to, PREFETCH_BUF_AHEAD);
         while c.wrapping_sub(cursor.next) < to.wrapping_sub(cursor.next) {
             if let Some(at) = desc_at(c)
