@@ -183,7 +183,11 @@ impl Worker {
         let mut next_epoll = next_publish;
         loop {
             let busy = self.ports.iter().any(|p| p.pending && !p.gone);
-            let now = Instant::now();
+            // One clock read per busy round (the round's time and the
+            // publish check): a read costs tens of nanoseconds and a
+            // busy-polled round carries a handful of frames. Only a wait
+            // that may have slept reads the clock again.
+            let mut now = Instant::now();
             if !busy || now >= next_epoll {
                 let timeout = if busy { Duration::ZERO } else { next_publish.saturating_duration_since(now) };
                 self.ready.clear();
@@ -197,10 +201,12 @@ impl Worker {
                         p.pending = true;
                     }
                 }
+                if !timeout.is_zero() {
+                    now = Instant::now();
+                }
                 next_epoll = now + BUSY_EPOLL_INTERVAL;
             }
-            self.round();
-            let now = Instant::now();
+            self.round(now);
             if now >= next_publish {
                 self.housekeeping(now);
                 self.publish();
@@ -214,13 +220,13 @@ impl Worker {
         Ok(())
     }
 
-    /// One round: every port starts a transmit burst
+    /// One round at time `now`: every port starts a transmit burst
     /// ([`crate::device::PortDriver::hold_tx`]), every pending port gets up
     /// to `budget` packets received, GRO'd and pushed through the graph;
     /// then every driver flushes its batched sends and unconsumed local deliveries are discarded.
-    fn round(&mut self) {
+    fn round(&mut self, now: Instant) {
         self.rounds += 1;
-        let now_ns = self.started.elapsed().as_nanos() as u64;
+        let now_ns = now.saturating_duration_since(self.started).as_nanos() as u64;
         self.graph.set_time(now_ns);
         // What the round transmits to a port leaves in one burst at its flush.
         for slot in &self.ports {

@@ -107,7 +107,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex, Weak};
 use superpacket::offload::gso::{SegmentSink, SgFrame};
 use superpacket::packet::virtio::{F_NEEDS_CSUM, GSO_ECN, HdrByteOrder, HdrLayout, VirtioNetHdr};
-use superpacket::packet::{OffloadMeta, Packet};
+use superpacket::packet::{ChecksumState, OffloadMeta, Packet};
 use superpacket::wire::Medium;
 use vhost_user_backend::VringT;
 use virtio_queue::QueueT;
@@ -311,6 +311,12 @@ struct Active {
 /// guest did not ack (a packet queued before the graph saw the guest's
 /// features is refused, never handed over).
 fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
+    // No GSO and no partial checksum (every small frame of a guest that
+    // sent it without one): the header `from_meta_as` makes is all zeros
+    // (`num_buffers` is `push_rx_at`'s), and it needs no offload.
+    if !meta.is_gso() && !matches!(meta.csum, ChecksumState::Partial { .. }) {
+        return Ok([0; 12]);
+    }
     let hdr = VirtioNetHdr::from_meta_as(meta, head, Medium::Ethernet, false).map_err(|e| e.reason())?;
     let gso = hdr.gso_type & !GSO_ECN;
     let need = match gso {
@@ -363,6 +369,10 @@ impl Stats {
 /// a longer window only burns a CPU for a guest that has stopped sending.
 pub const MAX_BUSY_POLL_US: u32 = 100_000;
 
+/// Empty polls of a busy-poll window per clock read
+/// ([`VhostUserDriver::keep_polling`]).
+const IDLE_POLLS_PER_CLOCK_READ: u32 = 16;
+
 /// The engine's end of a vhost-user-net device (see the module documentation).
 pub struct VhostUserDriver {
     opts: VhostUserOptions,
@@ -381,6 +391,8 @@ pub struct VhostUserDriver {
     /// When the transmit queue was first found empty in the current
     /// busy-poll window (`None`: not in one).
     idle_since: Option<std::time::Instant>,
+    /// Empty polls in the current busy-poll window (0: not in one).
+    idle_polls: u32,
     /// The last [`PortDriver::recv`] found nothing and left kicks off.
     polling: bool,
     signal_rx: bool,
@@ -494,6 +506,7 @@ impl VhostUserDriver {
             tx_kicks_on: true,
             rx_kicks_on: true,
             idle_since: None,
+            idle_polls: 0,
             polling: false,
             signal_rx: false,
             signal_tx: false,
@@ -725,19 +738,35 @@ impl VhostUserDriver {
     /// [`VhostUserOptions::busy_poll`]: kicks stay off and the worker polls
     /// again ([`PortDriver::wants_poll`]). A window starts at the first empty
     /// poll after a frame and ends (kicks on, the worker may sleep) when it
-    /// has run out.
+    /// has run out. The clock is read only at every
+    /// [`IDLE_POLLS_PER_CLOCK_READ`]th empty poll of a window (the first read
+    /// starts its timing): a busy port's windows are mostly a few polls
+    /// long, and a clock read per empty poll was 2% of the engine's time in
+    /// the 64-byte loop (docs/benchmarks.md, "vhost-user backends"). A
+    /// window so lasts at most that many polls (each well under a
+    /// microsecond) longer.
     fn keep_polling(&mut self) -> bool {
         if self.opts.busy_poll.is_zero() || self.stopped[1] || self.active.is_none() {
-            self.idle_since = None;
+            self.end_idle_window();
             return false;
+        }
+        self.idle_polls = self.idle_polls.saturating_add(1);
+        if !self.idle_polls.is_multiple_of(IDLE_POLLS_PER_CLOCK_READ) {
+            return true;
         }
         let now = std::time::Instant::now();
         let since = *self.idle_since.get_or_insert(now);
         if now.duration_since(since) < self.opts.busy_poll {
             return true;
         }
-        self.idle_since = None;
+        self.end_idle_window();
         false
+    }
+
+    /// Leaves the busy-poll window ([`Self::keep_polling`]).
+    fn end_idle_window(&mut self) {
+        self.idle_since = None;
+        self.idle_polls = 0;
     }
 
     /// Re-enables kicks on the transmit queue; true if frames arrived meanwhile.
@@ -974,7 +1003,7 @@ impl VhostUserDriver {
         while idle < MAX_IDLE_CHECKS && discards < MAX_DISCARDS_PER_RECV {
             let n = self.take_tx_burst(max, &mut discards, hold, put);
             if n > 0 {
-                self.idle_since = None;
+                self.end_idle_window();
                 return n;
             }
             if discards >= MAX_DISCARDS_PER_RECV {

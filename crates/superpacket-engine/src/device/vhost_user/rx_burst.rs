@@ -125,6 +125,16 @@ impl VhostUserDriver {
                 }
             }
         }
+        // The guest's kicks on its receive queue (buffers added) are wanted
+        // only while frames wait for room (`drain_backlog` turns them on);
+        // left on, a polling guest (DPDK's virtio PMD) kicks at every
+        // refill, and each kick wakes the port's vring thread on the
+        // worker's CPU (14% of the engine's samples in the 64-byte loop,
+        // with the reschedules it causes: docs/benchmarks.md).
+        if stop.is_none() && self.rx_kicks_on && self.backlog.is_empty() {
+            let _ = q.disable_notification(&*a.mem);
+            self.rx_kicks_on = false;
+        }
         drop(st);
         match stop {
             None => i,

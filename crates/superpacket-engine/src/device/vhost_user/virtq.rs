@@ -217,6 +217,7 @@ fn pop_tx_at<'m>(
     near: &mut Near<'m>,
 ) -> Result<Option<TxChain>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
+    rings.prefetch_next(cursor, false);
     let mem = rings.mem();
     scratch.bufs.clear();
     let (mut len, mut truncated) = (0usize, false);
@@ -525,6 +526,7 @@ fn rx_chain<'m>(
     near: &mut Near<'m>,
 ) -> Result<Option<(u16, bool)>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
+    rings.prefetch_next(cursor, true);
     let mem = rings.mem();
     bufs.clear();
     let mut capped = false;
