@@ -371,7 +371,7 @@ pub const MAX_BUSY_POLL_US: u32 = 100_000;
 
 /// Empty polls of a busy-poll window per clock read
 /// ([`VhostUserDriver::keep_polling`]).
-const IDLE_POLLS_PER_CLOCK_READ: u32 = 16;
+pub(crate) const IDLE_POLLS_PER_CLOCK_READ: u32 = 16;
 
 /// The engine's end of a vhost-user-net device (see the module documentation).
 pub struct VhostUserDriver {
