@@ -258,9 +258,9 @@ impl<'m> Rings<'m> {
 
     /// Prefetches for the chains `cursor` has loaded but not yet taken
     /// (called after [`Rings::next_head`]), in two stages: the descriptors
-    /// of the chains up to [`PREFETCH_DESC_AHEAD`] ahead, and (in groups,
-    /// see [`PREFETCH_BUF_REFILL`]) the first buffer's first lines of those
-    /// up to [`PREFETCH_BUF_AHEAD`] ahead, whose descriptors an earlier call
+    /// of the chains up to `PREFETCH_DESC_AHEAD` ahead, and (in groups,
+    /// see `PREFETCH_BUF_REFILL`) the first buffer's first lines of those
+    /// up to `PREFETCH_BUF_AHEAD` ahead, whose descriptors an earlier call
     /// prefetched (`for_write`: a receive buffer the port will store
     /// into). Each is a line the frontend last wrote from its CPU: the
     /// first call after a load of the index starts the transfers of a
