@@ -8,13 +8,16 @@
 //! was like while the row was measured, so that a reader can tell a
 //! disturbed row from a real change (docs/benchmarks.md, "Slow spells").
 //!
-//! - The **clock probe** times a chain of steps in registers, each an
-//!   exclusive or and a multiplication of the value the step before made,
-//!   so no two overlap and a step is a fixed number of core cycles (4 on
-//!   current x86 cores). It stays in registers: a chain through memory
-//!   (`black_box` on every step) measured twice as fast in some rows of a
-//!   run as in others on the EPYC, as the core forwarded the stores or not.
-//!   Its speed is given relative to the run's fastest probe.
+//! - The **clock probe** times a chain of additions, each taking one
+//!   cycle and depending on the one before (each addend passes through
+//!   [`std::hint::black_box`], so the compiler cannot sum the chain in
+//!   closed form). A chain of one-cycle steps needs the core's whole issue
+//!   rate for this thread: it slows when the clock drops and when another
+//!   thread shares the core (a busy SMT sibling). On the EPYC here a run of
+//!   `bench peers` whose rows came out 30-35% slower had this chain at
+//!   about 0.52 ns per step instead of 0.28, while a chain of 4-cycle
+//!   steps (exclusive or and multiply) kept its full speed: the spells are
+//!   not the clock. Its speed is given relative to the run's fastest probe.
 //! - The **memory probe** times dependent loads through [`CHASE_BYTES`]
 //!   (beyond one core's L2, within the L3 other guests share) in a random
 //!   cyclic order, each load waiting for the one before, so no prefetcher
@@ -25,7 +28,7 @@
 use std::hint::black_box;
 use std::time::Instant;
 
-/// Steps of one probe: about 1.1 ms at 3.6 GHz on the EPYC above.
+/// Steps of one probe: about 0.3 ms at 3.6 GHz on the EPYC above.
 pub const PROBE_STEPS: u64 = 1_000_000;
 
 /// Nanoseconds per step of the dependent chain, timed once now.
@@ -34,7 +37,7 @@ pub fn probe_ns_per_step() -> f64 {
     let steps = black_box(PROBE_STEPS);
     let start = Instant::now();
     for step in 0..steps {
-        x = (x ^ step).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x = x.wrapping_add(black_box(step));
     }
     black_box(x);
     start.elapsed().as_secs_f64() * 1e9 / PROBE_STEPS as f64
@@ -114,7 +117,7 @@ pub fn relative_speeds(probes: &[f64], all: &[f64]) -> Vec<f64> {
 }
 
 /// A probe slower than this share of the run's fastest counts as slow
-/// (a spell at about 2.0 GHz against 3.6 is 0.55).
+/// (a spell at half the issue rate is 0.5).
 pub const SLOW_BELOW: f64 = 0.8;
 
 /// How fast the core (or the memory) was over a set of probes.
@@ -243,15 +246,15 @@ pub fn render_human(report: &super::BenchReport) -> String {
     let core = get("core_fastest_ns");
     format!(
         "superpacket bench clock: {} windows of {:.0} ms on CPU {}\n\
-         core: a register chain of fixed cycles, fastest window {core:.3} ns per step (about {:.2} GHz if a step \
-         is 4 cycles)\n  \
+         core: a chain of one-cycle additions, fastest window {core:.3} ns per step (about {:.2} GHz if a step \
+         is one cycle)\n  \
          speed relative to the fastest window: median {:.2}, lowest {:.2}; {:.1}% of windows below {SLOW_BELOW}\n  \
          slow spells (consecutive windows below {SLOW_BELOW}): {}, longest {:.2} s, median speed in them {:.2}\n\
          memory: dependent loads through {} MiB, ns per load: lowest window {:.1}, median {:.1}, highest {:.1}\n",
         get("windows"),
         get("window_secs") * 1000.0,
         get("pinned_cpu"),
-        4.0 / core,
+        1.0 / core,
         get("core_speed_median"),
         get("core_speed_lowest"),
         get("core_slow_share") * 100.0,
