@@ -246,15 +246,13 @@ pub fn render_human(report: &super::BenchReport) -> String {
     let core = get("core_fastest_ns");
     format!(
         "superpacket bench clock: {} windows of {:.0} ms on CPU {}\n\
-         core: a chain of one-cycle additions, fastest window {core:.3} ns per step (about {:.2} GHz if a step \
-         is one cycle)\n  \
+         core: a chain of one-cycle additions, fastest window {core:.3} ns per step\n  \
          speed relative to the fastest window: median {:.2}, lowest {:.2}; {:.1}% of windows below {SLOW_BELOW}\n  \
          slow spells (consecutive windows below {SLOW_BELOW}): {}, longest {:.2} s, median speed in them {:.2}\n\
          memory: dependent loads through {} MiB, ns per load: lowest window {:.1}, median {:.1}, highest {:.1}\n",
         get("windows"),
         get("window_secs") * 1000.0,
         get("pinned_cpu"),
-        1.0 / core,
         get("core_speed_median"),
         get("core_speed_lowest"),
         get("core_slow_share") * 100.0,
