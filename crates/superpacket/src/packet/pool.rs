@@ -148,14 +148,32 @@ fn keep_buffer(list: &'static IdleList, max: usize, buf: Vec<u8>) {
     });
 }
 
+/// A per-thread list of idle object lists (segment lists, frag lists).
+type IdleLists<T> = std::thread::LocalKey<RefCell<Vec<Vec<T>>>>;
+
+/// An empty list from `idle`, or a new one with room for `room`.
+fn take_list<T>(idle: &'static IdleLists<T>, room: usize) -> Vec<T> {
+    idle.try_with(|idle| idle.borrow_mut().pop()).ok().flatten().unwrap_or_else(|| Vec::with_capacity(room))
+}
+
+/// Empties `list` and puts it on `idle`, if that holds fewer than `max`.
+/// The list's elements are dropped before `idle` is borrowed: dropping one
+/// may give a list of its own back to the same `idle`.
+fn keep_list<T>(idle: &'static IdleLists<T>, max: usize, mut list: Vec<T>) {
+    list.clear();
+    // During thread teardown the list may be gone: the list is then freed.
+    let _ = idle.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        if idle.len() < max {
+            idle.push(list);
+        }
+    });
+}
+
 /// An empty segment list with room for [`MAX_SEGMENTS`]: a recycled one
 /// when this thread has one idle, else a new one.
 pub fn take_segment_list() -> Vec<Segment> {
-    IDLE_SEGMENT_LISTS
-        .try_with(|idle| idle.borrow_mut().pop())
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| Vec::with_capacity(MAX_SEGMENTS))
+    take_list(&IDLE_SEGMENT_LISTS, MAX_SEGMENTS)
 }
 
 /// Gives an emptied segment list back if it has exactly [`MAX_SEGMENTS`]
@@ -163,46 +181,23 @@ pub fn take_segment_list() -> Vec<Segment> {
 #[inline]
 pub fn recycle_segment_list(list: Vec<Segment>) {
     if list.capacity() == MAX_SEGMENTS {
-        keep_segment_list(list);
+        keep_list(&IDLE_SEGMENT_LISTS, SEGMENT_LISTS_MAX_IDLE, list);
     }
-}
-
-/// Empties a segment list and puts it on this thread's idle list, if it has room.
-fn keep_segment_list(mut list: Vec<Segment>) {
-    list.clear();
-    let _ = IDLE_SEGMENT_LISTS.try_with(|idle| {
-        let mut idle = idle.borrow_mut();
-        if idle.len() < SEGMENT_LISTS_MAX_IDLE {
-            idle.push(list);
-        }
-    });
 }
 
 /// An empty frag list with room for [`FRAG_LIST_ROOM`] packets: a recycled
 /// one when this thread has one idle, else a new one.
 pub fn take_frag_list() -> Vec<Packet> {
-    IDLE_FRAG_LISTS
-        .try_with(|idle| idle.borrow_mut().pop())
-        .ok()
-        .flatten()
-        .unwrap_or_else(|| Vec::with_capacity(FRAG_LIST_ROOM))
+    take_list(&IDLE_FRAG_LISTS, FRAG_LIST_ROOM)
 }
 
 /// Gives a frag list back if it has exactly [`FRAG_LIST_ROOM`] capacity
 /// and this thread's list has room; otherwise it is freed. Its packets are
-/// dropped first (before the idle list is borrowed: one of them may give
-/// a frag list of its own back).
-pub fn recycle_frag_list(mut list: Vec<Packet>) {
-    if list.capacity() != FRAG_LIST_ROOM {
-        return;
+/// dropped first (one of them may give a frag list of its own back).
+pub fn recycle_frag_list(list: Vec<Packet>) {
+    if list.capacity() == FRAG_LIST_ROOM {
+        keep_list(&IDLE_FRAG_LISTS, FRAG_LISTS_MAX_IDLE, list);
     }
-    list.clear();
-    let _ = IDLE_FRAG_LISTS.try_with(|idle| {
-        let mut idle = idle.borrow_mut();
-        if idle.len() < FRAG_LISTS_MAX_IDLE {
-            idle.push(list);
-        }
-    });
 }
 
 /// This thread's pool counters.
