@@ -234,6 +234,13 @@ impl PortShared {
         lock(&self.conn).clone()
     }
 
+    /// True if `conn` is still the current connection and its device was
+    /// not reset since it counted `resets`: what a write into its rings
+    /// checks first (a used element of a held frame, a used index).
+    pub fn still_serves(&self, conn: &Arc<Conn>, resets: u64) -> bool {
+        self.current().is_some_and(|c| Arc::ptr_eq(&c, conn)) && conn.resets.load(Ordering::Acquire) == resets
+    }
+
     fn error(&self, e: impl std::fmt::Display) {
         self.stats.errors.fetch_add(1, Ordering::Relaxed);
         self.note(e.to_string());

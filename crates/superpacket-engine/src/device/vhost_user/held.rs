@@ -196,8 +196,7 @@ impl Completion {
     /// completion that saw them unchanged is over before it goes on.
     fn complete(&self, mem: &GuestMem) {
         let mut st = self.tx.get_mut();
-        let current = self.shared.current().is_some_and(|c| Arc::ptr_eq(&c, &self.conn))
-            && self.conn.resets.load(Ordering::Acquire) == self.resets
+        let current = self.shared.still_serves(&self.conn, self.resets)
             && self.queue().stops.load(Ordering::Acquire) == self.stops;
         let q = st.get_queue_mut();
         if !current || q.used_ring() != self.used_ring {

@@ -803,8 +803,7 @@ impl VhostUserDriver {
         // `ready` under this lock; a reset or a new connection changes the
         // reset count or the current connection. After any of them the ring
         // is the frontend's again: not even the index is written.
-        let current = self.shared().current().is_some_and(|c| Arc::ptr_eq(&c, &a.owner));
-        if !q.ready() || !current || a.owner.resets.load(Ordering::Acquire) != a.conn.1 {
+        if !q.ready() || !self.shared().still_serves(&a.owner, a.conn.1) {
             return;
         }
         let want = virtq::publish_used_idx(q, mem).and_then(|()| match self.signalled[which] {
