@@ -303,11 +303,10 @@ impl<'m> Rings<'m> {
         // (a frontend's 4 KiB pages, one per buffer), and a prefetch waits
         // for its page walk before it retires; walks started back to back
         // overlap, one per chain would each stall.
-        let (from, _) = span(cursor.buf_to, PREFETCH_BUF_AHEAD);
-        if from.wrapping_sub(cursor.next) >= PREFETCH_BUF_REFILL.min(ahead) {
+        let (mut c, to) = span(cursor.buf_to, PREFETCH_BUF_AHEAD);
+        if c.wrapping_sub(cursor.next) >= PREFETCH_BUF_REFILL.min(ahead) {
             return;
         }
-        let (mut c, to) = span(cursor.buf_to, PREFETCH_BUF_AHEAD);
         while c.wrapping_sub(cursor.next) < to.wrapping_sub(cursor.next) {
             if let Some(at) = desc_at(c)
                 && let Ok(d) = self.desc.get_ref::<Descriptor>(at).map(|r| r.load())
