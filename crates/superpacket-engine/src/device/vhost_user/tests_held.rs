@@ -95,6 +95,14 @@ impl Sender {
 
     /// [`Sender::take`] of frames that are all held: their packets, whose
     /// payloads are held, and the held frames.
+    /// Sends one 20,000-byte TSO superpacket, held: the frame, its
+    /// virtio-net header, its packet and its held payload.
+    fn send_one_held(&self) -> (Vec<u8>, [u8; 12], Packet, HeldFrame) {
+        let (frame, hdr) = superpacket(20_000);
+        let (packet, held) = self.send_held(&[(&frame, hdr)]).pop().expect("one frame sent");
+        (frame, hdr, packet, held)
+    }
+
     fn send_held(&self, frames: &[(&[u8], [u8; 12])]) -> Vec<(Packet, HeldFrame)> {
         let taken = self.take(frames);
         let bufs = std::mem::take(&mut *self.scratch_bufs.lock().unwrap());
@@ -200,8 +208,7 @@ fn a_frame_whose_headers_may_pass_the_head_is_taken_whole() {
 #[test]
 fn sent_the_senders_chain_is_given_back_after_the_receivers_copy() {
     let s = Sender::new();
-    let (frame, hdr) = superpacket(20_000);
-    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    let (frame, hdr, packet, held) = s.send_one_held();
     let rm = mem();
     let mut rq = virtio_queue::Queue::new(SIZE).unwrap();
     rq.set_size(SIZE);
@@ -307,8 +314,7 @@ fn a_sender_in_two_regions_holds_only_frames_whose_buffers_each_lie_in_one() {
 #[test]
 fn a_held_frame_lands_over_several_receive_chains_in_two_regions() {
     let s = Sender::new();
-    let (frame, hdr) = superpacket(20_000);
-    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    let (frame, hdr, packet, held) = s.send_one_held();
     const SPLIT: u64 = 0x4_0000;
     let rm = GuestMemoryMmap::<()>::from_ranges(&[
         (GuestAddress(0), SPLIT as usize),
@@ -402,8 +408,7 @@ fn sent(g: &mut Graph, p: crate::device::DeviceId) -> Vec<Vec<u8>> {
 #[test]
 fn flooded_every_port_gets_the_whole_frame() {
     let s = Sender::new();
-    let (frame, hdr) = superpacket(20_000);
-    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    let (frame, _, packet, held) = s.send_one_held();
     let (mut g, ingress, out) = bridge(3, false);
     g.receive_held(ingress, packet, held);
     for p in out {
@@ -418,8 +423,7 @@ fn flooded_every_port_gets_the_whole_frame() {
 #[test]
 fn segmented_for_a_port_without_tso_as_the_whole_frame() {
     let s = Sender::new();
-    let (frame, hdr) = superpacket(20_000);
-    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    let (frame, _, packet, held) = s.send_one_held();
     // p0 learns the frame's destination address.
     let topology = || {
         let (mut g, ingress, out) = bridge(2, true);
@@ -450,8 +454,7 @@ fn segmented_for_a_port_without_tso_as_the_whole_frame() {
 #[test]
 fn dropped_in_the_graph_gives_the_chain_back_once() {
     let s = Sender::new();
-    let (frame, hdr) = superpacket(20_000);
-    let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    let (frame, _, packet, held) = s.send_one_held();
     let (mut g, ingress, out) = bridge(1, false);
     let mut learn = vec![0u8; 60];
     learn[6..12].copy_from_slice(&frame[..6]);
@@ -531,8 +534,7 @@ impl SegmentSink for TakesHeld {
 fn sent_through_the_graph_to_a_port_that_takes_it() {
     for robust in [true, false] {
         let s = Sender::new();
-        let (frame, hdr) = superpacket(20_000);
-        let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+        let (frame, _, packet, held) = s.send_one_held();
         assert!(packet.meta.gso_type.contains(superpacket::packet::GsoType::DODGY));
         let mut g = Graph::new(StackMode::Passthrough);
         let br = g.add_bridge("br0", false).unwrap();
@@ -560,8 +562,7 @@ fn sent_through_the_graph_to_a_port_that_takes_it() {
 #[test]
 fn a_held_packet_the_segmenter_would_cut_is_cut_once_whole() {
     let s = Sender::new();
-    let (frame, hdr) = superpacket(20_000);
-    let (mut packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+    let (frame, _, mut packet, held) = s.send_one_held();
     packet.meta.gso_segs = 0;
     let port = || TakesHeld {
         hw: MemoryDriver::full().hw.without(NetdevFeatures::GSO_ROBUST),
@@ -602,8 +603,7 @@ fn a_held_packet_the_segmenter_would_cut_is_cut_once_whole() {
 fn a_cross_connect_passes_a_held_payload_to_its_other_member() {
     for members in [2, 1] {
         let s = Sender::new();
-        let (frame, hdr) = superpacket(20_000);
-        let (packet, held) = s.send_held(&[(&frame, hdr)]).pop().unwrap();
+        let (frame, _, packet, held) = s.send_one_held();
         let mut g = Graph::new(StackMode::Passthrough);
         let xc = g.add_xconnect("xc0").unwrap();
         let ingress = g.add_port("in", Box::new(MemoryDriver::full())).unwrap();
