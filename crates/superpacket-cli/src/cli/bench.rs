@@ -50,9 +50,10 @@ pub enum BenchScenario {
     /// (issue 10: ratio target >= 0.5), with the bounded tables' peaks
     /// against their limits.
     Flood(super::bench_flood::FloodBenchArgs),
-    /// How fast the measuring core runs over time: a register chain of fixed
-    /// cycles timed in 50 ms windows; the slow spells of a shared machine
-    /// (the clock falling for a while) and how deep they go.
+    /// How much of the core and its memory the measuring thread gets over
+    /// time: a chain of one-cycle additions and a 4 MiB dependent-load
+    /// chase, timed in 50 ms windows; the slow spells of a shared machine
+    /// (another thread sharing the core for a while) and how deep they go.
     Clock(ClockArgs),
     /// Instructions per packet, segment, fragment, superpacket and byte
     /// (GRO, GSO, reassembly, the device graph's bridge and router, the

@@ -208,7 +208,7 @@ pub struct Row {
     pub bytes_per_sample: u64,
     /// Every engine's result.
     pub engines: Vec<EngineResult>,
-    /// The clock and memory probes taken before each engine's measurement
+    /// The core and memory probes taken before each engine's measurement
     /// in each round ([`clock::probe`]).
     pub probes: Vec<clock::Probe>,
 }
@@ -445,7 +445,7 @@ pub fn run_with_progress(opts: &PeersOptions, on_step: &mut dyn FnMut(&str, usiz
 
 impl PeersReport {
     /// How fast the core was while `row` was measured, relative to the
-    /// run's fastest clock probe, and the memory probes' latency ([`clock`]).
+    /// run's fastest core probe, and the memory probes' latency ([`clock`]).
     pub fn row_probes(&self, row: &Row) -> (Option<clock::Speed>, Option<clock::Latency>) {
         let all: Vec<f64> = self.rows.iter().flat_map(|r| r.probes.iter().map(|p| p.core_ns)).collect();
         let core: Vec<f64> = row.probes.iter().map(|p| p.core_ns).collect();
