@@ -274,12 +274,15 @@ impl Worker {
                 break;
             }
             n += got;
-            let mut held = self.held.drain(..).peekable();
+            // Not `peekable`: a peeked `HeldFrame` (over 1 KiB) would be
+            // moved for every packet, held or not; the drain's slice is
+            // looked at instead and a frame moved only when it is taken.
+            let mut held = self.held.drain(..);
             for (i, mut pkt) in self.burst.drain(..).enumerate() {
                 if pkt.meta.arrival_ns.is_none() {
                     pkt.meta.arrival_ns = Some(now_ns);
                 }
-                let h = held.next_if(|h| h.burst_index() == i);
+                let h = if held.as_slice().first().is_some_and(|h| h.burst_index() == i) { held.next() } else { None };
                 match (&mut slot.gro, h) {
                     (None, Some(h)) => self.graph.receive_held(id, pkt, h),
                     (None, None) => self.graph.receive(id, pkt),
@@ -293,7 +296,7 @@ impl Worker {
             // Every held frame matched its packet: the driver numbers them by
             // their packet's place in the burst. One left over would mean its
             // packet went on without its payload; tests catch that here.
-            debug_assert!(held.peek().is_none(), "a held frame without its packet in the burst");
+            debug_assert!(held.as_slice().is_empty(), "a held frame without its packet in the burst");
             drop(held);
         }
         if let Some(gro) = &mut slot.gro {

@@ -1119,7 +1119,11 @@ impl PortDriver for VhostUserDriver {
     fn recv_burst_held(&mut self, out: &mut Vec<Packet>, held: &mut Vec<HeldFrame>, max: usize) -> usize {
         let hold = held::MAX_HELD.saturating_sub(held.len());
         self.receive_burst(max, hold, &mut |p, h| {
-            held.extend(h.map(|h| h.in_burst(out.len())));
+            // Moved only when there is one: a `HeldFrame` is over 1 KiB
+            // (its buffer list), and most frames are not held.
+            if let Some(h) = h {
+                held.push(h.in_burst(out.len()));
+            }
             out.push(p);
         })
     }
