@@ -799,8 +799,14 @@ impl Segmenter {
         plan: &Plan,
         sink: &mut S,
     ) -> usize {
-        let (size, total) = (plan.gso_size, plan.payload_len);
-        self.cut_at(pkt, caps, plan, sink, (0..plan.segs).map(move |i| size.min(total - i * size)))
+        let size = plan.gso_size;
+        // What is left after each frame, counted down (no multiplication per frame).
+        let lengths = (0..plan.segs).scan(plan.payload_len, move |left, _| {
+            let len = (*left).min(size);
+            *left -= len;
+            Some(len)
+        });
+        self.cut_at(pkt, caps, plan, sink, lengths)
     }
 
     /// [`Segmenter::cut`] with explicit segment payload lengths (fraglist
