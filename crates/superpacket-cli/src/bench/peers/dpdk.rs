@@ -177,6 +177,7 @@ impl From<DpdkRun> for EngineRun {
             // The program fails if two passes differ.
             stable: true,
             samples_secs: r.samples_secs,
+            round_secs: Vec::new(),
         }
     }
 }

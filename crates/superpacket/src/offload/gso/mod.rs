@@ -799,8 +799,14 @@ impl Segmenter {
         plan: &Plan,
         sink: &mut S,
     ) -> usize {
-        let (size, total) = (plan.gso_size, plan.payload_len);
-        self.cut_at(pkt, caps, plan, sink, (0..plan.segs).map(|i| size.min(total - i * size)))
+        let size = plan.gso_size;
+        // What is left after each frame, counted down (no multiplication per frame).
+        let lengths = (0..plan.segs).scan(plan.payload_len, move |left, _| {
+            let len = (*left).min(size);
+            *left -= len;
+            Some(len)
+        });
+        self.cut_at(pkt, caps, plan, sink, lengths)
     }
 
     /// [`Segmenter::cut`] with explicit segment payload lengths (fraglist
@@ -813,8 +819,35 @@ impl Segmenter {
         sink: &mut S,
         lengths: impl Iterator<Item = usize>,
     ) -> usize {
+        // The loop is compiled for four shapes, chosen once per superpacket
+        // (a segment then tests none of the flags its shape fixes, and the
+        // loop keeps fewer values live): scatter-gather or linear, each for
+        // TCP with checksums in software (the usual output for a port
+        // without checksum offload) and for everything else.
+        let tcp_sw = plan.sw_csum && matches!(plan.proto, GsoProtocol::TcpV4 | GsoProtocol::TcpV6);
+        match (caps.sg, tcp_sw) {
+            (true, true) => self.cut_loop::<S, true, true>(pkt, plan, sink, lengths),
+            (true, false) => self.cut_loop::<S, true, false>(pkt, plan, sink, lengths),
+            (false, true) => self.cut_loop::<S, false, true>(pkt, plan, sink, lengths),
+            (false, false) => self.cut_loop::<S, false, false>(pkt, plan, sink, lengths),
+        }
+    }
+
+    /// [`Segmenter::cut_at`]'s loop for one shape: `SG`, frames in
+    /// scatter-gather form where the payload fits [`MAX_SG_SLICES`] slices
+    /// (else linear); `TCP_SW`, the plan is TCP with software checksums
+    /// ([`HeaderFixer::fix`]).
+    #[inline(always)]
+    fn cut_loop<S: SegmentSink + ?Sized, const SG: bool, const TCP_SW: bool>(
+        &mut self,
+        pkt: &Packet,
+        plan: &Plan,
+        sink: &mut S,
+        lengths: impl Iterator<Item = usize>,
+    ) -> usize {
         let lay = &plan.lay;
         let hl = lay.hdr_len;
+        let sum = TCP_SW || plan.sw_csum;
         let fixer = HeaderFixer::new(&self.hdr[..hl], plan);
         let mut cursor = PayloadCursor::new(pkt, hl, plan.frag_headers, plan.lay.medium());
         let mut slices: [&[u8]; MAX_SG_SLICES] = [&[]; MAX_SG_SLICES];
@@ -834,10 +867,8 @@ impl Segmenter {
             }
             // Too many slices for one frame: `gather` leaves the cursor
             // where it was, and this one goes out linear.
-            if caps.sg
-                && let Some((n, psum)) = cursor.gather(len, &mut slices, plan.sw_csum)
-            {
-                let pseudo = fixer.fix(&mut self.hdr[..hl], i, at, &k, psum);
+            if SG && let Some((n, psum)) = cursor.gather(len, &mut slices, sum) {
+                let pseudo = fixer.fix::<TCP_SW>(&mut self.hdr[..hl], i, at, &k, psum);
                 if let (Some(outer), Some(ko)) = (&plan.outer, &ko) {
                     outer.fix(&mut self.hdr[..hl], i, ko, pseudo);
                 }
@@ -846,9 +877,9 @@ impl Segmenter {
                 continue;
             }
             let buf = sink.linear_buffer(hl + len);
-            output::copy_header(&mut buf[..hl], &self.hdr[..hl]);
-            let psum = cursor.copy_into(&mut buf[hl..hl + len], plan.sw_csum);
-            let pseudo = fixer.fix(&mut buf[..hl], i, at, &k, psum);
+            output::copy_header_block(buf, &self.hdr, hl);
+            let psum = cursor.copy_into(&mut buf[hl..hl + len], sum);
+            let pseudo = fixer.fix::<TCP_SW>(&mut buf[..hl], i, at, &k, psum);
             if let (Some(outer), Some(ko)) = (&plan.outer, &ko) {
                 outer.fix(&mut buf[..hl], i, ko, pseudo);
             }
@@ -910,17 +941,19 @@ pub(crate) struct HeaderFixer {
     proto: GsoProtocol,
     segs: usize,
     sw_csum: bool,
-    fixed_id: bool,
     ip_id: u16,
-    /// [`Plan::id_stride`].
-    id_stride: u16,
+    /// How far the IPv4 IDs of consecutive segments lie apart: 0 with
+    /// FIXEDID, else [`Plan::id_stride`] (segment `i` has `ip_id + i * id_step`).
+    id_step: u16,
     /// [`Plan::wire_cap`].
     wire_cap: usize,
     seq: u32,
     /// The TCP flag byte of the first, a middle and the last segment
     /// ([`tcp::segment_flags`], or the superpacket's with `keep_flags`),
-    /// chosen once so that a segment only picks one. With one segment it
-    /// is the last (which keeps every flag).
+    /// chosen once so that a segment only picks one: segment `i` takes
+    /// entry `(i > 0) + (i + 1 >= segs)`. With one segment all three are
+    /// that segment's (the last's, which keeps every flag), so its entry 1
+    /// is right too.
     seg_flags: [u8; 3],
     /// L4 header length (L4 length = this + the segment's payload).
     l4_hdr_len: usize,
@@ -982,12 +1015,11 @@ impl HeaderFixer {
             proto: plan.proto,
             segs: n,
             sw_csum: plan.sw_csum,
-            fixed_id: plan.fixed_id,
             ip_id: if lay.v6 { 0 } else { word(ip, 4) },
-            id_stride: plan.id_stride(),
+            id_step: if plan.fixed_id { 0 } else { plan.id_stride() },
             wire_cap: plan.wire_cap(),
             seq: if tcp { u32::from_be_bytes([l4[4], l4[5], l4[6], l4[7]]) } else { 0 },
-            seg_flags: [flags_of(0), flags_of(1.min(n.saturating_sub(1))), flags_of(n.saturating_sub(1))],
+            seg_flags: if n <= 1 { [flags_of(0); 3] } else { [flags_of(0), flags_of(1), flags_of(n - 1)] },
             l4_hdr_len: lay.hdr_len - lay.l4_offset,
             addr_sum,
             ip_base,
@@ -1056,9 +1088,21 @@ impl HeaderFixer {
     ///
     /// # Panics
     /// If `hdr` is shorter than the template's header block (a programming error).
+    ///
+    /// `TCP_SW`: the caller knows the plan is TCP with software checksums
+    /// (its protocol and checksum flags are then not tested).
     #[inline(always)]
-    pub(crate) fn fix(&self, hdr: &mut [u8], i: usize, offset: usize, k: &SegLen, psum: u16) -> u16 {
+    pub(crate) fn fix<const TCP_SW: bool>(
+        &self,
+        hdr: &mut [u8],
+        i: usize,
+        offset: usize,
+        k: &SegLen,
+        psum: u16,
+    ) -> u16 {
         use crate::csum::fold32;
+        let proto = if TCP_SW { GsoProtocol::TcpV4 } else { self.proto };
+        let sw_csum = TCP_SW || self.sw_csum;
         // Sums are taken in u32 and folded once (`fold32`: the value a chain
         // of `ones_add` gives). Each header is borrowed as a fixed-size array
         // (one bounds check, then constant offsets).
@@ -1067,25 +1111,21 @@ impl HeaderFixer {
         if !lay.v6 {
             let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("IPv4 header in the block");
             // offload-rules 3.2: ID + i unless FIXEDID; USO always increments (3.3).
-            let id = if self.fixed_id {
-                self.ip_id
-            } else {
-                self.ip_id.wrapping_add((i as u16).wrapping_mul(self.id_stride))
-            };
+            let id = self.ip_id.wrapping_add((i as u16).wrapping_mul(self.id_step));
             let c = !crate::csum::ones_add(k.ip_sum, id);
             ip[4..6].copy_from_slice(&id.to_be_bytes());
             ip[10..12].copy_from_slice(&c.to_be_bytes());
         }
         let l4 = lay.l4_offset;
-        let value = match self.proto {
+        let value = match proto {
             GsoProtocol::TcpV4 | GsoProtocol::TcpV6 => {
                 let tcp: &mut [u8; 20] = (&mut hdr[l4..l4 + 20]).try_into().expect("TCP header in the block");
                 let seq = self.seq.wrapping_add(offset as u32);
-                let which = if i + 1 >= self.segs { 2 } else { usize::from(i > 0) };
+                let which = usize::from(i > 0) + usize::from(i + 1 >= self.segs);
                 let flags = self.seg_flags[which];
                 tcp[4..8].copy_from_slice(&seq.to_be_bytes());
                 tcp[13] = flags;
-                let value = if self.sw_csum {
+                let value = if sw_csum {
                     !fold32(k.l4_part + (seq >> 16) + (seq & 0xFFFF) + u32::from(flags) + u32::from(psum))
                 } else {
                     k.pseudo
@@ -1094,7 +1134,7 @@ impl HeaderFixer {
                 return k.pseudo;
             }
             GsoProtocol::UdpL4 => {
-                if self.sw_csum {
+                if sw_csum {
                     udp::mangle_zero(!fold32(k.l4_part + u32::from(psum)))
                 } else {
                     k.pseudo

@@ -345,6 +345,29 @@ pub(crate) fn copy_header(dst: &mut [u8], src: &[u8]) {
     }
 }
 
+/// Bytes [`copy_header_block`] moves in one fixed-size copy.
+pub(crate) const HEADER_BLOCK: usize = 128;
+
+/// Writes the header block `template[..hl]` to the start of `frame`, a
+/// whole linear frame whose bytes after `hl` (the payload) the caller
+/// writes next. When the frame and the template hold at least
+/// [`HEADER_BLOCK`] bytes and the block is not longer, the template's
+/// first [`HEADER_BLOCK`] bytes go over as one fixed-size copy, with no
+/// dispatch on `hl` (once per segment of linear GSO output): the bytes
+/// past `hl` it writes lie in the payload area and are overwritten by the
+/// payload. Otherwise [`copy_header`].
+///
+/// # Panics
+/// If `frame` or `template` is shorter than `hl` (a programming error).
+#[inline(always)]
+pub(crate) fn copy_header_block(frame: &mut [u8], template: &[u8], hl: usize) {
+    if hl <= HEADER_BLOCK && frame.len() >= HEADER_BLOCK && template.len() >= HEADER_BLOCK {
+        copy_at::<HEADER_BLOCK>(frame, template, 0);
+    } else {
+        copy_header(&mut frame[..hl], &template[..hl]);
+    }
+}
+
 /// Copies the first and the last `W` bytes of `src` (as long as `dst`, at
 /// least `W` and at most `2 * W` bytes: then that is all of it).
 #[inline(always)]

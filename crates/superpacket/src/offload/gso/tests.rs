@@ -1223,3 +1223,23 @@ fn copy_header_every_length() {
         assert_eq!(buf[n], 0, "{n}-byte block: a byte written past the end");
     }
 }
+
+/// `output::copy_header_block` leaves a frame's first `hl` bytes equal to
+/// the template's for every block length and frame length around the
+/// fixed-size move (128 bytes), and writes nothing past the frame.
+#[test]
+fn copy_header_block_every_length() {
+    let template: Vec<u8> = (0..MAX_HEADER_LEN as u32).map(|i| (i.wrapping_mul(37) ^ (i >> 3)) as u8 | 1).collect();
+    for hl in 0..=200 {
+        for frame_len in hl..=hl + 140 {
+            let mut buf = vec![0u8; frame_len + 1];
+            output::copy_header_block(&mut buf[..frame_len], &template, hl);
+            assert_eq!(&buf[..hl], &template[..hl], "{hl}-byte block in a {frame_len}-byte frame");
+            assert_eq!(buf[frame_len], 0, "{hl}-byte block: a byte written past the {frame_len}-byte frame");
+        }
+    }
+    // A template shorter than the fixed move is copied by length.
+    let mut buf = vec![0u8; 200];
+    output::copy_header_block(&mut buf, &template[..100], 100);
+    assert_eq!(&buf[..100], &template[..100]);
+}

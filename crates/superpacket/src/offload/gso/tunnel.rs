@@ -195,7 +195,6 @@ pub(crate) enum OuterCsum {
 pub(crate) struct OuterFixer {
     l3: usize,
     v6: bool,
-    fixed_id: bool,
     ip_id: u16,
     /// Sum of the outer IPv4 header with total length, ID and checksum zeroed.
     ip_base: u16,
@@ -206,8 +205,9 @@ pub(crate) struct OuterFixer {
     addr_sum: u16,
     /// Sum of the outer UDP ports.
     port_sum: u16,
-    /// [`Plan::id_stride`].
-    id_stride: u16,
+    /// How far the outer IPv4 IDs of consecutive frames lie apart: 0 with
+    /// TCP_FIXEDID, else [`Plan::id_stride`].
+    id_step: u16,
     /// [`Plan::wire_cap`].
     wire_cap: usize,
 }
@@ -237,7 +237,6 @@ impl OuterFixer {
         OuterFixer {
             l3,
             v6: o.v6,
-            fixed_id,
             ip_id: if o.v6 { 0 } else { word(l3 + 4) },
             ip_base,
             udp,
@@ -245,7 +244,7 @@ impl OuterFixer {
             mode,
             addr_sum,
             port_sum: ones_add(word(udp), word(udp + 2)),
-            id_stride: plan.id_stride(),
+            id_step: if fixed_id { 0 } else { plan.id_stride() },
             wire_cap: plan.wire_cap(),
         }
     }
@@ -312,8 +311,7 @@ impl OuterFixer {
         let l3 = self.l3;
         if !self.v6 {
             let ip: &mut [u8; 20] = (&mut hdr[l3..l3 + 20]).try_into().expect("outer IPv4 header in the block");
-            let step = (i as u16).wrapping_mul(self.id_stride);
-            let id = if self.fixed_id { self.ip_id } else { self.ip_id.wrapping_add(step) };
+            let id = self.ip_id.wrapping_add((i as u16).wrapping_mul(self.id_step));
             let c = !ones_add(k.ip_sum, id);
             ip[4..6].copy_from_slice(&id.to_be_bytes());
             ip[10..12].copy_from_slice(&c.to_be_bytes());
