@@ -2,6 +2,7 @@
 //! packets between them (see the module documentation of [`super`]).
 
 use super::stats::{DeviceSnapshot, WorkerSnapshot};
+use crate::device::graph::take_held_of;
 use crate::device::{DeviceId, Graph, HeldFrame, TableUsage};
 use crate::io::event::{Epoll, EventFd};
 use crate::io::{IoError, cputime};
@@ -274,30 +275,23 @@ impl Worker {
                 break;
             }
             n += got;
-            // Not `peekable`: a peeked `HeldFrame` (over 1 KiB) would be
-            // moved for every packet, held or not; the drain's slice is
-            // looked at instead and a frame moved only when it is taken.
+            let Some(gro) = &mut slot.gro else {
+                self.graph.receive_burst(id, &mut self.burst, &mut self.held, now_ns);
+                continue;
+            };
+            // GRO reads payloads and keeps packets across bursts: each
+            // packet is moved into it whole.
             let mut held = self.held.drain(..);
             for (i, mut pkt) in self.burst.drain(..).enumerate() {
                 if pkt.meta.arrival_ns.is_none() {
                     pkt.meta.arrival_ns = Some(now_ns);
                 }
-                let h = if held.as_slice().first().is_some_and(|h| h.burst_index() == i) { held.next() } else { None };
-                match (&mut slot.gro, h) {
-                    (None, Some(h)) => self.graph.receive_held(id, pkt, h),
-                    (None, None) => self.graph.receive(id, pkt),
-                    // GRO reads payloads and keeps packets across bursts.
-                    (Some(gro), h) => match h.map_or(Ok(()), |h| h.materialise(&mut pkt)) {
-                        Ok(()) => gro.receive(pkt),
-                        Err(reason) => self.graph.count_drops(id, reason, 1),
-                    },
+                match take_held_of(&mut held, i).map_or(Ok(()), |h| h.materialise(&mut pkt)) {
+                    Ok(()) => gro.receive(pkt),
+                    Err(reason) => self.graph.count_drops(id, reason, 1),
                 }
             }
-            // Every held frame matched its packet: the driver numbers them by
-            // their packet's place in the burst. One left over would mean its
-            // packet went on without its payload; tests catch that here.
             debug_assert!(held.as_slice().is_empty(), "a held frame without its packet in the burst");
-            drop(held);
         }
         if let Some(gro) = &mut slot.gro {
             gro.flush();

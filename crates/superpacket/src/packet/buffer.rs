@@ -36,6 +36,7 @@ use super::pool;
 use crate::wire::VlanTagView;
 use bytes::Bytes;
 use std::fmt;
+use std::mem::ManuallyDrop;
 
 /// Maximum number of shared payload segments per packet (Linux `MAX_SKB_FRAGS`).
 pub const MAX_SEGMENTS: usize = 17;
@@ -235,9 +236,22 @@ fn push_cold(items: &mut Vec<Segment>, seg: Segment) {
 
 /// The list of payload segments, at most [`MAX_SEGMENTS`]. An empty list
 /// does not allocate; a merged aggregate allocates its list once.
+///
+/// The list is dropped by hand ([`Segments`]'s `Drop`): the compiler's drop
+/// glue of a `Vec<Segment>` is a call even for a list without memory, and
+/// every packet has one (most of them empty).
 #[derive(Clone, Default)]
 struct Segments {
-    items: Vec<Segment>,
+    items: ManuallyDrop<Vec<Segment>>,
+}
+
+impl Drop for Segments {
+    #[inline]
+    fn drop(&mut self) {
+        if self.items.capacity() != 0 {
+            drop(std::mem::take(&mut *self.items));
+        }
+    }
 }
 
 impl Segments {
@@ -273,7 +287,7 @@ impl Segments {
             let cut = keep - seen;
             let mut rest = Segments::default();
             if cut == 0 {
-                rest.items = self.items.split_off(i);
+                *rest.items = self.items.split_off(i);
             } else {
                 let tail = self.items[i].split_off(cut);
                 rest.items.push(tail);
@@ -310,7 +324,10 @@ pub struct Packet {
     /// One past its last byte.
     tail: u32,
     segments: Segments,
-    frag_list: Vec<Packet>,
+    /// Dropped by hand, as the segment list ([`Segments`]): the drop glue
+    /// of a `Vec<Packet>` is a call, per packet, for a list that is almost
+    /// always empty.
+    frag_list: ManuallyDrop<Vec<Packet>>,
     /// Offload metadata (GSO, checksum state, RSS hash, arrival time).
     pub meta: OffloadMeta,
 }
@@ -324,9 +341,10 @@ const _: () = assert!(std::mem::size_of::<Packet>() <= 128);
 /// ([`super::pool`]): the linear storage and owned payload segments (a GRO
 /// aggregate's merged receive buffers). Other memory is freed as usual.
 ///
-/// A packet whose buffer was moved out (what GRO leaves of a merged packet)
-/// holds no memory; its drop is a few compares, no calls: GRO drops one such
-/// shell per merged packet.
+/// A packet whose buffer was moved out (what GRO leaves of a merged packet,
+/// what the graph's walk leaves once a driver took the packet) holds no
+/// memory; its drop is a few compares, no calls: the segment list and the
+/// frag list are only looked at when they have memory.
 impl Drop for Packet {
     #[inline]
     fn drop(&mut self) {
@@ -336,8 +354,8 @@ impl Drop for Packet {
         if self.segments.items.capacity() != 0 {
             self.recycle_segments();
         }
-        if self.frag_list.capacity() == pool::FRAG_LIST_ROOM {
-            pool::recycle_frag_list(std::mem::take(&mut self.frag_list));
+        if self.frag_list.capacity() != 0 {
+            self.drop_frag_list();
         }
     }
 }
@@ -420,14 +438,22 @@ impl Packet {
     #[inline(never)]
     fn recycle_segments(&mut self) {
         self.take_segment_buffers(pool::recycle);
-        pool::recycle_segment_list(std::mem::take(&mut self.segments.items));
+        pool::recycle_segment_list(std::mem::take(&mut *self.segments.items));
+    }
+
+    /// Drops the frag list's packets; gives the list back to the pool if it
+    /// is one of its lists ([`pool::recycle_frag_list`]), else frees it.
+    #[cold]
+    #[inline(never)]
+    fn drop_frag_list(&mut self) {
+        pool::recycle_frag_list(std::mem::take(&mut *self.frag_list));
     }
 
     /// Hands the buffer of every owned payload segment to `f`, in order
     /// (the segments stay, empty).
     #[inline]
     fn take_segment_buffers(&mut self, mut f: impl FnMut(Vec<u8>)) {
-        for seg in &mut self.segments.items {
+        for seg in self.segments.items.iter_mut() {
             if let Segment::Owned { buf, .. } = seg {
                 f(std::mem::take(buf));
             }
@@ -445,7 +471,7 @@ impl Packet {
             out.push(std::mem::take(&mut self.storage));
         }
         self.take_segment_buffers(|buf| out.push(buf));
-        let mut frags = std::mem::take(&mut self.frag_list);
+        let mut frags = std::mem::take(&mut *self.frag_list);
         for p in frags.drain(..) {
             p.into_buffers(out);
         }
@@ -481,7 +507,7 @@ impl Packet {
             head: linear_offset(head),
             tail: linear_offset(tail),
             segments: Segments::default(),
-            frag_list: Vec::new(),
+            frag_list: ManuallyDrop::default(),
             meta: OffloadMeta::default(),
         }
     }
@@ -550,6 +576,7 @@ impl Packet {
     }
 
     /// Bytes of this packet (linear + segments), excluding the frag list.
+    #[inline]
     pub fn len(&self) -> usize {
         self.headlen() + self.segments.byte_len()
     }
@@ -560,11 +587,19 @@ impl Packet {
     }
 
     /// Bytes including every packet on the frag list.
+    #[inline]
     pub fn total_len(&self) -> usize {
-        self.len() + self.frag_list.iter().map(Packet::total_len).sum::<usize>()
+        if self.frag_list.is_empty() { self.len() } else { self.len() + self.frag_list_len() }
+    }
+
+    /// Bytes of the frag list's packets (out of line: most packets have none).
+    #[inline(never)]
+    fn frag_list_len(&self) -> usize {
+        self.frag_list.iter().map(Packet::total_len).sum()
     }
 
     /// Length of the linear area (Linux `skb_headlen`).
+    #[inline]
     pub fn headlen(&self) -> usize {
         self.linear_end() - self.linear_start()
     }
@@ -605,6 +640,12 @@ impl Packet {
     pub fn linear_mut(&mut self) -> &mut [u8] {
         let (start, end) = (self.linear_start(), self.linear_end());
         &mut self.storage[start..end]
+    }
+
+    /// Every byte is in the linear area: no payload segment, no frag list.
+    #[inline]
+    pub fn is_linear(&self) -> bool {
+        self.segments.items.is_empty() && self.frag_list.is_empty()
     }
 
     /// The payload segments following the linear area.
@@ -663,7 +704,7 @@ impl Packet {
             // The list replaced has no memory (nor elements): forgetting it
             // saves the call of its drop glue (GRO's first merge into
             // every aggregate).
-            std::mem::forget(std::mem::replace(&mut self.segments.items, pool::take_segment_list()));
+            std::mem::forget(std::mem::replace(&mut *self.segments.items, pool::take_segment_list()));
             return;
         }
         let room = MAX_SEGMENTS.saturating_sub(self.segments.len()).min(additional);
@@ -677,7 +718,7 @@ impl Packet {
     pub fn reserve_frag_list(&mut self, additional: usize) {
         if additional == pool::FRAG_LIST_ROOM && self.frag_list.capacity() == 0 {
             // The list replaced has no memory: nothing to drop.
-            self.frag_list = pool::take_frag_list();
+            *self.frag_list = pool::take_frag_list();
             return;
         }
         self.frag_list.reserve(additional);
@@ -685,7 +726,7 @@ impl Packet {
 
     /// Removes and returns the frag list.
     pub fn take_frag_list(&mut self) -> Vec<Packet> {
-        std::mem::take(&mut self.frag_list)
+        std::mem::take(&mut *self.frag_list)
     }
 
     /// Memory charged to this packet, for accounting (Linux `skb->truesize`):
@@ -1003,13 +1044,13 @@ impl Packet {
         other.head = 0;
         other.tail = 0;
         let mut segments = std::mem::take(&mut other.segments);
-        let rest = if linear_part > 0 {
+        let mut rest = if linear_part > 0 {
             let _ = self.segments.push(Segment::Owned { buf: storage, start: head + skip, end: tail });
             segments
         } else {
             segments.split_off(skip - (tail - head))
         };
-        for seg in rest.items {
+        for seg in std::mem::take(&mut *rest.items) {
             let _ = self.segments.push(seg);
         }
         true
@@ -1041,7 +1082,7 @@ impl Packet {
         let tail = linear_offset(end);
         self.storage.truncate(self.linear_end());
         self.storage.reserve(end - self.storage.len());
-        for s in &self.segments.items {
+        for s in self.segments.items.iter() {
             self.storage.extend_from_slice(s.as_slice());
         }
         self.tail = tail;

@@ -99,7 +99,9 @@ pub struct PoolStats {
 
 type IdleList = std::thread::LocalKey<RefCell<Vec<Vec<u8>>>>;
 
-/// A buffer from `list`, or a new zeroed one of `len` bytes.
+/// A buffer from `list`, or a new zeroed one of `len` bytes (inlined, as
+/// [`keep_buffer`], so that each caller reaches its list directly).
+#[inline(always)]
 fn take_from(list: &'static IdleList, len: usize) -> Vec<u8> {
     list.try_with(|idle| idle.borrow_mut().pop()).ok().flatten().unwrap_or_else(|| vec![0; len])
 }
@@ -128,13 +130,28 @@ pub fn is_pool_capacity(capacity: usize) -> bool {
 #[inline]
 pub fn recycle(buf: Vec<u8>) {
     match (buf.capacity(), buf.len()) {
-        (POOL_BUFFER_LEN, POOL_BUFFER_LEN) => keep_buffer(&IDLE, POOL_MAX_IDLE, buf),
-        (SMALL_BUFFER_LEN, SMALL_BUFFER_LEN) => keep_buffer(&IDLE_SMALL, SMALL_MAX_IDLE, buf),
+        (POOL_BUFFER_LEN, POOL_BUFFER_LEN) => keep_large(buf),
+        (SMALL_BUFFER_LEN, SMALL_BUFFER_LEN) => keep_small(buf),
         _ => {}
     }
 }
 
+/// [`keep_buffer`] on the large list: one function per list, so that each
+/// reaches its thread-local directly (a shared function takes the list's
+/// accessor as a pointer and calls it, per buffer).
+#[inline(never)]
+fn keep_large(buf: Vec<u8>) {
+    keep_buffer(&IDLE, POOL_MAX_IDLE, buf);
+}
+
+/// [`keep_buffer`] on the small list (see [`keep_large`]).
+#[inline(never)]
+fn keep_small(buf: Vec<u8>) {
+    keep_buffer(&IDLE_SMALL, SMALL_MAX_IDLE, buf);
+}
+
 /// Puts a pool buffer on `list`, if it holds fewer than `max`.
+#[inline(always)]
 fn keep_buffer(list: &'static IdleList, max: usize, buf: Vec<u8>) {
     // During thread teardown the list may be gone: the buffer is then freed.
     let _ = list.try_with(|idle| {
