@@ -870,7 +870,7 @@ impl Graph {
 
     /// [`Graph::receive`] without the link replies: a raw-IP port's driver
     /// frames the packet first.
-    #[inline]
+    #[inline(always)]
     fn receive_one(&mut self, port: DeviceId, pkt: &mut Packet) {
         let d = &mut self.sh.devices[port.0];
         // The medium first: the driver is a virtual call away, and only a
@@ -1186,12 +1186,33 @@ impl Graph {
     /// recomputed. True if there was a change.
     pub fn refresh_port_features(&mut self, id: DeviceId) -> bool {
         let Some(hw) = self.kinds[id.0].port_driver().and_then(|d| d.take_hw_change()) else { return false };
+        self.apply_hw_change(id, hw);
+        true
+    }
+
+    /// The end of an engine round for port `id`: its driver writes out its
+    /// batched sends ([`PortDriver::flush`]), then
+    /// [`Graph::collect_driver_drops`] and [`Graph::refresh_port_features`],
+    /// with one look-up of the driver for the three (a busy-polled round
+    /// carries a frame or two).
+    pub fn end_port_round(&mut self, id: DeviceId) {
+        let Some(driver) = self.kinds[id.0].port_driver() else { return };
+        driver.flush();
+        let counters = &mut self.sh.devices[id.0].counters;
+        driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
+        if let Some(hw) = driver.take_hw_change() {
+            self.apply_hw_change(id, hw);
+        }
+    }
+
+    /// Makes `hw` port `id`'s hardware, wanted and VLAN features and
+    /// recomputes it and its uppers.
+    fn apply_hw_change(&mut self, id: DeviceId, hw: NetdevFeatures) {
         let f = &mut self.sh.devices[id.0].feat;
         f.hw_features = hw;
         f.wanted = hw;
         f.vlan_features = hw | NetdevFeatures::HIGHDMA;
         self.recompute(id);
-        true
     }
 
     /// Counts `n` drops of `reason` on device `id`.

@@ -637,10 +637,10 @@ pub(crate) fn record_outcome(c: &mut DeviceCounters, o: &GsoOutcome) {
 
 impl PortDevice {
     /// The packet to the driver as it is (the port takes it whole).
-    #[inline]
+    #[inline(always)]
     fn xmit_whole(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
         cx.dev_mut().counters.tx_passthrough += 1;
-        match self.driver.xmit_len(std::mem::take(pkt), len) {
+        match self.driver.xmit_len(pkt.move_out(), len) {
             Ok(()) => Verdict::Forwarded,
             Err(e) => cx.drop(e.reason),
         }

@@ -237,12 +237,11 @@ impl Worker {
         }
         for i in 0..self.ports.len() {
             if self.ports[i].pending && !self.ports[i].gone {
-                let n = self.poll_port(i, now_ns);
+                let (n, busy_polling) = self.poll_port(i, now_ns);
                 // Descriptor-less ports (memory, pcap replay) are polled again
                 // only while they produce packets; epoll re-reports the others,
                 // except a busy-polling driver, which keeps its peer's
                 // notifications off and so must be polled again.
-                let busy_polling = self.graph.port_driver_mut(self.ports[i].id).is_some_and(|d| d.wants_poll());
                 self.ports[i].pending = n == self.cfg.budget || (self.ports[i].fd.is_none() && n > 0) || busy_polling;
             }
         }
@@ -253,17 +252,13 @@ impl Worker {
     }
 
     fn flush_port(&mut self, i: usize) {
-        let id = self.ports[i].id;
-        if let Some(d) = self.graph.port_driver_mut(id) {
-            d.flush();
-        }
-        self.graph.collect_driver_drops(id);
-        self.graph.refresh_port_features(id);
+        self.graph.end_port_round(self.ports[i].id);
     }
 
     /// Receives up to `budget` packets from port `i`, through GRO if the
-    /// port has it, into the graph. Returns the packets taken from the driver.
-    fn poll_port(&mut self, i: usize, now_ns: u64) -> usize {
+    /// port has it, into the graph. Returns the packets taken from the
+    /// driver and whether it busy-polls ([`crate::device::PortDriver::wants_poll`]).
+    fn poll_port(&mut self, i: usize, now_ns: u64) -> (usize, bool) {
         let budget = self.cfg.budget;
         let slot = &mut self.ports[i];
         let id = slot.id;
@@ -301,10 +296,13 @@ impl Worker {
         }
         // The driver's own drops are collected once per round, in `flush_port`.
         self.packets += n as u64;
-        if !slot.gone && self.graph.port_driver_mut(id).is_some_and(|d| d.is_gone()) {
+        // One look-up of the driver for both questions: rounds of a
+        // busy-polled port carry a frame or two.
+        let (gone, busy_polling) = self.graph.port_driver_mut(id).map_or((false, false), |d| (d.is_gone(), d.wants_poll()));
+        if gone && !slot.gone {
             self.mark_gone(i);
         }
-        n
+        (n, busy_polling)
     }
 
     fn mark_gone(&mut self, i: usize) {

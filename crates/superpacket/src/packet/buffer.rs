@@ -348,9 +348,8 @@ const _: () = assert!(std::mem::size_of::<Packet>() <= 128);
 impl Drop for Packet {
     #[inline]
     fn drop(&mut self) {
-        if pool::is_pool_capacity(self.storage.capacity()) {
-            pool::recycle(std::mem::take(&mut self.storage));
-        }
+        pool::recycle_from(&mut self.storage);
+        // (Segments' own drop finds the list it took empty.)
         if self.segments.items.capacity() != 0 {
             self.recycle_segments();
         }
@@ -425,6 +424,24 @@ impl Packet {
         (self.head, self.tail) = (src.head, src.tail);
         (src.head, src.tail) = (0, 0);
         self.meta = src.meta;
+    }
+
+    /// Moves the packet out, leaving in its place a packet with no bytes
+    /// that owns nothing (its metadata kept): `std::mem::take` without
+    /// writing a whole default packet (only the buffers and offsets are
+    /// reset), for a walk handing its packet to a driver.
+    #[inline(always)]
+    pub fn move_out(&mut self) -> Packet {
+        let (head, tail) = (self.head, self.tail);
+        (self.head, self.tail) = (0, 0);
+        Packet {
+            storage: std::mem::take(&mut self.storage),
+            head,
+            tail,
+            segments: std::mem::take(&mut self.segments),
+            frag_list: std::mem::take(&mut self.frag_list),
+            meta: self.meta,
+        }
     }
 
     /// No storage, payload segment list or frag list: dropping it would

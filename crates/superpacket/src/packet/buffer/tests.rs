@@ -101,6 +101,19 @@ fn a_dropped_packet_frees_its_segment_and_frag_lists() {
 }
 
 #[test]
+fn move_out_leaves_a_shell_that_owns_nothing() {
+    let f = frame(3000);
+    let mut p = Packet::from_frame(&f);
+    p.detach_payload(54).unwrap();
+    p.push_frag(Packet::from_frame(&frame(100)));
+    p.meta.gso_size = 1448;
+    let out = p.move_out();
+    assert_eq!((out.to_vec(), out.frag_list().len(), out.meta.gso_size), (f, 1, 1448));
+    assert_eq!((p.total_len(), p.headroom(), p.meta.gso_size), (0, 0, 1448));
+    assert_eq!(p.truesize(), std::mem::size_of::<Packet>(), "the shell owns no memory");
+}
+
+#[test]
 fn total_len_counts_the_frag_list_and_is_linear_sees_segments_and_frags() {
     let mut p = Packet::from_frame(&frame(100));
     assert!(p.is_linear());
