@@ -298,7 +298,8 @@ impl Worker {
         self.packets += n as u64;
         // One look-up of the driver for both questions: rounds of a
         // busy-polled port carry a frame or two.
-        let (gone, busy_polling) = self.graph.port_driver_mut(id).map_or((false, false), |d| (d.is_gone(), d.wants_poll()));
+        let (gone, busy_polling) =
+            self.graph.port_driver_mut(id).map_or((false, false), |d| (d.is_gone(), d.wants_poll()));
         if gone && !slot.gone {
             self.mark_gone(i);
         }
