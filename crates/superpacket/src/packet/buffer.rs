@@ -593,7 +593,6 @@ impl Packet {
     }
 
     /// Bytes of this packet (linear + segments), excluding the frag list.
-    #[inline]
     pub fn len(&self) -> usize {
         self.headlen() + self.segments.byte_len()
     }
@@ -606,13 +605,14 @@ impl Packet {
     /// Bytes including every packet on the frag list.
     #[inline]
     pub fn total_len(&self) -> usize {
-        if self.frag_list.is_empty() { self.len() } else { self.len() + self.frag_list_len() }
+        if self.is_linear() { self.headlen() } else { self.total_len_scattered() }
     }
 
-    /// Bytes of the frag list's packets (out of line: most packets have none).
+    /// [`Packet::total_len`] of a packet with segments or a frag list (out
+    /// of line: the frames a switch forwards are linear).
     #[inline(never)]
-    fn frag_list_len(&self) -> usize {
-        self.frag_list.iter().map(Packet::total_len).sum()
+    fn total_len_scattered(&self) -> usize {
+        self.len() + self.frag_list.iter().map(Packet::total_len).sum::<usize>()
     }
 
     /// Length of the linear area (Linux `skb_headlen`).
