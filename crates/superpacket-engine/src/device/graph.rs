@@ -886,7 +886,7 @@ impl Graph {
                 }
             }
         }
-        let len = pkt.total_len();
+        let len = pkt.total_len_inline();
         self.walk(Hop::Receive(port), pkt, len, 0);
     }
 

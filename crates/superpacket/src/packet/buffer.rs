@@ -603,16 +603,17 @@ impl Packet {
     }
 
     /// Bytes including every packet on the frag list.
-    #[inline]
     pub fn total_len(&self) -> usize {
-        if self.is_linear() { self.headlen() } else { self.total_len_scattered() }
+        self.len() + self.frag_list.iter().map(Packet::total_len).sum::<usize>()
     }
 
-    /// [`Packet::total_len`] of a packet with segments or a frag list (out
-    /// of line: the frames a switch forwards are linear).
-    #[inline(never)]
-    fn total_len_scattered(&self) -> usize {
-        self.len() + self.frag_list.iter().map(Packet::total_len).sum::<usize>()
+    /// [`Packet::total_len`] with a linear packet's (a switched frame's: its
+    /// head length) worked out where it is called, for the graph's walk,
+    /// once per packet. `total_len` itself stays a call: inlined, it makes
+    /// the sums over frag lists that use it (GSO's) calls of their own.
+    #[inline(always)]
+    pub fn total_len_inline(&self) -> usize {
+        if self.is_linear() { self.headlen() } else { self.total_len() }
     }
 
     /// Length of the linear area (Linux `skb_headlen`).

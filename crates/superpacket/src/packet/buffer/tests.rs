@@ -115,18 +115,16 @@ fn move_out_leaves_a_shell_that_owns_nothing() {
 
 #[test]
 fn total_len_counts_the_frag_list_and_is_linear_sees_segments_and_frags() {
+    let lens = |p: &Packet| (p.len(), p.total_len(), p.total_len_inline(), p.is_linear());
     let mut p = Packet::from_frame(&frame(100));
-    assert!(p.is_linear());
-    assert_eq!(p.total_len(), 100);
+    assert_eq!(lens(&p), (100, 100, 100, true));
     p.push_frag(Packet::from_frame(&frame(40)));
-    assert!(!p.is_linear());
-    assert_eq!((p.len(), p.total_len()), (100, 140));
+    assert_eq!(lens(&p), (100, 140, 140, false));
     let mut q = Packet::from_frame(&frame(100));
     q.append_segment(Bytes::from(frame(30))).unwrap();
-    assert!(!q.is_linear());
-    assert_eq!(q.total_len(), 130);
+    assert_eq!(lens(&q), (130, 130, 130, false));
     q.push_frag(p);
-    assert_eq!(q.total_len(), 270);
+    assert_eq!(lens(&q), (130, 270, 270, false));
 }
 
 #[test]
