@@ -791,9 +791,7 @@ impl Graph {
     ) {
         let mut held = held.drain(..);
         for (i, pkt) in burst.iter_mut().enumerate() {
-            if pkt.meta.arrival_ns.is_none() {
-                pkt.meta.arrival_ns = Some(arrival_ns);
-            }
+            pkt.meta.arrival_ns.get_or_insert(arrival_ns);
             match take_held_of(&mut held, i) {
                 Some(h) => self.receive_held_in_place(port, pkt, h),
                 None => {

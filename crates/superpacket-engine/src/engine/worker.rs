@@ -278,9 +278,7 @@ impl Worker {
             // packet is moved into it whole.
             let mut held = self.held.drain(..);
             for (i, mut pkt) in self.burst.drain(..).enumerate() {
-                if pkt.meta.arrival_ns.is_none() {
-                    pkt.meta.arrival_ns = Some(now_ns);
-                }
+                pkt.meta.arrival_ns.get_or_insert(now_ns);
                 match take_held_of(&mut held, i).map_or(Ok(()), |h| h.materialise(&mut pkt)) {
                     Ok(()) => gro.receive(pkt),
                     Err(reason) => self.graph.count_drops(id, reason, 1),
