@@ -596,8 +596,7 @@ impl PacketInfo {
             gso_type: pkt.meta.gso_type,
             gso_segs: pkt.meta.gso_segs,
             len,
-            // Saturating: a deeper stack than 255 tags is as unoffloadable as 255.
-            vlan_tags: walk.tags.min(usize::from(u8::MAX)) as u8,
+            vlan_tags: saturated_tags(walk.tags),
             l3,
             dont_frag,
             ipv6_ext,
@@ -611,6 +610,28 @@ impl PacketInfo {
     pub fn is_gso(&self) -> bool {
         !self.gso_type.is_empty()
     }
+
+    /// [`PacketInfo::vlan_tags`] of an Ethernet frame whose linear area is
+    /// `frame`, alone (what a plain frame's MTU check needs of it).
+    pub fn vlan_tags_of(frame: &[u8]) -> u8 {
+        saturated_tags(superpacket::wire::ethernet::walk_tags(frame, 12).tags)
+    }
+
+    /// Whether every port takes `pkt` as it is, whatever its features
+    /// ([`takes_as_is`] is true for any features): not GSO, no partial
+    /// checksum, all its bytes in the linear area. Such a packet's
+    /// [`PacketInfo`] and effective features need not be worked out (the
+    /// 64-byte frames of a forwarding loop are all such).
+    #[inline]
+    pub fn taken_as_is_anywhere(pkt: &Packet) -> bool {
+        !pkt.meta.is_gso() && !matches!(pkt.meta.csum, ChecksumState::Partial { .. }) && pkt.is_linear()
+    }
+}
+
+/// A tag count as [`PacketInfo::vlan_tags`]: saturating, since a deeper
+/// stack than 255 tags is as unoffloadable as 255.
+fn saturated_tags(tags: usize) -> u8 {
+    tags.min(usize::from(u8::MAX)) as u8
 }
 
 /// A per-device `ndo_features_check` hook (6.2 step 5): narrows the

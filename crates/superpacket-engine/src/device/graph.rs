@@ -162,6 +162,8 @@ impl DeviceCounters {
     pub fn dropped(&self) -> u64 {
         self.drops.values().sum()
     }
+    // Out of line: a map insertion, where the walk's steps only need a call.
+    #[inline(never)]
     pub(crate) fn drop_n(&mut self, reason: &'static str, n: u64) {
         *self.drops.entry(reason).or_insert(0) += n;
     }
@@ -758,18 +760,54 @@ impl Graph {
 
     /// Transmits `pkt` through device `id` (see the module documentation).
     /// Never fails: problems are drops counted on the device concerned.
-    pub fn transmit(&mut self, id: DeviceId, pkt: Packet) {
+    pub fn transmit(&mut self, id: DeviceId, mut pkt: Packet) {
         let len = pkt.total_len();
-        self.walk(Hop::Transmit(id), pkt, len, 0);
+        self.walk(Hop::Transmit(id), &mut pkt, len, 0);
         self.receive_link_replies();
     }
 
     /// A packet arrives from the wire on port `port`: it climbs the stack
     /// (master, VLAN uppers, router) or is delivered to the device's
     /// [`Device::local`] queue; forwarded packets are transmitted.
-    pub fn receive(&mut self, port: DeviceId, pkt: Packet) {
-        self.receive_one(port, pkt);
+    pub fn receive(&mut self, port: DeviceId, mut pkt: Packet) {
+        self.receive_one(port, &mut pkt);
         self.receive_link_replies();
+    }
+
+    /// Receives a burst port `port`'s driver gave
+    /// ([`PortDriver::recv_burst_held`]): every packet of `burst` in order,
+    /// as [`Graph::receive`] would, or as [`Graph::receive_held`] with its
+    /// held payload from `held` ([`HeldFrame::burst_index`]); a packet
+    /// without an arrival time gets `arrival_ns`. Each packet is walked in
+    /// its place in `burst` (a packet is 128 bytes: moving it out of the
+    /// burst and into the walk were copies per packet); both vectors are
+    /// left empty, their capacity kept.
+    pub fn receive_burst(
+        &mut self,
+        port: DeviceId,
+        burst: &mut Vec<Packet>,
+        held: &mut Vec<HeldFrame>,
+        arrival_ns: u64,
+    ) {
+        let mut held = held.drain(..);
+        for (i, pkt) in burst.iter_mut().enumerate() {
+            pkt.meta.arrival_ns.get_or_insert(arrival_ns);
+            match take_held_of(&mut held, i) {
+                Some(h) => self.receive_held_in_place(port, pkt, h),
+                None => {
+                    self.receive_one(port, pkt);
+                    self.receive_link_replies();
+                }
+            }
+        }
+        // Every held frame matched its packet: the driver numbers them by
+        // their packet's place in the burst. One left over would mean its
+        // packet went on without its payload; tests catch that here.
+        debug_assert!(held.as_slice().is_empty(), "a held frame without its packet in the burst");
+        drop(held);
+        // What the walks left: shells of packets a driver took, or packets
+        // dropped on the way.
+        Packet::release_all(burst);
     }
 
     /// [`Graph::receive`] of a packet whose last `held.len()` bytes are
@@ -787,9 +825,17 @@ impl Graph {
     /// (a flood's copies, queued) is walked. So no held payload outlives
     /// its packet, and none outlives this call.
     pub fn receive_held(&mut self, port: DeviceId, mut pkt: Packet, held: HeldFrame) {
+        self.receive_held_in_place(port, &mut pkt, held);
+    }
+
+    /// [`Graph::receive_held`] of the packet in `pkt`'s slot.
+    fn receive_held_in_place(&mut self, port: DeviceId, pkt: &mut Packet, held: HeldFrame) {
         if self.sh.devices[port.0].medium != Medium::Ethernet || self.sh.held.is_some() {
-            match held.materialise(&mut pkt) {
-                Ok(()) => self.receive(port, pkt),
+            match held.materialise(pkt) {
+                Ok(()) => {
+                    self.receive_one(port, pkt);
+                    self.receive_link_replies();
+                }
                 Err(reason) => self.sh.devices[port.0].counters.drop_n(reason, 1),
             }
             return;
@@ -822,24 +868,23 @@ impl Graph {
 
     /// [`Graph::receive`] without the link replies: a raw-IP port's driver
     /// frames the packet first.
-    fn receive_one(&mut self, port: DeviceId, pkt: Packet) {
+    #[inline(always)]
+    fn receive_one(&mut self, port: DeviceId, pkt: &mut Packet) {
         let d = &mut self.sh.devices[port.0];
         // The medium first: the driver is a virtual call away, and only a
         // raw-IP port's is needed.
-        let pkt = if d.medium == Medium::Ip
+        if d.medium == Medium::Ip
             && let Some(driver) = self.kinds[port.0].port_driver()
         {
-            match driver.link_input(pkt, d.mac) {
-                Ok(p) => p,
+            match driver.link_input(std::mem::take(pkt), d.mac) {
+                Ok(p) => *pkt = p,
                 Err(reason) => {
                     d.counters.drop_n(reason, 1);
                     return;
                 }
             }
-        } else {
-            pkt
-        };
-        let len = pkt.total_len();
+        }
+        let len = pkt.total_len_inline();
         self.walk(Hop::Receive(port), pkt, len, 0);
     }
 
@@ -847,25 +892,26 @@ impl Graph {
     /// ([`super::LinkOutput::Reply`]) on their ports, at most [`MAX_LINK_REPLIES`].
     fn receive_link_replies(&mut self) {
         for _ in 0..MAX_LINK_REPLIES {
-            let Some((port, pkt)) = self.sh.link_replies.pop_front() else { return };
+            let Some((port, mut pkt)) = self.sh.link_replies.pop_front() else { return };
             let len = pkt.total_len();
-            self.walk(Hop::Receive(port), pkt, len, 0);
+            self.walk(Hop::Receive(port), &mut pkt, len, 0);
         }
     }
 
     /// Takes steps from `hop` with `pkt` until it ends, then the queued
     /// ones until none is left.
-    fn walk(&mut self, hop: Hop, pkt: Packet, len: usize, depth: usize) {
+    fn walk(&mut self, hop: Hop, pkt: &mut Packet, len: usize, depth: usize) {
         self.walk_chain(hop, pkt, len, depth);
         self.drain_steps();
     }
 
     /// Takes steps from `hop` while each hands the packet on to one
-    /// successor: the packet stays in this function's slot (no move, no
-    /// queue).
-    fn walk_chain(&mut self, hop: Hop, mut pkt: Packet, len: usize, depth: usize) {
+    /// successor: the packet stays in the caller's slot `pkt` (no move, no
+    /// queue); what is left there at the end (nothing, once a driver or a
+    /// queue took it) is the caller's to drop.
+    fn walk_chain(&mut self, hop: Hop, pkt: &mut Packet, len: usize, depth: usize) {
         let (mut hop, mut len, mut depth) = (hop, len, depth);
-        while let Some((next, n)) = self.step(hop, &mut pkt, len, depth) {
+        while let Some((next, n)) = self.step(hop, pkt, len, depth) {
             hop = next;
             len = n;
             depth += 1;
@@ -873,26 +919,110 @@ impl Graph {
     }
 
     /// Queued steps only (after work that queued without a packet of its own).
+    #[inline(always)]
     fn drain_steps(&mut self) {
-        while let Some(s) = self.sh.steps.pop_front() {
-            self.walk_chain(s.hop, s.pkt, s.len, s.depth);
+        // Most walks queue nothing: no call for them.
+        if !self.sh.steps.is_empty() {
+            self.drain_queued();
         }
     }
 
-    /// One step: returns the next hop of the same packet, if any.
+    /// [`Graph::drain_steps`] once there are some.
+    #[inline(never)]
+    fn drain_queued(&mut self) {
+        while let Some(mut s) = self.sh.steps.pop_front() {
+            self.walk_chain(s.hop, &mut s.pkt, s.len, s.depth);
+        }
+    }
+
+    /// One step: returns the next hop of the same packet, if any. A
+    /// device's transmit and a master's receive (every step of a frame
+    /// switched between ports) are inlined into the walk; the rest, and a
+    /// held payload's materialisation, are calls, so that the walk's
+    /// common path stays short.
     #[inline(always)]
     fn step(&mut self, hop: Hop, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
-        if self.sh.held.is_some()
-            && !self.held_may_pass(hop)
-            && let Err(reason) = self.sh.materialise_held(pkt)
-        {
-            let id = match hop {
-                Hop::Receive(id) | Hop::Transmit(id) | Hop::L3(id, _) | Hop::Deliver(id) => id,
-            };
-            self.sh.devices[id.0].counters.drop_n(reason, 1);
+        if self.sh.held.is_some() && !self.held_may_pass(hop) && !self.materialise_for(hop, pkt) {
             return None;
         }
-        let (id, handler, from, rx) = match hop {
+        let (id, handler) = match hop {
+            Hop::Transmit(id) => {
+                if !self.count_step(id, pkt, len, depth, false) {
+                    return None;
+                }
+                if self.sh.mode == StackMode::Legacy && pkt.meta.is_gso() && !self.is_port(id) {
+                    return self.legacy_segment(id, pkt, len, depth);
+                }
+                let (kind, mut cx) = self.cx(id, depth);
+                let verdict = kind.transmit(&mut cx, pkt, len);
+                return self.settle(id, id, pkt, verdict);
+            }
+            Hop::Receive(id) => match self.sh.devices[id.0].master {
+                Some(m) => (id, m),
+                None => return self.receive_unmastered(id, pkt, len, depth),
+            },
+            Hop::L3(..) | Hop::Deliver(_) => return self.l3_step(hop, pkt, len, depth),
+        };
+        if !self.count_step(id, pkt, len, depth, true) {
+            return None;
+        }
+        let (kind, mut cx) = self.cx(handler, depth);
+        let verdict = kind.receive(&mut cx, id, pkt, len);
+        self.settle(id, handler, pkt, verdict)
+    }
+
+    /// Makes `pkt` whole before step `hop`, which may not let its held
+    /// payload pass ([`Graph::held_may_pass`]); false (the drop counted on
+    /// the step's device) if the payload could not be read.
+    #[inline(never)]
+    fn materialise_for(&mut self, hop: Hop, pkt: &mut Packet) -> bool {
+        let Err(reason) = self.sh.materialise_held(pkt) else { return true };
+        let id = match hop {
+            Hop::Receive(id) | Hop::Transmit(id) | Hop::L3(id, _) | Hop::Deliver(id) => id,
+        };
+        self.sh.devices[id.0].counters.drop_n(reason, 1);
+        false
+    }
+
+    /// Device `id`, without a master, receives: the VLAN device its tag
+    /// names receives it, else its L3 upper, else its host side.
+    #[inline(never)]
+    fn receive_unmastered(&mut self, id: DeviceId, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
+        if let Some(v) = self.vlan_upper(id, pkt) {
+            if !self.count_step(id, pkt, len, depth, true) {
+                return None;
+            }
+            let (kind, mut cx) = self.cx(v, depth);
+            let verdict = kind.receive(&mut cx, id, pkt, len);
+            return self.settle(id, v, pkt, verdict);
+        }
+        if !self.count_step(id, pkt, len, depth, true) {
+            return None;
+        }
+        let d = &mut self.sh.devices[id.0];
+        match d.l3_upper {
+            // Handed to the L3 device: a receive step of its own.
+            Some(l3) => {
+                d.counters.forwarded += 1;
+                Some((Hop::L3(l3, id), len))
+            }
+            None => self.settle(id, id, pkt, Verdict::Pass),
+        }
+    }
+
+    /// An L3 device's receive ([`Hop::L3`]) or a delivery to a device's
+    /// local socket ([`Hop::Deliver`]).
+    #[inline(never)]
+    fn l3_step(&mut self, hop: Hop, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
+        match hop {
+            Hop::L3(id, from) => {
+                if !self.count_step(id, pkt, len, depth, true) {
+                    return None;
+                }
+                let (kind, mut cx) = self.cx(id, depth);
+                let verdict = kind.receive(&mut cx, from, pkt, len);
+                self.settle(id, id, pkt, verdict)
+            }
             Hop::Deliver(id) => {
                 let (kind, mut cx) = self.cx(id, depth);
                 let verdict = kind.deliver(&mut cx, pkt, len);
@@ -902,44 +1032,10 @@ impl Graph {
                 if !self.count_step(id, pkt, len, depth, true) {
                     return None;
                 }
-                return self.settle(id, id, pkt, verdict);
+                self.settle(id, id, pkt, verdict)
             }
-            Hop::Transmit(id) => (id, id, id, false),
-            Hop::L3(id, from) => (id, id, from, true),
-            Hop::Receive(id) => {
-                let d = &self.sh.devices[id.0];
-                match d.master.or_else(|| self.vlan_upper(id, pkt)) {
-                    Some(h) => (id, h, id, true),
-                    None => {
-                        if !self.count_step(id, pkt, len, depth, true) {
-                            return None;
-                        }
-                        let d = &mut self.sh.devices[id.0];
-                        return match d.l3_upper {
-                            // Handed to the L3 device: a receive step of its own.
-                            Some(l3) => {
-                                d.counters.forwarded += 1;
-                                Some((Hop::L3(l3, id), len))
-                            }
-                            None => self.settle(id, id, pkt, Verdict::Pass),
-                        };
-                    }
-                }
-            }
-        };
-        if !self.count_step(id, pkt, len, depth, rx) {
-            return None;
+            Hop::Receive(_) | Hop::Transmit(_) => unreachable!("taken by Graph::step"),
         }
-        if !rx && self.sh.mode == StackMode::Legacy && pkt.meta.is_gso() && !self.is_port(id) {
-            return self.legacy_segment(id, pkt, len, depth);
-        }
-        let (kind, mut cx) = self.cx(handler, depth);
-        let verdict = match hop {
-            Hop::Transmit(_) => kind.transmit(&mut cx, pkt, len),
-            // (A delivery step returned above.)
-            Hop::Receive(_) | Hop::L3(..) | Hop::Deliver(_) => kind.receive(&mut cx, from, pkt, len),
-        };
-        self.settle(id, handler, pkt, verdict)
     }
 
     /// A context for device `me`'s handler.
@@ -972,7 +1068,7 @@ impl Graph {
             Verdict::Consumed => c.delivered += 1,
             Verdict::Pass => {
                 c.delivered += 1;
-                self.sh.devices[id.0].local.push_back(std::mem::take(pkt));
+                self.pass_to_host(id, pkt);
             }
             Verdict::Held => c.held += 1,
             Verdict::Dropped { on, reason } => {
@@ -981,6 +1077,12 @@ impl Graph {
             }
         }
         None
+    }
+
+    /// Queues `pkt` on device `id`'s host side ([`Device::local`]).
+    #[inline(never)]
+    fn pass_to_host(&mut self, id: DeviceId, pkt: &mut Packet) {
+        self.sh.devices[id.0].local.push_back(std::mem::take(pkt));
     }
 
     /// Counts a step of device `id`: `rx` for a receive, else a transmit.
@@ -1009,6 +1111,7 @@ impl Graph {
     /// Old kernels (6.3): a virtual device whose features lack the packet's
     /// GSO type segments it, and its transmit takes the segments one by
     /// one, each continuing down the stack before the next.
+    #[inline(never)]
     fn legacy_segment(&mut self, id: DeviceId, pkt: &mut Packet, len: usize, depth: usize) -> Option<(Hop, usize)> {
         let d = &self.sh.devices[id.0];
         let info = PacketInfo::of_len(pkt, len);
@@ -1029,9 +1132,9 @@ impl Graph {
             let n = seg.total_len();
             let (kind, mut cx) = self.cx(id, depth);
             match kind.transmit(&mut cx, &mut seg, n) {
-                Verdict::Transmit(next, n) => self.walk_chain(Hop::Transmit(next), seg, n, depth + 1),
-                Verdict::Up(n) => self.walk_chain(Hop::Receive(id), seg, n, depth + 1),
-                Verdict::Deliver(socket, n) => self.walk_chain(Hop::Deliver(socket), seg, n, depth + 1),
+                Verdict::Transmit(next, n) => self.walk_chain(Hop::Transmit(next), &mut seg, n, depth + 1),
+                Verdict::Up(n) => self.walk_chain(Hop::Receive(id), &mut seg, n, depth + 1),
+                Verdict::Deliver(socket, n) => self.walk_chain(Hop::Deliver(socket), &mut seg, n, depth + 1),
                 Verdict::Pass => self.sh.devices[id.0].local.push_back(seg),
                 Verdict::Dropped { on, reason } => self.sh.devices[on.0].counters.drop_n(reason, 1),
                 Verdict::Forwarded | Verdict::Consumed | Verdict::Held => {}
@@ -1056,8 +1159,8 @@ impl Graph {
     pub fn poll(&mut self) -> usize {
         let mut n = 0;
         for i in 0..self.sh.devices.len() {
-            while let Some(p) = self.kinds[i].port_driver().and_then(|d| d.recv()) {
-                self.receive_one(DeviceId(i), p);
+            while let Some(mut p) = self.kinds[i].port_driver().and_then(|d| d.recv()) {
+                self.receive_one(DeviceId(i), &mut p);
                 n += 1;
             }
             self.collect_driver_drops(DeviceId(i));
@@ -1081,12 +1184,33 @@ impl Graph {
     /// recomputed. True if there was a change.
     pub fn refresh_port_features(&mut self, id: DeviceId) -> bool {
         let Some(hw) = self.kinds[id.0].port_driver().and_then(|d| d.take_hw_change()) else { return false };
+        self.apply_hw_change(id, hw);
+        true
+    }
+
+    /// The end of an engine round for port `id`: its driver writes out its
+    /// batched sends ([`PortDriver::flush`]), then
+    /// [`Graph::collect_driver_drops`] and [`Graph::refresh_port_features`],
+    /// with one look-up of the driver for the three (a busy-polled round
+    /// carries a frame or two).
+    pub fn end_port_round(&mut self, id: DeviceId) {
+        let Some(driver) = self.kinds[id.0].port_driver() else { return };
+        driver.flush();
+        let counters = &mut self.sh.devices[id.0].counters;
+        driver.take_drops(&mut |reason, n| counters.drop_n(reason, n));
+        if let Some(hw) = driver.take_hw_change() {
+            self.apply_hw_change(id, hw);
+        }
+    }
+
+    /// Makes `hw` port `id`'s hardware, wanted and VLAN features and
+    /// recomputes it and its uppers.
+    fn apply_hw_change(&mut self, id: DeviceId, hw: NetdevFeatures) {
         let f = &mut self.sh.devices[id.0].feat;
         f.hw_features = hw;
         f.wanted = hw;
         f.vlan_features = hw | NetdevFeatures::HIGHDMA;
         self.recompute(id);
-        true
     }
 
     /// Counts `n` drops of `reason` on device `id`.
@@ -1149,10 +1273,18 @@ impl Graph {
             _ => Ok(()),
         };
         match self.settle(r, r, &mut pkt, verdict) {
-            Some((hop, n)) => self.walk(hop, pkt, n, 1),
+            Some((hop, n)) => self.walk(hop, &mut pkt, n, 1),
             None => self.drain_steps(),
         }
         self.receive_link_replies();
         res
     }
+}
+
+/// The held payload of the burst's packet `i`, if it has one: the next of
+/// `held` when it says it is packet `i`'s ([`HeldFrame::burst_index`]; a
+/// driver pushes them in packet order). Only a frame taken is moved (one is
+/// over 1 KiB).
+pub fn take_held_of(held: &mut std::vec::Drain<'_, HeldFrame>, i: usize) -> Option<HeldFrame> {
+    if held.as_slice().first().is_some_and(|h| h.burst_index() == i) { held.next() } else { None }
 }

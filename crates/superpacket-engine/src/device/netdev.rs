@@ -204,6 +204,13 @@ impl<'a> Cx<'a> {
         self.sh.devices[dev.0].counters.drop_n(reason, n);
     }
 
+    /// Whether a payload is held for the packet being walked
+    /// ([`super::Graph::receive_held`]), this step's or not.
+    #[inline]
+    pub fn holds_payload(&self) -> bool {
+        self.sh.held.is_some()
+    }
+
     /// Takes the held payload of `pkt` ([`super::Graph::receive_held`]),
     /// if it has one: the caller sends it or materialises it.
     pub fn take_held(&mut self, pkt: &Packet) -> Option<HeldFrame> {

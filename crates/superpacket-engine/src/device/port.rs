@@ -614,6 +614,12 @@ impl SegmentSink for PortSink<'_> {
     }
 }
 
+/// Whether a frame of `len` bytes with `vlan_tags` tags is too long for an
+/// L3 MTU of `mtu` (each tag adds its 4 bytes to the limit).
+fn over_mtu(mtu: usize, len: usize, vlan_tags: u8) -> bool {
+    len > mtu + ETHERNET_HEADER_LEN + 4 * usize::from(vlan_tags)
+}
+
 /// Adds a segmenter outcome to a device's counters.
 pub(crate) fn record_outcome(c: &mut DeviceCounters, o: &GsoOutcome) {
     match *o {
@@ -630,6 +636,16 @@ pub(crate) fn record_outcome(c: &mut DeviceCounters, o: &GsoOutcome) {
 }
 
 impl PortDevice {
+    /// The packet to the driver as it is (the port takes it whole).
+    #[inline(always)]
+    fn xmit_whole(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
+        cx.dev_mut().counters.tx_passthrough += 1;
+        match self.driver.xmit_len(pkt.move_out(), len) {
+            Ok(()) => Verdict::Forwarded,
+            Err(e) => cx.drop(e.reason),
+        }
+    }
+
     /// The validate step proper: the packet (Ethernet or, on a raw-IP
     /// port, already stripped) to the driver whole, or through the
     /// segmenter for what the port lacks.
@@ -638,27 +654,23 @@ impl PortDevice {
         let mode = cx.mode();
         let d = &cx.devices()[me.0];
         let f = effective_features(&d.feat, info, &d.check, mode);
-        let driver = &mut self.driver;
         // A payload still in its sender's memory: copied from there by a
         // driver that can, on the pass-through path only; else made whole
         // here, before the segmenter or the driver reads it.
         let mut held = cx.take_held(pkt);
         if held.is_some() {
-            if let Some(verdict) = Self::send_held(driver.as_mut(), cx, pkt, len, info, f, &mut held) {
+            if let Some(verdict) = Self::send_held(self.driver.as_mut(), cx, pkt, len, info, f, &mut held) {
                 return verdict;
             }
             if let Some(Err(reason)) = held.map(|h| h.materialise(pkt)) {
                 return cx.drop(reason);
             }
         }
-        let d = &cx.devices()[me.0];
         if takes_as_is(f, info) {
-            cx.devices_mut()[me.0].counters.tx_passthrough += 1;
-            return match driver.xmit_len(std::mem::take(pkt), len) {
-                Ok(()) => Verdict::Forwarded,
-                Err(e) => cx.drop(e.reason),
-            };
+            return self.xmit_whole(cx, pkt, len);
         }
+        let driver = &mut self.driver;
+        let d = &cx.devices()[me.0];
         let caps = target_caps(f, &d.feat, d.mtu).with_medium(d.medium);
         let mut sink = PortSink { inner: driver.sink(), passed_through: None, held: false, cut: false };
         let (segmenter, devices) = cx.segmenter();
@@ -750,8 +762,40 @@ impl NetDevice for PortDevice {
         if !d.carrier {
             return cx.drop("no-carrier");
         }
+        // The validate step's outcome is known without the packet's info or
+        // the port's effective features: the driver takes it whole. Only its
+        // MTU check may need its tags, and only past the untagged limit.
+        if d.medium == Medium::Ethernet && PacketInfo::taken_as_is_anywhere(pkt) && !cx.holds_payload() {
+            if over_mtu(d.mtu, len, 0) && over_mtu(d.mtu, len, PacketInfo::vlan_tags_of(pkt.linear())) {
+                return cx.drop("exceeds-mtu");
+            }
+            return self.xmit_whole(cx, pkt, len);
+        }
+        self.transmit_validated(cx, pkt, len)
+    }
+
+    fn port_driver(&mut self) -> Option<&mut dyn PortDriver> {
+        Some(self.driver.as_mut())
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+impl PortDevice {
+    /// [`PortDevice::transmit`] of a packet the port may not take as it is:
+    /// out of line, so that the plain frame's path stays a short call.
+    #[inline(never)]
+    fn transmit_validated(&mut self, cx: &mut Cx<'_>, pkt: &mut Packet, len: usize) -> Verdict {
+        let me = cx.me();
+        let d = &cx.devices()[me.0];
         let mut info = PacketInfo::of_len(pkt, len);
-        if !info.is_gso() && info.len > d.mtu + ETHERNET_HEADER_LEN + 4 * info.vlan_tags as usize {
+        if !info.is_gso() && over_mtu(d.mtu, info.len, info.vlan_tags) {
             return cx.drop("exceeds-mtu");
         }
         let mut len = len;
@@ -771,17 +815,5 @@ impl NetDevice for PortDevice {
             }
         }
         self.validate_and_send(cx, pkt, len, &info)
-    }
-
-    fn port_driver(&mut self) -> Option<&mut dyn PortDriver> {
-        Some(self.driver.as_mut())
-    }
-
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
     }
 }

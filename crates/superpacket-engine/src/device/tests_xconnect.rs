@@ -126,6 +126,76 @@ fn a_third_member_is_refused_and_a_lone_member_drops_counted() {
     assert_eq!(g.kind_as::<Xconnect>(xc).unwrap().peer_of(c), Some(a));
 }
 
+/// A burst is walked packet by packet in its place, in order; packets
+/// without an arrival time get the burst's; the burst is left empty with
+/// its capacity. Packets dropped on the way (b's carrier down) give their
+/// pool buffers back once the burst is done.
+#[test]
+fn a_burst_is_walked_in_place_in_order_and_left_empty() {
+    use superpacket::packet::pool;
+    let (mut g, a, b, _) = pair(NetdevFeatures::FULL_NIC);
+    let mut burst = Vec::with_capacity(8);
+    for i in 0..6 {
+        let mut p = frame(i, MacAddr::BROADCAST);
+        if i % 2 == 0 {
+            p.meta.arrival_ns = Some(7);
+        }
+        burst.push(p);
+    }
+    let sent: Vec<Vec<u8>> = burst.iter().map(Packet::to_vec).collect();
+    g.receive_burst(a, &mut burst, &mut Vec::new(), 1000);
+    assert!(burst.is_empty() && burst.capacity() >= 8);
+    let out = tx_of(&mut g, b);
+    assert_eq!(out.iter().map(Packet::to_vec).collect::<Vec<_>>(), sent, "in order, unchanged");
+    let arrivals: Vec<Option<u64>> = out.iter().map(|p| p.meta.arrival_ns).collect();
+    assert_eq!(arrivals, [Some(7), Some(1000), Some(7), Some(1000), Some(7), Some(1000)]);
+    assert_eq!((g.counters(a).rx_packets, g.counters(b).tx_passthrough), (6, 6));
+
+    g.set_carrier(b, false);
+    burst.extend((0..5).map(|i| Packet::from_frame_pooled(&frame(i, MacAddr::BROADCAST).to_vec())));
+    let idle = pool::stats().idle_small;
+    g.receive_burst(a, &mut burst, &mut Vec::new(), 1000);
+    assert!(burst.is_empty());
+    assert_eq!(g.counters(b).drops.get("no-carrier"), Some(&5));
+    assert_eq!(pool::stats().idle_small, idle + 5, "the dropped packets' buffers are back");
+}
+
+/// A port's MTU check allows one 4-byte tag per VLAN tag the frame
+/// carries, the same on the path that skips the packet's info (a linear
+/// frame without offloads) and on the full validate step (the same bytes
+/// with their payload in a segment).
+#[test]
+fn the_mtu_check_counts_vlan_tags_on_both_validate_paths() {
+    let bytes = |len: usize| {
+        let mut f = vec![0u8; len];
+        f[..12].copy_from_slice(&[0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 2, 0xaa, 0, 0, 0, 1]);
+        f[12..16].copy_from_slice(&[0x08, 0x00, 0x45, 0]);
+        f
+    };
+    let packet = |len: usize, tagged: bool, paged: bool| {
+        let untagged = bytes(len - 4 * usize::from(tagged));
+        let mut p = Packet::from_frame(&untagged[..if paged { 40 } else { untagged.len() }]);
+        if paged {
+            p.append_segment(untagged[40..].to_vec().into()).unwrap();
+        }
+        if tagged {
+            p.push_vlan_tag(0x8100, 5).unwrap();
+        }
+        assert_eq!((p.total_len(), PacketInfo::taken_as_is_anywhere(&p)), (len, !paged));
+        p
+    };
+    for paged in [false, true] {
+        for (len, tagged, leaves) in [(114, false, true), (115, false, false), (118, true, true), (119, true, false)] {
+            let (mut g, a, b, _) = pair(NetdevFeatures::FULL_NIC);
+            g.set_mtu(b, 100);
+            g.receive(a, packet(len, tagged, paged));
+            let what = format!("{len} bytes, tagged {tagged}, paged {paged}");
+            assert_eq!(tx_of(&mut g, b).len(), usize::from(leaves), "{what}");
+            assert_eq!(g.counters(b).drops.get("exceeds-mtu").copied(), (!leaves).then_some(1), "{what}");
+        }
+    }
+}
+
 const PORTS: &str = "[[device]]\nname = \"p1\"\nkind = \"port\"\n\n[[device]]\nname = \"p2\"\nkind = \"port\"\n\n\
                      [[device]]\nname = \"p3\"\nkind = \"port\"\n\n";
 

@@ -2,6 +2,7 @@
 //! packets between them (see the module documentation of [`super`]).
 
 use super::stats::{DeviceSnapshot, WorkerSnapshot};
+use crate::device::graph::take_held_of;
 use crate::device::{DeviceId, Graph, HeldFrame, TableUsage};
 use crate::io::event::{Epoll, EventFd};
 use crate::io::{IoError, cputime};
@@ -236,12 +237,11 @@ impl Worker {
         }
         for i in 0..self.ports.len() {
             if self.ports[i].pending && !self.ports[i].gone {
-                let n = self.poll_port(i, now_ns);
+                let (n, busy_polling) = self.poll_port(i, now_ns);
                 // Descriptor-less ports (memory, pcap replay) are polled again
                 // only while they produce packets; epoll re-reports the others,
                 // except a busy-polling driver, which keeps its peer's
                 // notifications off and so must be polled again.
-                let busy_polling = self.graph.port_driver_mut(self.ports[i].id).is_some_and(|d| d.wants_poll());
                 self.ports[i].pending = n == self.cfg.budget || (self.ports[i].fd.is_none() && n > 0) || busy_polling;
             }
         }
@@ -252,17 +252,13 @@ impl Worker {
     }
 
     fn flush_port(&mut self, i: usize) {
-        let id = self.ports[i].id;
-        if let Some(d) = self.graph.port_driver_mut(id) {
-            d.flush();
-        }
-        self.graph.collect_driver_drops(id);
-        self.graph.refresh_port_features(id);
+        self.graph.end_port_round(self.ports[i].id);
     }
 
     /// Receives up to `budget` packets from port `i`, through GRO if the
-    /// port has it, into the graph. Returns the packets taken from the driver.
-    fn poll_port(&mut self, i: usize, now_ns: u64) -> usize {
+    /// port has it, into the graph. Returns the packets taken from the
+    /// driver and whether it busy-polls ([`crate::device::PortDriver::wants_poll`]).
+    fn poll_port(&mut self, i: usize, now_ns: u64) -> (usize, bool) {
         let budget = self.cfg.budget;
         let slot = &mut self.ports[i];
         let id = slot.id;
@@ -274,30 +270,21 @@ impl Worker {
                 break;
             }
             n += got;
-            // Not `peekable`: a peeked `HeldFrame` (over 1 KiB) would be
-            // moved for every packet, held or not; the drain's slice is
-            // looked at instead and a frame moved only when it is taken.
+            let Some(gro) = &mut slot.gro else {
+                self.graph.receive_burst(id, &mut self.burst, &mut self.held, now_ns);
+                continue;
+            };
+            // GRO reads payloads and keeps packets across bursts: each
+            // packet is moved into it whole.
             let mut held = self.held.drain(..);
             for (i, mut pkt) in self.burst.drain(..).enumerate() {
-                if pkt.meta.arrival_ns.is_none() {
-                    pkt.meta.arrival_ns = Some(now_ns);
-                }
-                let h = if held.as_slice().first().is_some_and(|h| h.burst_index() == i) { held.next() } else { None };
-                match (&mut slot.gro, h) {
-                    (None, Some(h)) => self.graph.receive_held(id, pkt, h),
-                    (None, None) => self.graph.receive(id, pkt),
-                    // GRO reads payloads and keeps packets across bursts.
-                    (Some(gro), h) => match h.map_or(Ok(()), |h| h.materialise(&mut pkt)) {
-                        Ok(()) => gro.receive(pkt),
-                        Err(reason) => self.graph.count_drops(id, reason, 1),
-                    },
+                pkt.meta.arrival_ns.get_or_insert(now_ns);
+                match take_held_of(&mut held, i).map_or(Ok(()), |h| h.materialise(&mut pkt)) {
+                    Ok(()) => gro.receive(pkt),
+                    Err(reason) => self.graph.count_drops(id, reason, 1),
                 }
             }
-            // Every held frame matched its packet: the driver numbers them by
-            // their packet's place in the burst. One left over would mean its
-            // packet went on without its payload; tests catch that here.
             debug_assert!(held.as_slice().is_empty(), "a held frame without its packet in the burst");
-            drop(held);
         }
         if let Some(gro) = &mut slot.gro {
             gro.flush();
@@ -307,10 +294,14 @@ impl Worker {
         }
         // The driver's own drops are collected once per round, in `flush_port`.
         self.packets += n as u64;
-        if !slot.gone && self.graph.port_driver_mut(id).is_some_and(|d| d.is_gone()) {
+        // One look-up of the driver for both questions: rounds of a
+        // busy-polled port carry a frame or two.
+        let (gone, busy_polling) =
+            self.graph.port_driver_mut(id).map_or((false, false), |d| (d.is_gone(), d.wants_poll()));
+        if gone && !slot.gone {
             self.mark_gone(i);
         }
-        n
+        (n, busy_polling)
     }
 
     fn mark_gone(&mut self, i: usize) {

@@ -36,6 +36,7 @@ use super::pool;
 use crate::wire::VlanTagView;
 use bytes::Bytes;
 use std::fmt;
+use std::mem::ManuallyDrop;
 
 /// Maximum number of shared payload segments per packet (Linux `MAX_SKB_FRAGS`).
 pub const MAX_SEGMENTS: usize = 17;
@@ -235,9 +236,22 @@ fn push_cold(items: &mut Vec<Segment>, seg: Segment) {
 
 /// The list of payload segments, at most [`MAX_SEGMENTS`]. An empty list
 /// does not allocate; a merged aggregate allocates its list once.
+///
+/// The list is dropped by hand ([`Segments`]'s `Drop`): the compiler's drop
+/// glue of a `Vec<Segment>` is a call even for a list without memory, and
+/// every packet has one (most of them empty).
 #[derive(Clone, Default)]
 struct Segments {
-    items: Vec<Segment>,
+    items: ManuallyDrop<Vec<Segment>>,
+}
+
+impl Drop for Segments {
+    #[inline]
+    fn drop(&mut self) {
+        if self.items.capacity() != 0 {
+            drop(std::mem::take(&mut *self.items));
+        }
+    }
 }
 
 impl Segments {
@@ -273,7 +287,7 @@ impl Segments {
             let cut = keep - seen;
             let mut rest = Segments::default();
             if cut == 0 {
-                rest.items = self.items.split_off(i);
+                *rest.items = self.items.split_off(i);
             } else {
                 let tail = self.items[i].split_off(cut);
                 rest.items.push(tail);
@@ -310,7 +324,10 @@ pub struct Packet {
     /// One past its last byte.
     tail: u32,
     segments: Segments,
-    frag_list: Vec<Packet>,
+    /// Dropped by hand, as the segment list ([`Segments`]): the drop glue
+    /// of a `Vec<Packet>` is a call, per packet, for a list that is almost
+    /// always empty.
+    frag_list: ManuallyDrop<Vec<Packet>>,
     /// Offload metadata (GSO, checksum state, RSS hash, arrival time).
     pub meta: OffloadMeta,
 }
@@ -324,20 +341,20 @@ const _: () = assert!(std::mem::size_of::<Packet>() <= 128);
 /// ([`super::pool`]): the linear storage and owned payload segments (a GRO
 /// aggregate's merged receive buffers). Other memory is freed as usual.
 ///
-/// A packet whose buffer was moved out (what GRO leaves of a merged packet)
-/// holds no memory; its drop is a few compares, no calls: GRO drops one such
-/// shell per merged packet.
+/// A packet whose buffer was moved out (what GRO leaves of a merged packet,
+/// what the graph's walk leaves once a driver took the packet) holds no
+/// memory; its drop is a few compares, no calls: the segment list and the
+/// frag list are only looked at when they have memory.
 impl Drop for Packet {
     #[inline]
     fn drop(&mut self) {
-        if pool::is_pool_capacity(self.storage.capacity()) {
-            pool::recycle(std::mem::take(&mut self.storage));
-        }
+        pool::recycle_from(&mut self.storage);
+        // (Segments' own drop finds the list it took empty.)
         if self.segments.items.capacity() != 0 {
             self.recycle_segments();
         }
-        if self.frag_list.capacity() == pool::FRAG_LIST_ROOM {
-            pool::recycle_frag_list(std::mem::take(&mut self.frag_list));
+        if self.frag_list.capacity() != 0 {
+            self.drop_frag_list();
         }
     }
 }
@@ -409,6 +426,24 @@ impl Packet {
         self.meta = src.meta;
     }
 
+    /// Moves the packet out, leaving in its place a packet with no bytes
+    /// that owns nothing (its metadata kept): `std::mem::take` without
+    /// writing a whole default packet (only the buffers and offsets are
+    /// reset), for a walk handing its packet to a driver.
+    #[inline(always)]
+    pub fn move_out(&mut self) -> Packet {
+        let (head, tail) = (self.head, self.tail);
+        (self.head, self.tail) = (0, 0);
+        Packet {
+            storage: std::mem::take(&mut self.storage),
+            head,
+            tail,
+            segments: std::mem::take(&mut self.segments),
+            frag_list: std::mem::take(&mut self.frag_list),
+            meta: self.meta,
+        }
+    }
+
     /// No storage, payload segment list or frag list: dropping it would
     /// free nothing.
     #[inline(always)]
@@ -420,14 +455,22 @@ impl Packet {
     #[inline(never)]
     fn recycle_segments(&mut self) {
         self.take_segment_buffers(pool::recycle);
-        pool::recycle_segment_list(std::mem::take(&mut self.segments.items));
+        pool::recycle_segment_list(std::mem::take(&mut *self.segments.items));
+    }
+
+    /// Drops the frag list's packets; gives the list back to the pool if it
+    /// is one of its lists ([`pool::recycle_frag_list`]), else frees it.
+    #[cold]
+    #[inline(never)]
+    fn drop_frag_list(&mut self) {
+        pool::recycle_frag_list(std::mem::take(&mut *self.frag_list));
     }
 
     /// Hands the buffer of every owned payload segment to `f`, in order
     /// (the segments stay, empty).
     #[inline]
     fn take_segment_buffers(&mut self, mut f: impl FnMut(Vec<u8>)) {
-        for seg in &mut self.segments.items {
+        for seg in self.segments.items.iter_mut() {
             if let Segment::Owned { buf, .. } = seg {
                 f(std::mem::take(buf));
             }
@@ -445,7 +488,7 @@ impl Packet {
             out.push(std::mem::take(&mut self.storage));
         }
         self.take_segment_buffers(|buf| out.push(buf));
-        let mut frags = std::mem::take(&mut self.frag_list);
+        let mut frags = std::mem::take(&mut *self.frag_list);
         for p in frags.drain(..) {
             p.into_buffers(out);
         }
@@ -481,7 +524,7 @@ impl Packet {
             head: linear_offset(head),
             tail: linear_offset(tail),
             segments: Segments::default(),
-            frag_list: Vec::new(),
+            frag_list: ManuallyDrop::default(),
             meta: OffloadMeta::default(),
         }
     }
@@ -564,7 +607,17 @@ impl Packet {
         self.len() + self.frag_list.iter().map(Packet::total_len).sum::<usize>()
     }
 
+    /// [`Packet::total_len`] with a linear packet's (a switched frame's: its
+    /// head length) worked out where it is called, for the graph's walk,
+    /// once per packet. `total_len` itself stays a call: inlined, it makes
+    /// the sums over frag lists that use it (GSO's) calls of their own.
+    #[inline(always)]
+    pub fn total_len_inline(&self) -> usize {
+        if self.is_linear() { self.headlen() } else { self.total_len() }
+    }
+
     /// Length of the linear area (Linux `skb_headlen`).
+    #[inline]
     pub fn headlen(&self) -> usize {
         self.linear_end() - self.linear_start()
     }
@@ -605,6 +658,12 @@ impl Packet {
     pub fn linear_mut(&mut self) -> &mut [u8] {
         let (start, end) = (self.linear_start(), self.linear_end());
         &mut self.storage[start..end]
+    }
+
+    /// Every byte is in the linear area: no payload segment, no frag list.
+    #[inline]
+    pub fn is_linear(&self) -> bool {
+        self.segments.items.is_empty() && self.frag_list.is_empty()
     }
 
     /// The payload segments following the linear area.
@@ -663,7 +722,7 @@ impl Packet {
             // The list replaced has no memory (nor elements): forgetting it
             // saves the call of its drop glue (GRO's first merge into
             // every aggregate).
-            std::mem::forget(std::mem::replace(&mut self.segments.items, pool::take_segment_list()));
+            std::mem::forget(std::mem::replace(&mut *self.segments.items, pool::take_segment_list()));
             return;
         }
         let room = MAX_SEGMENTS.saturating_sub(self.segments.len()).min(additional);
@@ -677,7 +736,7 @@ impl Packet {
     pub fn reserve_frag_list(&mut self, additional: usize) {
         if additional == pool::FRAG_LIST_ROOM && self.frag_list.capacity() == 0 {
             // The list replaced has no memory: nothing to drop.
-            self.frag_list = pool::take_frag_list();
+            *self.frag_list = pool::take_frag_list();
             return;
         }
         self.frag_list.reserve(additional);
@@ -685,7 +744,7 @@ impl Packet {
 
     /// Removes and returns the frag list.
     pub fn take_frag_list(&mut self) -> Vec<Packet> {
-        std::mem::take(&mut self.frag_list)
+        std::mem::take(&mut *self.frag_list)
     }
 
     /// Memory charged to this packet, for accounting (Linux `skb->truesize`):
@@ -1003,13 +1062,13 @@ impl Packet {
         other.head = 0;
         other.tail = 0;
         let mut segments = std::mem::take(&mut other.segments);
-        let rest = if linear_part > 0 {
+        let mut rest = if linear_part > 0 {
             let _ = self.segments.push(Segment::Owned { buf: storage, start: head + skip, end: tail });
             segments
         } else {
             segments.split_off(skip - (tail - head))
         };
-        for seg in rest.items {
+        for seg in std::mem::take(&mut *rest.items) {
             let _ = self.segments.push(seg);
         }
         true
@@ -1041,7 +1100,7 @@ impl Packet {
         let tail = linear_offset(end);
         self.storage.truncate(self.linear_end());
         self.storage.reserve(end - self.storage.len());
-        for s in &self.segments.items {
+        for s in self.segments.items.iter() {
             self.storage.extend_from_slice(s.as_slice());
         }
         self.tail = tail;

@@ -99,7 +99,9 @@ pub struct PoolStats {
 
 type IdleList = std::thread::LocalKey<RefCell<Vec<Vec<u8>>>>;
 
-/// A buffer from `list`, or a new zeroed one of `len` bytes.
+/// A buffer from `list`, or a new zeroed one of `len` bytes (inlined, as
+/// [`keep_buffer`], so that each caller reaches its list directly).
+#[inline(always)]
 fn take_from(list: &'static IdleList, len: usize) -> Vec<u8> {
     list.try_with(|idle| idle.borrow_mut().pop()).ok().flatten().unwrap_or_else(|| vec![0; len])
 }
@@ -117,10 +119,22 @@ pub fn take_small_buffer() -> Vec<u8> {
 }
 
 /// True if a buffer of `capacity` bytes may be a pool buffer (large or
-/// small): what a dropped packet checks before calling [`recycle`].
+/// small).
 #[inline]
 pub fn is_pool_capacity(capacity: usize) -> bool {
     capacity == POOL_BUFFER_LEN || capacity == SMALL_BUFFER_LEN
+}
+
+/// Takes `buf` (leaving it empty) if it is a pool buffer, and gives it back
+/// as [`recycle`] does; anything else is left for its owner to free. A
+/// dropped packet's storage: no move of a buffer that is not the pool's.
+#[inline]
+pub fn recycle_from(buf: &mut Vec<u8>) {
+    match (buf.capacity(), buf.len()) {
+        (POOL_BUFFER_LEN, POOL_BUFFER_LEN) => keep_large(std::mem::take(buf)),
+        (SMALL_BUFFER_LEN, SMALL_BUFFER_LEN) => keep_small(std::mem::take(buf)),
+        _ => {}
+    }
 }
 
 /// Gives `buf` back if it is a pool buffer (large or small) and this
@@ -128,20 +142,37 @@ pub fn is_pool_capacity(capacity: usize) -> bool {
 #[inline]
 pub fn recycle(buf: Vec<u8>) {
     match (buf.capacity(), buf.len()) {
-        (POOL_BUFFER_LEN, POOL_BUFFER_LEN) => keep_buffer(&IDLE, POOL_MAX_IDLE, buf),
-        (SMALL_BUFFER_LEN, SMALL_BUFFER_LEN) => keep_buffer(&IDLE_SMALL, SMALL_MAX_IDLE, buf),
+        (POOL_BUFFER_LEN, POOL_BUFFER_LEN) => keep_large(buf),
+        (SMALL_BUFFER_LEN, SMALL_BUFFER_LEN) => keep_small(buf),
         _ => {}
     }
 }
 
-/// Puts a pool buffer on `list`, if it holds fewer than `max`.
-fn keep_buffer(list: &'static IdleList, max: usize, buf: Vec<u8>) {
+/// [`keep_buffer`] on the large list: one function per list, so that each
+/// reaches its thread-local directly (a function shared by both lists calls
+/// the list's accessor through a pointer, per buffer).
+#[inline(never)]
+fn keep_large(buf: Vec<u8>) {
+    keep_buffer::<POOL_MAX_IDLE>(&IDLE, buf);
+}
+
+/// [`keep_buffer`] on the small list (see [`keep_large`]).
+#[inline(never)]
+fn keep_small(buf: Vec<u8>) {
+    keep_buffer::<SMALL_MAX_IDLE>(&IDLE_SMALL, buf);
+}
+
+/// Puts a pool buffer on `list`, if it holds fewer than `MAX`. (`MAX` is a
+/// const parameter so that each list's closure is a type of its own, which
+/// the compiler inlines with the list's thread-local access.)
+#[inline(always)]
+fn keep_buffer<const MAX: usize>(list: &'static IdleList, buf: Vec<u8>) {
     // During thread teardown the list may be gone: the buffer is then freed.
     let _ = list.try_with(|idle| {
         let mut idle = idle.borrow_mut();
-        if idle.len() < max {
+        if idle.len() < MAX {
             if idle.capacity() == 0 {
-                idle.reserve_exact(max);
+                idle.reserve_exact(MAX);
             }
             idle.push(buf);
         }

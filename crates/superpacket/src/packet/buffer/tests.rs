@@ -75,6 +75,58 @@ fn move_from_moves_the_packet_and_leaves_the_source_empty() {
     assert_eq!(slot.truesize(), std::mem::size_of::<Packet>() + DEFAULT_HEADROOM + 40);
 }
 
+/// The segment list and the frag list are dropped by hand (no drop glue):
+/// a packet with both, of sizes the pool does not keep, leaves nothing
+/// allocated once dropped, its segments' and frag-list packets' memory
+/// included; so do the lists a split and a general merge leave behind.
+#[test]
+fn a_dropped_packet_frees_its_segment_and_frag_lists() {
+    let info = allocation_counter::measure(|| {
+        let mut p = Packet::from_frame(&frame(3000));
+        p.detach_payload(54).unwrap();
+        p.append_segment(Bytes::from(frame(500))).unwrap();
+        for i in 0..5 {
+            let mut q = Packet::from_frame(&frame(200 + i));
+            q.append_segment(Bytes::from(frame(100))).unwrap();
+            p.push_frag(q);
+        }
+        assert!(p.has_segment_list() && p.frag_list().len() == 5 && !p.is_linear());
+        let tail = p.split_off(54 + 1000).unwrap();
+        let mut joined = Packet::from_frame(&frame(60));
+        joined.append_payload_of(tail, 0).unwrap();
+        drop(joined);
+        drop(p);
+    });
+    assert_eq!((info.count_current, info.bytes_current), (0, 0), "{info:?}");
+}
+
+#[test]
+fn move_out_leaves_a_shell_that_owns_nothing() {
+    let f = frame(3000);
+    let mut p = Packet::from_frame(&f);
+    p.detach_payload(54).unwrap();
+    p.push_frag(Packet::from_frame(&frame(100)));
+    p.meta.gso_size = 1448;
+    let out = p.move_out();
+    assert_eq!((out.to_vec(), out.frag_list().len(), out.meta.gso_size), (f, 1, 1448));
+    assert_eq!((p.total_len(), p.headroom(), p.meta.gso_size), (0, 0, 1448));
+    assert_eq!(p.truesize(), std::mem::size_of::<Packet>(), "the shell owns no memory");
+}
+
+#[test]
+fn total_len_counts_the_frag_list_and_is_linear_sees_segments_and_frags() {
+    let lens = |p: &Packet| (p.len(), p.total_len(), p.total_len_inline(), p.is_linear());
+    let mut p = Packet::from_frame(&frame(100));
+    assert_eq!(lens(&p), (100, 100, 100, true));
+    p.push_frag(Packet::from_frame(&frame(40)));
+    assert_eq!(lens(&p), (100, 140, 140, false));
+    let mut q = Packet::from_frame(&frame(100));
+    q.append_segment(Bytes::from(frame(30))).unwrap();
+    assert_eq!(lens(&q), (130, 130, 130, false));
+    q.push_frag(p);
+    assert_eq!(lens(&q), (130, 270, 270, false));
+}
+
 #[test]
 fn partial_checksum_start_follows_push_and_pull() {
     let mut p = Packet::from_frame(&frame(60));
