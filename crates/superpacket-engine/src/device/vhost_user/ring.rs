@@ -27,11 +27,15 @@
 //! [`QueueFault::Chain`]; nothing a guest writes panics.
 
 use super::virtq::QueueFault;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
-use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory, VolatileSlice};
+use vm_memory::{
+    Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress, VolatileMemory,
+    VolatileSlice,
+};
 
 /// The guest memory the port maps (no dirty-page bitmap).
 pub type GuestMem = GuestMemoryMmap<()>;
@@ -132,6 +136,9 @@ pub struct Rings<'m> {
     /// `size - 1`: a ring slot is `index & mask`, `index % size` without a
     /// division per ring access.
     mask: u16,
+    /// The region [`Rings::slice`] found a buffer in last (its guest start
+    /// and the whole region as a slice), tried first for the next one.
+    region: Cell<Option<(u64, VolatileSlice<'m>)>>,
 }
 
 /// Byte lengths of a queue's three rings for `size` entries: what
@@ -174,6 +181,7 @@ impl<'m> Rings<'m> {
             used: slice(q.used_ring(), lens.used)?,
             size,
             mask: size - 1,
+            region: Cell::new(None),
         })
     }
 
@@ -207,6 +215,7 @@ impl<'m> Rings<'m> {
                 used: slice(held.used, lens.used),
                 size: key.3,
                 mask: key.3 - 1,
+                region: Cell::new(None),
             });
         }
         let rings = Rings::new(q, mem)?;
@@ -223,6 +232,35 @@ impl<'m> Rings<'m> {
     /// The guest memory the rings are in.
     pub fn mem(&self) -> &'m GuestMem {
         self.mem
+    }
+
+    /// The `len` bytes of guest memory at `addr` as one host slice, if
+    /// they lie in one region (`None` also for bytes across two regions,
+    /// which only `vm-memory`'s region walk copies). The region found last
+    /// is tried first: a buffer of the usual guest (one region, or a few
+    /// large ones) costs one bounds check, not a region search
+    /// (`vm-memory`'s `get_slice` searches the regions at every call). The
+    /// slice is `vm-memory`'s own (`subslice` of the region's), so it is as
+    /// bounds-checked as a `get_slice`.
+    #[inline]
+    pub fn slice(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
+        if let Some((start, region)) = self.region.get()
+            && let Some(off) = addr.0.checked_sub(start)
+            && let Ok(vs) = region.subslice(usize::try_from(off).ok()?, len)
+        {
+            return Some(vs);
+        }
+        self.slice_slow(addr, len)
+    }
+
+    /// [`Rings::slice`] through a region search, remembering the region.
+    #[cold]
+    fn slice_slow(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
+        let r = self.mem.find_region(addr)?;
+        let whole = r.get_slice(MemoryRegionAddress(0), usize::try_from(r.len()).ok()?).ok()?;
+        self.region.set(Some((r.start_addr().0, whole)));
+        let off = usize::try_from(addr.0 - r.start_addr().0).ok()?;
+        whole.subslice(off, len).ok()
     }
 
     /// Takes the next available chain's head from `q` (moving its
@@ -312,7 +350,7 @@ impl<'m> Rings<'m> {
                 && let Ok(d) = self.desc.get_ref::<Descriptor>(at).map(|r| r.load())
                 && !d.refers_to_indirect_table()
                 && d.len() > 0
-                && let Ok(vs) = GuestMemoryBackend::get_slice(self.mem, d.addr(), (d.len() as usize).min(128))
+                && let Some(vs) = self.slice(d.addr(), (d.len() as usize).min(128))
             {
                 super::guest_copy::prefetch_slice(&vs, for_write);
             }
@@ -347,7 +385,7 @@ impl<'m> Rings<'m> {
                 if indirect || !len.is_multiple_of(DESC_LEN) || len / DESC_LEN > usize::from(u16::MAX) {
                     return Err(QueueFault::Chain);
                 }
-                table = GuestMemoryBackend::get_slice(self.mem, d.addr(), len).map_err(|_| QueueFault::Chain)?;
+                table = self.slice(d.addr(), len).ok_or(QueueFault::Chain)?;
                 (table_size, next, ttl, indirect) = ((len / DESC_LEN) as u16, 0, (len / DESC_LEN) as u16, true);
                 continue;
             }
@@ -405,19 +443,19 @@ impl<'m> Near<'m> {
     /// Checks that `len` bytes at `addr` lie in guest memory and keeps the
     /// host slice of buffer `index` of the chain if it has room and the
     /// buffer lies in one region; false if the buffer is not in memory.
-    pub fn record(&mut self, mem: &'m GuestMem, index: usize, addr: GuestAddress, len: usize) -> bool {
-        match GuestMemoryBackend::get_slice(mem, addr, len) {
-            Ok(vs) => {
+    pub fn record(&mut self, rings: &Rings<'m>, index: usize, addr: GuestAddress, len: usize) -> bool {
+        match rings.slice(addr, len) {
+            Some(vs) => {
                 if let Some(slot) = self.slices.get_mut(index) {
                     *slot = Some(vs);
                 }
                 true
             }
-            Err(_) => {
+            None => {
                 if let Some(slot) = self.slices.get_mut(index) {
                     *slot = None;
                 }
-                GuestMemoryBackend::check_range(mem, addr, len)
+                GuestMemoryBackend::check_range(rings.mem, addr, len)
             }
         }
     }

@@ -37,7 +37,7 @@ use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportO
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, GuestMemoryRegion};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, GuestMemoryRegion, VolatileMemory};
 
 /// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
 /// superpacket in 1536-byte buffers needs 44.
@@ -142,6 +142,14 @@ impl TxScratch {
         mut offset: usize,
         mut dst: &mut [u8],
     ) -> Result<(), QueueFault> {
+        // A chain of one buffer (a small frame, header and all, as DPDK's
+        // virtio-user sends it): one bounds-checked copy.
+        if self.bufs.len() == 1
+            && let Some(vs) = near.get(0)
+        {
+            vs.subslice(offset, dst.len()).map_err(|_| QueueFault::Address)?.copy_to(dst);
+            return Ok(());
+        }
         for (i, &(addr, len)) in self.bufs.iter().enumerate() {
             if dst.is_empty() {
                 return Ok(());
@@ -218,7 +226,6 @@ fn pop_tx_at<'m>(
 ) -> Result<Option<TxChain>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     rings.prefetch_next(cursor, false);
-    let mem = rings.mem();
     scratch.bufs.clear();
     let (mut len, mut truncated) = (0usize, false);
     let descs = rings.walk(head, |d| {
@@ -230,7 +237,7 @@ fn pop_tx_at<'m>(
             return Ok(());
         }
         // Every buffer must lie inside guest memory, recorded or not.
-        if !near.record(mem, scratch.bufs.len(), d.addr(), n) {
+        if !near.record(rings, scratch.bufs.len(), d.addr(), n) {
             return Err(QueueFault::Address);
         }
         len = len.saturating_add(n);
@@ -339,48 +346,84 @@ pub fn take_frame_holding(
     let mem = rings.mem();
     let mut near = Near::default();
     let Some(chain) = pop_tx_at(rings, q, cursor, scratch, &mut near)? else { return Ok(None) };
-    let descs = chain.descs;
+    let (head, descs) = (chain.head, chain.descs);
+    // Every way out gives the chain back first (a used element, nothing
+    // written), except a frame held: a fault as well, before the caller
+    // stops the queue. Each outcome is built once, in place: a packet
+    // carried through re-wrapped results was three `memcpy`s of it.
+    let give_back = |q: &mut Queue, frame: Result<GuestFrame, &'static str>| {
+        rings.write_used(q, &[(head, 0)])?;
+        Ok(Some((TakenChain { descs, frame }, None)))
+    };
+    let fault = |q: &mut Queue, f: QueueFault| {
+        rings.write_used(q, &[(head, 0)])?;
+        Err(f)
+    };
+    if chain.truncated {
+        return give_back(q, Err("vhost-tx-too-long"));
+    }
+    let hdr = match read_header(mem, scratch, &near, hdr_len, chain.len) {
+        Ok(Ok(h)) => h,
+        Ok(Err(reason)) => return give_back(q, Err(reason)),
+        Err(f) => return fault(q, f),
+    };
     let hold = hold
-        && !chain.truncated
         && chain.len.saturating_sub(hdr_len) >= HELD_MIN
         && scratch.bufs.len() <= MAX_HELD_BUFS
-        && each_in_one_region(mem, &scratch.bufs);
-    let copied = copy_frame(mem, scratch, &near, &chain, hdr_len, if hold { HELD_HEAD } else { usize::MAX });
-    // A header that may reach past the first bytes is never parsed from
-    // them (the packet's buffer is recycled: past them lie another frame's
-    // bytes): the rest is read first and the frame is not held.
-    let (hold, copied) = match copied {
-        Ok(Ok((mut packet, hdr))) if hold && !held_header_fits(&hdr) => {
-            let rest = &mut packet.linear_mut()[HELD_HEAD..];
-            (false, scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest).map(|()| Ok((packet, hdr))))
-        }
-        other => (hold, other),
-    };
-    let imported = match copied {
-        Ok(Ok((packet, hdr))) => Ok(import(packet, &hdr)),
-        Ok(Err(reason)) => Ok(Err(reason)),
-        Err(f) => Err(f),
-    };
+        && each_in_one_region(rings, &scratch.bufs)
+        // A header that may reach past the first bytes is never parsed
+        // from them (the packet's buffer is recycled: past them lie
+        // another frame's bytes): such a frame is copied whole.
+        && held_header_fits(&hdr);
+    let mut packet = Packet::with_linear_len_pooled(chain.len - hdr_len);
+    let lin = packet.linear_mut();
+    let n = if hold { HELD_HEAD.min(lin.len()) } else { lin.len() };
+    if let Err(f) = scratch.read_near(mem, &near, hdr_len, &mut lin[..n]) {
+        return fault(q, f);
+    }
+    let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
+    match hdr.to_meta(packet.linear(), &opts) {
+        Ok(meta) => packet.meta = meta,
+        Err(e) => return give_back(q, Err(e.reason())),
+    }
+    let csum_partial = hdr.flags & F_NEEDS_CSUM != 0;
     // Held: only a frame the graph can route on its first bytes (its
     // offload header within them).
-    let held = match &imported {
-        Ok(Ok(f)) if hold && header_within(&f.packet, HELD_HEAD) => {
-            Some(HeldChain { head: chain.head, skip: hdr_len + HELD_HEAD, len: f.packet.len() - HELD_HEAD })
-        }
-        _ => None,
-    };
-    let frame = match imported {
-        Ok(Ok(mut f)) if hold && held.is_none() => {
-            // Copied whole after all: the rest of the frame now.
-            let rest = &mut f.packet.linear_mut()[HELD_HEAD..];
-            scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest).map(|()| Ok(f))
-        }
-        other => other,
-    };
-    if held.is_none() {
-        rings.write_used(q, &[(chain.head, 0)])?;
+    if hold && header_within(&packet, HELD_HEAD) {
+        let held = HeldChain { head, skip: hdr_len + HELD_HEAD, len: packet.len() - HELD_HEAD };
+        return Ok(Some((TakenChain { descs, frame: Ok(GuestFrame { packet, csum_partial }) }, Some(held))));
     }
-    Ok(Some((TakenChain { descs, frame: frame? }, held)))
+    if hold {
+        // Copied whole after all: the rest of the frame now.
+        let rest = &mut packet.linear_mut()[HELD_HEAD..];
+        if let Err(f) = scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest) {
+            return fault(q, f);
+        }
+    }
+    give_back(q, Ok(GuestFrame { packet, csum_partial }))
+}
+
+/// The `hdr_len`-byte `virtio_net_hdr` at the start of a chain of
+/// `chain_len` bytes (recorded in `scratch`) parsed, or the drop reason
+/// (a chain too short for it among them). The usual header, 12 bytes at
+/// the start of the first buffer, is one fixed-size volatile load.
+fn read_header(
+    mem: &GuestMem,
+    scratch: &TxScratch,
+    near: &Near<'_>,
+    hdr_len: usize,
+    chain_len: usize,
+) -> Result<Result<VirtioNetHdr, &'static str>, QueueFault> {
+    let mut hb = [0u8; 12];
+    let n = hdr_len.min(12).min(chain_len);
+    match near.get(0) {
+        Some(vs) if n == 12 && vs.len() >= 12 => {
+            hb = vs.get_ref::<[u8; 12]>(0).map_err(|_| QueueFault::Address)?.load();
+        }
+        _ => scratch.read_near(mem, near, 0, &mut hb[..n])?,
+    }
+    let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
+    Ok(VirtioNetHdr::parse(&hb[..n], layout, HdrByteOrder::Little).map_err(|e| e.reason()))
 }
 
 /// Whether every header the import parses lies in a held frame's first
@@ -396,16 +439,8 @@ fn held_header_fits(hdr: &VirtioNetHdr) -> bool {
 /// Whether each buffer lies in one memory region: a held frame's buffers
 /// are read later slice by slice ([`HeldFrame`]), which a buffer across
 /// two regions would fail.
-fn each_in_one_region(mem: &GuestMem, bufs: &[(GuestAddress, u32)]) -> bool {
-    bufs.iter().all(|&(addr, len)| GuestMemoryBackend::get_slice(mem, addr, len as usize).is_ok())
-}
-
-/// The frame's `virtio_net_hdr` imported into its packet's `meta` with the
-/// kernel's validation, or the drop reason.
-fn import(mut packet: Packet, hdr: &VirtioNetHdr) -> Result<GuestFrame, &'static str> {
-    let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
-    packet.meta = hdr.to_meta(packet.linear(), &opts).map_err(|e| e.reason())?;
-    Ok(GuestFrame { packet, csum_partial: hdr.flags & F_NEEDS_CSUM != 0 })
+fn each_in_one_region(rings: &Rings<'_>, bufs: &[(GuestAddress, u32)]) -> bool {
+    bufs.iter().all(|&(addr, len)| rings.slice(addr, len as usize).is_some())
 }
 
 /// Whether what the offload metadata points at (the checksum field of a
@@ -418,36 +453,6 @@ fn header_within(packet: &Packet, head: usize) -> bool {
             ChecksumState::Partial { start, offset } => usize::from(start) + usize::from(offset) + 2 <= head,
             _ => true,
         }
-}
-
-/// The header and the frame of `chain` (recorded in `scratch`): the
-/// header parsed first, the frame's first `head` bytes (all of them, for
-/// `usize::MAX`) copied into a packet of the frame's length only if it
-/// parses. The inner error is a drop reason.
-fn copy_frame(
-    mem: &GuestMem,
-    scratch: &TxScratch,
-    near: &Near<'_>,
-    chain: &TxChain,
-    hdr_len: usize,
-    head: usize,
-) -> Result<Result<(Packet, VirtioNetHdr), &'static str>, QueueFault> {
-    if chain.truncated {
-        return Ok(Err("vhost-tx-too-long"));
-    }
-    let mut hb = [0u8; 12];
-    let hb = &mut hb[..hdr_len.min(12).min(chain.len)];
-    scratch.read_near(mem, near, 0, hb)?;
-    let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
-    let hdr = match VirtioNetHdr::parse(hb, layout, HdrByteOrder::Little) {
-        Ok(h) => h,
-        Err(e) => return Ok(Err(e.reason())),
-    };
-    let mut packet = Packet::with_linear_len_pooled(chain.len - hdr_len);
-    let lin = packet.linear_mut();
-    let n = lin.len().min(head);
-    scratch.read_near(mem, near, hdr_len, &mut lin[..n])?;
-    Ok(Ok((packet, hdr)))
 }
 
 /// Puts chain `head` in the used ring with `len` bytes written and
@@ -527,14 +532,13 @@ fn rx_chain<'m>(
 ) -> Result<Option<(u16, bool)>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     rings.prefetch_next(cursor, true);
-    let mem = rings.mem();
     bufs.clear();
     let mut capped = false;
     rings.walk(head, |d| {
         if !d.is_write_only() {
             return Err(QueueFault::Direction);
         }
-        if d.len() > 0 && !near.record(mem, bufs.len(), d.addr(), d.len() as usize) {
+        if d.len() > 0 && !near.record(rings, bufs.len(), d.addr(), d.len() as usize) {
             return Err(QueueFault::Address);
         }
         if bufs.len() < MAX_RX_DESCS {
@@ -587,6 +591,46 @@ pub fn push_rx_at<'h, 'a: 'h>(
     mrg: bool,
 ) -> Result<RxPlaced, RxRefused> {
     push_rx_holding(rings, q, cursor, scratch, hdr, parts, len, mrg, None)
+}
+
+/// [`push_rx_at`] of a frame in one slice (a linear packet: every frame
+/// copied from a guest). A frame that fits the first buffer of the next
+/// chain (the 64-byte frame, and any frame in a guest's large buffers)
+/// is written there at once, the header with `num_buffers` 1 in one
+/// fixed-size store: no source iterator, no buffer loop. Any other is
+/// placed by [`push_rx_at`], the chain taken first given back.
+///
+/// # Errors
+/// As [`push_rx`].
+pub fn push_rx_frame(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut RxScratch,
+    hdr: &[u8],
+    frame: &[u8],
+    mrg: bool,
+) -> Result<RxPlaced, RxRefused> {
+    let need = hdr.len() + frame.len();
+    if let Ok(hb) = <[u8; 12]>::try_from(hdr) {
+        let mut near = Near::default();
+        let Some((head, _)) = rx_chain(rings, q, cursor, &mut scratch.bufs, &mut near)? else {
+            return Err(RxRefused::NoRoom);
+        };
+        if let Some(vs) = near.get(0)
+            && vs.len() >= need
+        {
+            let mut hb = hb;
+            hb[10..].copy_from_slice(&1u16.to_le_bytes());
+            vs.get_ref::<[u8; 12]>(0).map_err(|_| QueueFault::Address)?.store(hb);
+            write_slice(&vs.subslice(12, frame.len()).map_err(|_| QueueFault::Address)?, frame);
+            rings.write_used(q, &[(head, need as u32)])?;
+            return Ok(RxPlaced { chains: 1, bytes: need });
+        }
+        q.go_to_previous_position();
+        cursor.rewound(q);
+    }
+    push_rx_holding(rings, q, cursor, scratch, hdr, std::iter::once(frame), frame.len(), mrg, None)
 }
 
 /// [`push_rx_at`] of a frame whose last `held.len()` bytes are `held`'s
