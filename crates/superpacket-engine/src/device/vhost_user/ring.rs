@@ -311,52 +311,48 @@ impl<'m> Rings<'m> {
     /// a buffer outside memory) is skipped, and nothing a walk decides
     /// depends on them.
     pub fn prefetch_next(&self, cursor: &mut AvailCursor, for_write: bool) {
-        let ahead = cursor.avail.wrapping_sub(cursor.next);
+        let next = cursor.next;
+        let ahead = cursor.avail.wrapping_sub(next);
         if !cursor.loaded || ahead == 0 || ahead > self.size {
             return;
         }
-        let desc_at = |nth: u16| {
-            let slot = 4 + 2 * usize::from(nth & self.mask);
-            let head = u16::from_le(self.avail.get_ref::<u16>(slot).ok()?.load());
-            (head < self.size).then_some(DESC_LEN * usize::from(head))
-        };
-        // The chains in [from, to) of those in [next, next + limit) not yet
-        // covered by the stage whose mark is `done`.
-        let span = |done: u16, limit: u16| {
-            let to = cursor.next.wrapping_add(ahead.min(limit));
-            let from = if done.wrapping_sub(cursor.next) <= ahead { done } else { cursor.next };
-            (from, to)
-        };
-        let (mut c, to) = span(cursor.desc_to, PREFETCH_DESC_AHEAD);
-        while c.wrapping_sub(cursor.next) < to.wrapping_sub(cursor.next) {
-            if let Some(at) = desc_at(c)
-                && let Ok(d) = self.desc.subslice(at, DESC_LEN)
-            {
-                super::guest_copy::prefetch_slice(&d, false);
+        // A mark outside [next, next + ahead] (the queue was rewound past
+        // it, or the ring is new) covers nothing.
+        let covered = |mark: u16| Some(mark.wrapping_sub(next)).filter(|&n| n <= ahead).unwrap_or(0);
+        let to = ahead.min(PREFETCH_DESC_AHEAD);
+        for c in covered(cursor.desc_to)..to {
+            if let Some(head) = self.avail_head(next.wrapping_add(c)) {
+                super::guest_copy::prefetch_line(&self.desc, DESC_LEN * usize::from(head), false);
             }
-            c = c.wrapping_add(1);
         }
-        cursor.desc_to = to;
+        cursor.desc_to = next.wrapping_add(to);
         // Buffers in groups: a buffer's page is usually not in the TLB
         // (a frontend's 4 KiB pages, one per buffer), and a prefetch waits
         // for its page walk before it retires; walks started back to back
         // overlap, one per chain would each stall.
-        let (mut c, to) = span(cursor.buf_to, PREFETCH_BUF_AHEAD);
-        if c.wrapping_sub(cursor.next) >= PREFETCH_BUF_REFILL.min(ahead) {
+        let from = covered(cursor.buf_to);
+        if from >= PREFETCH_BUF_REFILL.min(ahead) {
             return;
         }
-        while c.wrapping_sub(cursor.next) < to.wrapping_sub(cursor.next) {
-            if let Some(at) = desc_at(c)
-                && let Ok(d) = self.desc.get_ref::<Descriptor>(at).map(|r| r.load())
+        let to = ahead.min(PREFETCH_BUF_AHEAD);
+        for c in from..to {
+            if let Some(head) = self.avail_head(next.wrapping_add(c))
+                && let Ok(d) = self.desc.get_ref::<Descriptor>(DESC_LEN * usize::from(head)).map(|r| r.load())
                 && !d.refers_to_indirect_table()
                 && d.len() > 0
                 && let Some(vs) = self.slice(d.addr(), (d.len() as usize).min(128))
             {
                 super::guest_copy::prefetch_slice(&vs, for_write);
             }
-            c = c.wrapping_add(1);
         }
-        cursor.buf_to = to;
+        cursor.buf_to = next.wrapping_add(to);
+    }
+
+    /// The head the available ring names in its `nth` entry (mod the size).
+    #[inline]
+    fn avail_head(&self, nth: u16) -> Option<u16> {
+        let slot = 4 + 2 * usize::from(nth & self.mask);
+        Some(u16::from_le(self.avail.get_ref::<u16>(slot).ok()?.load()))
     }
 
     /// Follows the chain at `head`, calling `visit` with every descriptor
@@ -443,6 +439,7 @@ impl<'m> Near<'m> {
     /// Checks that `len` bytes at `addr` lie in guest memory and keeps the
     /// host slice of buffer `index` of the chain if it has room and the
     /// buffer lies in one region; false if the buffer is not in memory.
+    #[inline]
     pub fn record(&mut self, rings: &Rings<'m>, index: usize, addr: GuestAddress, len: usize) -> bool {
         match rings.slice(addr, len) {
             Some(vs) => {

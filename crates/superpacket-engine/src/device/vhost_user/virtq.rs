@@ -400,7 +400,9 @@ pub fn take_frame_holding(
             return fault(q, f);
         }
     }
-    give_back(q, Ok(GuestFrame { packet, csum_partial }))
+    // Not through `give_back`: the packet is moved once, into the result.
+    rings.write_used(q, &[(head, 0)])?;
+    Ok(Some((TakenChain { descs, frame: Ok(GuestFrame { packet, csum_partial }) }, None)))
 }
 
 /// The `hdr_len`-byte `virtio_net_hdr` at the start of a chain of
