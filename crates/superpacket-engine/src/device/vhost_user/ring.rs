@@ -398,12 +398,22 @@ impl<'m> Rings<'m> {
         }
     }
 
+    /// The descriptor at `head` if it is a chain by itself: no next, no
+    /// indirect table (`None` also for a head outside the table, which the
+    /// walk reports).
+    #[inline]
+    pub fn lone(&self, head: u16) -> Option<Descriptor> {
+        let d = self.desc.get_ref::<Descriptor>(DESC_LEN * usize::from(head)).ok()?.load();
+        (!d.has_next() && !d.refers_to_indirect_table()).then_some(d)
+    }
+
     /// Writes used elements (head, bytes written) into the used ring from
     /// `q`'s `next_used` on and moves it past them, without the used
     /// index ([`super::virtq::write_used`]'s contract).
     ///
     /// # Errors
     /// [`QueueFault::Address`]: a head outside the queue.
+    #[inline]
     pub fn write_used(&self, q: &mut Queue, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
         let mut next = q.next_used();
         for &(head, len) in chains {

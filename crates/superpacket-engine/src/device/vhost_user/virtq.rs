@@ -227,6 +227,17 @@ fn pop_tx_at<'m>(
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     rings.prefetch_next(cursor, false);
     scratch.bufs.clear();
+    // One readable descriptor (every small frame DPDK's virtio-user
+    // sends): what the walk below would record, without it.
+    if let Some(d) = rings.lone(head)
+        && !d.is_write_only()
+        && d.len() > 0
+        && d.len() as usize <= MAX_TX_CHAIN
+        && near.record(rings, 0, d.addr(), d.len() as usize)
+    {
+        scratch.bufs.push((d.addr(), d.len()));
+        return Ok(Some(TxChain { head, len: d.len() as usize, truncated: false, descs: 1 }));
+    }
     let (mut len, mut truncated) = (0usize, false);
     let descs = rings.walk(head, |d| {
         if d.is_write_only() {
@@ -420,7 +431,11 @@ fn read_header(
     let n = hdr_len.min(12).min(chain_len);
     match near.get(0) {
         Some(vs) if n == 12 && vs.len() >= 12 => {
-            hb = vs.get_ref::<[u8; 12]>(0).map_err(|_| QueueFault::Address)?.load();
+            // Two loads (a volatile `[u8; 12]` is twelve byte loads).
+            let lo = vs.get_ref::<u64>(0).map_err(|_| QueueFault::Address)?.load();
+            let hi = vs.get_ref::<u32>(8).map_err(|_| QueueFault::Address)?.load();
+            hb[..8].copy_from_slice(&lo.to_ne_bytes());
+            hb[8..].copy_from_slice(&hi.to_ne_bytes());
         }
         _ => scratch.read_near(mem, near, 0, &mut hb[..n])?,
     }
@@ -525,6 +540,7 @@ impl Default for RxScratch {
 /// Takes the next chain of receive queue `q`, records its first
 /// [`MAX_RX_DESCS`] buffers in `bufs` (cleared first) and returns its head
 /// and whether it had more descriptors than that (capped).
+#[inline]
 fn rx_chain<'m>(
     rings: &Rings<'m>,
     q: &mut Queue,
@@ -535,6 +551,16 @@ fn rx_chain<'m>(
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     rings.prefetch_next(cursor, true);
     bufs.clear();
+    // One writable descriptor (DPDK's virtio PMD's receive buffers): what
+    // the walk below would record, without it.
+    if let Some(d) = rings.lone(head)
+        && d.is_write_only()
+        && d.len() > 0
+        && near.record(rings, 0, d.addr(), d.len() as usize)
+    {
+        bufs.push((d.addr(), d.len()));
+        return Ok(Some((head, false)));
+    }
     let mut capped = false;
     rings.walk(head, |d| {
         if !d.is_write_only() {
@@ -622,9 +648,12 @@ pub fn push_rx_frame(
         if let Some(vs) = near.get(0)
             && vs.len() >= need
         {
-            let mut hb = hb;
-            hb[10..].copy_from_slice(&1u16.to_le_bytes());
-            vs.get_ref::<[u8; 12]>(0).map_err(|_| QueueFault::Address)?.store(hb);
+            // Two stores (a volatile `[u8; 12]` is twelve byte stores),
+            // `num_buffers` (bytes 10 and 11) 1.
+            let lo = u64::from_ne_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]);
+            let hi = u32::from_ne_bytes([hb[8], hb[9], 1, 0]);
+            vs.get_ref::<u64>(0).map_err(|_| QueueFault::Address)?.store(lo);
+            vs.get_ref::<u32>(8).map_err(|_| QueueFault::Address)?.store(hi);
             write_slice(&vs.subslice(12, frame.len()).map_err(|_| QueueFault::Address)?, frame);
             rings.write_used(q, &[(head, need as u32)])?;
             return Ok(RxPlaced { chains: 1, bytes: need });
