@@ -46,11 +46,19 @@ const DESC_LEN: usize = 16;
 /// How far ahead of the chain being taken [`Rings::prefetch_next`]
 /// prefetches descriptors: a burst of the 64-byte loop (about 11 chains)
 /// and more.
-const PREFETCH_DESC_AHEAD: u16 = 16;
+const PREFETCH_DESC_AHEAD: u16 = 24;
+
+/// Descriptors are prefetched in groups too: once fewer than this many
+/// chains ahead are covered, up to [`PREFETCH_DESC_AHEAD`]. At least
+/// [`PREFETCH_BUF_AHEAD`] plus one, so that every buffer prefetch reads a
+/// descriptor an earlier call prefetched.
+const PREFETCH_DESC_REFILL: u16 = 16;
 
 /// How far ahead it prefetches buffers, whose descriptors must have
 /// arrived first (prefetched at least four chains earlier).
 const PREFETCH_BUF_AHEAD: u16 = 12;
+
+const _: () = assert!(PREFETCH_DESC_REFILL > PREFETCH_BUF_AHEAD && PREFETCH_DESC_AHEAD > PREFETCH_DESC_REFILL);
 
 /// Buffers are prefetched in groups: once fewer than this many chains
 /// ahead are covered, up to [`PREFETCH_BUF_AHEAD`] at once.
@@ -90,6 +98,15 @@ impl AvailCursor {
     /// given back): the index loaded is still ahead of it.
     pub fn rewound(&mut self, q: &Queue) {
         self.next = q.next_avail();
+    }
+
+    /// Chains from `next` on that a prefetch stage whose mark is `mark`
+    /// covered, of the `ahead` loaded: none for a mark outside
+    /// `[next, next + ahead]` (the queue was rewound past it, or the ring
+    /// is new).
+    #[inline]
+    fn covered(&self, mark: u16, ahead: u16) -> u16 {
+        Some(mark.wrapping_sub(self.next)).filter(|&n| n <= ahead).unwrap_or(0)
     }
 }
 
@@ -295,42 +312,54 @@ impl<'m> Rings<'m> {
     }
 
     /// Prefetches for the chains `cursor` has loaded but not yet taken
-    /// (called after [`Rings::next_head`]), in two stages: the descriptors
-    /// of the chains up to `PREFETCH_DESC_AHEAD` ahead, and (in groups,
-    /// see `PREFETCH_BUF_REFILL`) the first buffer's first lines of those
-    /// up to `PREFETCH_BUF_AHEAD` ahead, whose descriptors an earlier call
-    /// prefetched (`for_write`: a receive buffer the port will store
-    /// into). Each is a line the frontend last wrote from its CPU: the
-    /// first call after a load of the index starts the transfers of a
-    /// whole burst at once, so they overlap one another and the work on
-    /// the current chain instead of stalling each frame's walk and copy
-    /// (DPDK's vhost prefetches its bursts the same way); later calls add
-    /// one chain to the descriptors and, when few are left, a group to
-    /// the buffers. Only hints: reads are bounds-checked,
-    /// anything out of range (an index past the table, an indirect table,
-    /// a buffer outside memory) is skipped, and nothing a walk decides
-    /// depends on them.
+    /// (called after [`Rings::next_head`]), in two stages, each in groups
+    /// (see `PREFETCH_DESC_REFILL`, `PREFETCH_BUF_REFILL`): the
+    /// descriptors of the chains up to `PREFETCH_DESC_AHEAD` ahead, and
+    /// the first buffer's first lines of those up to `PREFETCH_BUF_AHEAD`
+    /// ahead, whose descriptors an earlier call prefetched (`for_write`: a
+    /// receive buffer the port will store into). Each is a line the
+    /// frontend last wrote from its CPU: the first call after a load of
+    /// the index starts the transfers of a whole burst at once, so they
+    /// overlap one another and the work on the current chain instead of
+    /// stalling each frame's walk and copy (DPDK's vhost prefetches its
+    /// bursts the same way); later calls find both stages covered and
+    /// return after a few compares, until one runs low. Only hints: reads
+    /// are bounds-checked, anything out of range (an index past the table,
+    /// an indirect table, a buffer outside memory) is skipped, and nothing
+    /// a walk decides depends on them.
+    #[inline]
     pub fn prefetch_next(&self, cursor: &mut AvailCursor, for_write: bool) {
-        let next = cursor.next;
-        let ahead = cursor.avail.wrapping_sub(next);
+        let ahead = cursor.avail.wrapping_sub(cursor.next);
         if !cursor.loaded || ahead == 0 || ahead > self.size {
             return;
         }
-        // A mark outside [next, next + ahead] (the queue was rewound past
-        // it, or the ring is new) covers nothing.
-        let covered = |mark: u16| Some(mark.wrapping_sub(next)).filter(|&n| n <= ahead).unwrap_or(0);
-        let to = ahead.min(PREFETCH_DESC_AHEAD);
-        for c in covered(cursor.desc_to)..to {
-            if let Some(head) = self.avail_head(next.wrapping_add(c)) {
-                super::guest_copy::prefetch_line(&self.desc, DESC_LEN * usize::from(head), false);
-            }
+        let (descs, bufs) = (cursor.covered(cursor.desc_to, ahead), cursor.covered(cursor.buf_to, ahead));
+        if descs >= PREFETCH_DESC_REFILL.min(ahead) && bufs >= PREFETCH_BUF_REFILL.min(ahead) {
+            return;
         }
-        cursor.desc_to = next.wrapping_add(to);
+        self.prefetch_groups(cursor, for_write, ahead);
+    }
+
+    /// The stages of [`Rings::prefetch_next`] that ran low, `ahead`
+    /// chains loaded and not taken.
+    #[inline(never)]
+    fn prefetch_groups(&self, cursor: &mut AvailCursor, for_write: bool, ahead: u16) {
+        let next = cursor.next;
+        let covered = cursor.covered(cursor.desc_to, ahead);
+        if covered < PREFETCH_DESC_REFILL.min(ahead) {
+            let to = ahead.min(PREFETCH_DESC_AHEAD);
+            for c in covered..to {
+                if let Some(head) = self.avail_head(next.wrapping_add(c)) {
+                    super::guest_copy::prefetch_line(&self.desc, DESC_LEN * usize::from(head), false);
+                }
+            }
+            cursor.desc_to = next.wrapping_add(to);
+        }
         // Buffers in groups: a buffer's page is usually not in the TLB
         // (a frontend's 4 KiB pages, one per buffer), and a prefetch waits
         // for its page walk before it retires; walks started back to back
         // overlap, one per chain would each stall.
-        let from = covered(cursor.buf_to);
+        let from = cursor.covered(cursor.buf_to, ahead);
         if from >= PREFETCH_BUF_REFILL.min(ahead) {
             return;
         }
