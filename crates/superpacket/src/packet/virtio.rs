@@ -440,7 +440,7 @@ impl VirtioNetHdr {
     ///
     /// # Errors
     /// [`VirtioHdrError::Truncated`] if `bytes` is shorter than the layout.
-    #[inline]
+    #[inline(always)]
     pub fn parse(bytes: &[u8], layout: HdrLayout, order: HdrByteOrder) -> Result<VirtioNetHdr, VirtioHdrError> {
         if bytes.len() < layout.len() {
             return Err(VirtioHdrError::Truncated { needed: layout.len(), available: bytes.len() });
@@ -559,7 +559,7 @@ impl VirtioNetHdr {
     ///
     /// # Errors
     /// The first rule the header breaks, as a [`VirtioHdrError`].
-    #[inline]
+    #[inline(always)]
     pub fn to_meta(&self, frame: &[u8], opts: &ImportOptions) -> Result<OffloadMeta, VirtioHdrError> {
         if frame.len() < opts.medium.link_header_len().max(1) {
             return Err(VirtioHdrError::FrameTooShort { len: frame.len(), medium: opts.medium });

@@ -310,6 +310,7 @@ struct Active {
 /// The drop reason: an export the header cannot carry, or an offload the
 /// guest did not ack (a packet queued before the graph saw the guest's
 /// features is refused, never handed over).
+#[inline(always)]
 fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
     // No GSO and no partial checksum (every small frame of a guest that
     // sent it without one): the header `from_meta_as` makes is all zeros
@@ -317,6 +318,11 @@ fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'
     if !meta.is_gso() && !matches!(meta.csum, ChecksumState::Partial { .. }) {
         return Ok([0; 12]);
     }
+    offload_header(a, meta, head)
+}
+
+/// [`rx_header`] for a frame with GSO or a partial checksum.
+fn offload_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
     let hdr = VirtioNetHdr::from_meta_as(meta, head, Medium::Ethernet, false).map_err(|e| e.reason())?;
     let gso = hdr.gso_type & !GSO_ECN;
     let need = match gso {
@@ -558,12 +564,19 @@ impl VhostUserDriver {
         count_drop(&mut self.pending, reason, n);
     }
 
-    /// Takes in what the control thread published since the last look.
+    /// Takes in what the control thread published since the last look:
+    /// one load and compare when nothing was (called per frame and per
+    /// burst).
+    #[inline(always)]
     fn refresh(&mut self) {
         let g = self.shared().generation.load(Ordering::Acquire);
-        if g == self.seen_gen {
-            return;
+        if g != self.seen_gen {
+            self.take_in(g);
         }
+    }
+
+    /// [`VhostUserDriver::refresh`] of generation `g`, a change.
+    fn take_in(&mut self, g: u64) {
         self.seen_gen = g;
         self.avail = [ring::AvailCursor::default(); 2];
         self.rings.iter_mut().for_each(ring::RingCache::clear);

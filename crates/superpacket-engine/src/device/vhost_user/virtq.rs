@@ -138,13 +138,8 @@ impl TxScratch {
 
     /// [`TxScratch::read`] through the host slices the walk kept in `near`
     /// (in the same call, on the same `mem`) where it has them.
-    fn read_near(
-        &self,
-        mem: &GuestMem,
-        near: &Near<'_>,
-        mut offset: usize,
-        mut dst: &mut [u8],
-    ) -> Result<(), QueueFault> {
+    #[inline(always)]
+    fn read_near(&self, mem: &GuestMem, near: &Near<'_>, offset: usize, dst: &mut [u8]) -> Result<(), QueueFault> {
         // A chain of one buffer (a small frame, header and all, as DPDK's
         // virtio-user sends it): one bounds-checked copy.
         if self.bufs.len() == 1
@@ -153,6 +148,17 @@ impl TxScratch {
             vs.subslice(offset, dst.len()).map_err(|_| QueueFault::Address)?.copy_to(dst);
             return Ok(());
         }
+        self.read_bufs(mem, near, offset, dst)
+    }
+
+    /// [`TxScratch::read_near`] buffer by buffer.
+    fn read_bufs(
+        &self,
+        mem: &GuestMem,
+        near: &Near<'_>,
+        mut offset: usize,
+        mut dst: &mut [u8],
+    ) -> Result<(), QueueFault> {
         for (i, &(addr, len)) in self.bufs.iter().enumerate() {
             if dst.is_empty() {
                 return Ok(());
@@ -412,64 +418,62 @@ pub fn take_frame_into(
     let mut near = Near::default();
     let Some(chain) = pop_tx_at(rings, q, cursor, scratch, &mut near)? else { return Ok(None) };
     let (head, descs) = (chain.head, chain.descs);
-    let give_back = |q: &mut Queue, frame: Result<TakenFrame, &'static str>| {
-        rings.write_used(q, &[(head, 0)])?;
-        Ok(Some(Taken { descs, frame }))
-    };
-    let fault = |q: &mut Queue, f: QueueFault| {
-        rings.write_used(q, &[(head, 0)])?;
-        Err(f)
-    };
-    if chain.truncated {
-        return give_back(q, Err("vhost-tx-too-long"));
-    }
-    let hdr = match read_header(mem, scratch, &near, hdr_len, chain.len) {
-        Ok(Ok(h)) => h,
-        Ok(Err(reason)) => return give_back(q, Err(reason)),
-        Err(f) => return fault(q, f),
-    };
-    let hold = hold
-        && chain.len.saturating_sub(hdr_len) >= HELD_MIN
-        && scratch.bufs.len() <= MAX_HELD_BUFS
-        && each_in_one_region(rings, &scratch.bufs)
-        // A header that may reach past the first bytes is never parsed
-        // from them (the packet's buffer is recycled: past them lie
-        // another frame's bytes): such a frame is copied whole.
-        && held_header_fits(&hdr);
-    out.push(Packet::with_linear_len_pooled(chain.len - hdr_len));
-    let Some(packet) = out.last_mut() else { unreachable!("just pushed") };
-    let lin = packet.linear_mut();
-    let n = if hold { HELD_HEAD.min(lin.len()) } else { lin.len() };
-    let copied = scratch.read_near(mem, &near, hdr_len, &mut lin[..n]);
-    let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
-    let imported = copied.map(|()| hdr.to_meta(packet.linear(), &opts));
-    match imported {
-        Ok(Ok(meta)) => packet.meta = meta,
-        Ok(Err(e)) => {
-            out.pop();
-            return give_back(q, Err(e.reason()));
+    // One way out, so that the used element is written at one place (every
+    // outcome but a held frame gives the chain back, a fault too, before
+    // the caller stops the queue); the outcomes carry no packet.
+    let taken: Result<Result<TakenFrame, &'static str>, QueueFault> = 'taken: {
+        if chain.truncated {
+            break 'taken Ok(Err("vhost-tx-too-long"));
         }
-        Err(f) => {
-            out.pop();
-            return fault(q, f);
+        let hdr = match read_header(mem, scratch, &near, hdr_len, chain.len) {
+            Ok(Ok(h)) => h,
+            Ok(Err(reason)) => break 'taken Ok(Err(reason)),
+            Err(f) => break 'taken Err(f),
+        };
+        let hold = hold
+            && chain.len.saturating_sub(hdr_len) >= HELD_MIN
+            && scratch.bufs.len() <= MAX_HELD_BUFS
+            && each_in_one_region(rings, &scratch.bufs)
+            // A header that may reach past the first bytes is never parsed
+            // from them (the packet's buffer is recycled: past them lie
+            // another frame's bytes): such a frame is copied whole.
+            && held_header_fits(&hdr);
+        out.push(Packet::with_linear_len_pooled(chain.len - hdr_len));
+        let Some(packet) = out.last_mut() else { unreachable!("just pushed") };
+        let lin = packet.linear_mut();
+        let n = if hold { HELD_HEAD.min(lin.len()) } else { lin.len() };
+        let copied = scratch.read_near(mem, &near, hdr_len, &mut lin[..n]);
+        let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
+        match copied.map(|()| hdr.to_meta(packet.linear(), &opts)) {
+            Ok(Ok(meta)) => packet.meta = meta,
+            Ok(Err(e)) => {
+                out.pop();
+                break 'taken Ok(Err(e.reason()));
+            }
+            Err(f) => {
+                out.pop();
+                break 'taken Err(f);
+            }
         }
-    }
-    let csum_partial = hdr.flags & F_NEEDS_CSUM != 0;
-    // Held: only a frame the graph can route on its first bytes (its
-    // offload header within them).
-    if hold && header_within(packet, HELD_HEAD) {
-        let held = HeldChain { head, skip: hdr_len + HELD_HEAD, len: packet.len() - HELD_HEAD };
-        return Ok(Some(Taken { descs, frame: Ok(TakenFrame { csum_partial, held: Some(held) }) }));
-    }
-    if hold {
-        // Copied whole after all: the rest of the frame now.
-        let rest = &mut packet.linear_mut()[HELD_HEAD..];
-        if let Err(f) = scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest) {
-            out.pop();
-            return fault(q, f);
+        let csum_partial = hdr.flags & F_NEEDS_CSUM != 0;
+        // Held: only a frame the graph can route on its first bytes (its
+        // offload header within them).
+        if hold && header_within(packet, HELD_HEAD) {
+            let held = HeldChain { head, skip: hdr_len + HELD_HEAD, len: packet.len() - HELD_HEAD };
+            return Ok(Some(Taken { descs, frame: Ok(TakenFrame { csum_partial, held: Some(held) }) }));
         }
-    }
-    give_back(q, Ok(TakenFrame { csum_partial, held: None }))
+        if hold {
+            // Copied whole after all: the rest of the frame now.
+            let rest = &mut packet.linear_mut()[HELD_HEAD..];
+            if let Err(f) = scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest) {
+                out.pop();
+                break 'taken Err(f);
+            }
+        }
+        Ok(Ok(TakenFrame { csum_partial, held: None }))
+    };
+    rings.write_used(q, &[(head, 0)])?;
+    Ok(Some(Taken { descs, frame: taken? }))
 }
 
 /// The `hdr_len`-byte `virtio_net_hdr` at the start of a chain of
@@ -596,7 +600,7 @@ impl Default for RxScratch {
 /// Takes the next chain of receive queue `q`, records its first
 /// [`MAX_RX_DESCS`] buffers in `bufs` (cleared first) and returns its head
 /// and whether it had more descriptors than that (capped).
-#[inline]
+#[inline(always)]
 fn rx_chain<'m>(
     rings: &Rings<'m>,
     q: &mut Queue,
