@@ -442,7 +442,7 @@ impl<'m> Rings<'m> {
     ///
     /// # Errors
     /// [`QueueFault::Address`]: a head outside the queue.
-    #[inline]
+    #[inline(always)]
     pub fn write_used(&self, q: &mut Queue, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
         let mut next = q.next_used();
         for &(head, len) in chains {

@@ -442,17 +442,16 @@ pub fn take_frame_into(
         let Some(packet) = out.last_mut() else { unreachable!("just pushed") };
         let lin = packet.linear_mut();
         let n = if hold { HELD_HEAD.min(lin.len()) } else { lin.len() };
-        let copied = scratch.read_near(mem, &near, hdr_len, &mut lin[..n]);
+        if let Err(f) = scratch.read_near(mem, &near, hdr_len, &mut lin[..n]) {
+            out.pop();
+            break 'taken Err(f);
+        }
         let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
-        match copied.map(|()| hdr.to_meta(packet.linear(), &opts)) {
-            Ok(Ok(meta)) => packet.meta = meta,
-            Ok(Err(e)) => {
+        match hdr.to_meta(packet.linear(), &opts) {
+            Ok(meta) => packet.meta = meta,
+            Err(e) => {
                 out.pop();
                 break 'taken Ok(Err(e.reason()));
-            }
-            Err(f) => {
-                out.pop();
-                break 'taken Err(f);
             }
         }
         let csum_partial = hdr.flags & F_NEEDS_CSUM != 0;
