@@ -440,6 +440,7 @@ impl VirtioNetHdr {
     ///
     /// # Errors
     /// [`VirtioHdrError::Truncated`] if `bytes` is shorter than the layout.
+    #[inline(always)]
     pub fn parse(bytes: &[u8], layout: HdrLayout, order: HdrByteOrder) -> Result<VirtioNetHdr, VirtioHdrError> {
         if bytes.len() < layout.len() {
             return Err(VirtioHdrError::Truncated { needed: layout.len(), available: bytes.len() });
@@ -558,6 +559,7 @@ impl VirtioNetHdr {
     ///
     /// # Errors
     /// The first rule the header breaks, as a [`VirtioHdrError`].
+    #[inline(always)]
     pub fn to_meta(&self, frame: &[u8], opts: &ImportOptions) -> Result<OffloadMeta, VirtioHdrError> {
         if frame.len() < opts.medium.link_header_len().max(1) {
             return Err(VirtioHdrError::FrameTooShort { len: frame.len(), medium: opts.medium });
@@ -576,6 +578,15 @@ impl VirtioNetHdr {
         if self.flags == 0 && self.gso_type == 0 {
             return Ok(OffloadMeta::default());
         }
+        self.offload_to_meta(frame, opts)
+    }
+
+    /// Rules 2 to 6 (and T1 to T5) of [`VirtioNetHdr::to_meta`], for a
+    /// header with a flag or a GSO type whose lengths rule 1 accepted: out
+    /// of line, so that the plain header's import stays a few compares
+    /// where it is inlined.
+    fn offload_to_meta(&self, frame: &[u8], opts: &ImportOptions) -> Result<OffloadMeta, VirtioHdrError> {
+        let needs_csum = self.flags & F_NEEDS_CSUM != 0;
         if self.is_tunnel() {
             return self.tunnel_to_meta(frame, opts);
         }

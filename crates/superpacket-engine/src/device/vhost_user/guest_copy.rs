@@ -120,31 +120,40 @@ pub fn copy_guest_to_guest<B: vm_memory::bitmap::BitmapSlice, C: vm_memory::bitm
 /// it for the chain it takes next ([`super::ring::Rings::prefetch_next`]),
 /// whose buffers the frontend last wrote from another CPU, so the line
 /// transfers overlap the current frame's work instead of stalling its
-/// copy (DPDK's vhost prefetches its burst's descriptors and buffers the
-/// same way). Never changes memory or a result; a no-op elsewhere.
+/// copy (DPDK's vhost prefetches its bursts the same way). Never changes
+/// memory or a result.
 #[inline(always)]
 pub fn prefetch_slice<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>, for_write: bool) {
+    prefetch_line(vs, 0, for_write);
+    prefetch_line(vs, 64, for_write);
+}
+
+/// Hints the CPU to fetch the cache line holding byte `offset` of `vs`
+/// (nothing if `vs` is shorter), as [`prefetch_slice`]; a no-op
+/// elsewhere than x86_64.
+#[inline(always)]
+pub fn prefetch_line<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>, offset: usize, for_write: bool) {
+    if offset >= vs.len() {
+        return;
+    }
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
-        let at = vs.ptr_guard().as_ptr().cast::<i8>();
-        let second = if vs.len() > 64 { Some(at.wrapping_add(64)) } else { None };
-        for line in std::iter::once(at).chain(second) {
-            // SAFETY: SSE is part of the x86_64 baseline, so the
-            // intrinsic's target feature is present (without PRFCHW the
-            // write hint is an ordinary prefetch); a prefetch never faults
-            // and never changes memory, whatever the address.
-            unsafe {
-                if for_write {
-                    _mm_prefetch::<_MM_HINT_ET0>(line);
-                } else {
-                    _mm_prefetch::<_MM_HINT_T0>(line);
-                }
+        let line = vs.ptr_guard().as_ptr().wrapping_add(offset).cast::<i8>();
+        // SAFETY: SSE is part of the x86_64 baseline, so the intrinsic's
+        // target feature is present (without PRFCHW the write hint is an
+        // ordinary prefetch); a prefetch never faults and never changes
+        // memory, whatever the address.
+        unsafe {
+            if for_write {
+                _mm_prefetch::<_MM_HINT_ET0>(line);
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(line);
             }
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = (vs, for_write);
+    let _ = for_write;
 }
 
 #[cfg(target_arch = "x86_64")]

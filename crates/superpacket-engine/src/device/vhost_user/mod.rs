@@ -310,6 +310,7 @@ struct Active {
 /// The drop reason: an export the header cannot carry, or an offload the
 /// guest did not ack (a packet queued before the graph saw the guest's
 /// features is refused, never handed over).
+#[inline(always)]
 fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
     // No GSO and no partial checksum (every small frame of a guest that
     // sent it without one): the header `from_meta_as` makes is all zeros
@@ -317,6 +318,11 @@ fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'
     if !meta.is_gso() && !matches!(meta.csum, ChecksumState::Partial { .. }) {
         return Ok([0; 12]);
     }
+    offload_header(a, meta, head)
+}
+
+/// [`rx_header`] for a frame with GSO or a partial checksum.
+fn offload_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
     let hdr = VirtioNetHdr::from_meta_as(meta, head, Medium::Ethernet, false).map_err(|e| e.reason())?;
     let gso = hdr.gso_type & !GSO_ECN;
     let need = match gso {
@@ -401,6 +407,8 @@ pub struct VhostUserDriver {
     /// considered for a notification (`None`: not yet on this connection).
     signalled: [Option<u16>; 2],
     tx_scratch: virtq::TxScratch,
+    /// [`PortDriver::recv`]'s burst of one (room for one: no allocation).
+    recv_one: Vec<Packet>,
     rx_scratch: virtq::RxScratch,
     /// Receive (0) and transmit (1) queue's available index as last
     /// loaded: once per burst ([`ring::AvailCursor`]); forgotten at every
@@ -512,6 +520,7 @@ impl VhostUserDriver {
             signal_tx: false,
             signalled: [None; 2],
             tx_scratch: virtq::TxScratch::new(),
+            recv_one: Vec::with_capacity(1),
             rx_scratch: virtq::RxScratch::new(),
             avail: [ring::AvailCursor::default(); 2],
             rings: Default::default(),
@@ -555,12 +564,19 @@ impl VhostUserDriver {
         count_drop(&mut self.pending, reason, n);
     }
 
-    /// Takes in what the control thread published since the last look.
+    /// Takes in what the control thread published since the last look:
+    /// one load and compare when nothing was (called per frame and per
+    /// burst).
+    #[inline(always)]
     fn refresh(&mut self) {
         let g = self.shared().generation.load(Ordering::Acquire);
-        if g == self.seen_gen {
-            return;
+        if g != self.seen_gen {
+            self.take_in(g);
         }
+    }
+
+    /// [`VhostUserDriver::refresh`] of generation `g`, a change.
+    fn take_in(&mut self, g: u64) {
         self.seen_gen = g;
         self.avail = [ring::AvailCursor::default(); 2];
         self.rings.iter_mut().for_each(ring::RingCache::clear);
@@ -639,8 +655,8 @@ impl VhostUserDriver {
         ok
     }
 
-    /// Frames from the guest's transmit queue, at most `max`, each handed to
-    /// `put` in ring order; returns how many. The queue's lock, its ring
+    /// Frames from the guest's transmit queue, at most `max`, each pushed on
+    /// `out` in ring order; returns how many. The queue's lock, its ring
     /// lookup ([`ring::Rings::cached`]) and its checks are taken once for
     /// the burst, not per frame. Frames the port refuses (a bad header, a
     /// chain too long) are counted as drops in `discards`, and the burst
@@ -648,15 +664,18 @@ impl VhostUserDriver {
     /// `discards` below the limit: the queue is empty, stopped or not in
     /// service.
     ///
-    /// Up to `hold` frames may be taken held ([`virtq::take_frame_holding`]):
-    /// their [`HeldFrame`] goes to `put` with the packet.
+    /// With `held`, up to `hold` frames may be taken held
+    /// ([`virtq::take_frame_into`]): each one's [`HeldFrame`] is pushed on
+    /// it, naming its packet's place in `out`
+    /// ([`HeldFrame::burst_index`]).
     fn take_tx_burst(
         &mut self,
         max: usize,
         discards: &mut usize,
-        hold: usize,
-        put: &mut impl FnMut(Packet, Option<HeldFrame>),
+        out: &mut Vec<Packet>,
+        mut held: Option<&mut Vec<HeldFrame>>,
     ) -> usize {
+        let hold = held.as_ref().map_or(0, |h| held::MAX_HELD.saturating_sub(h.len()));
         if self.stopped[1] || !self.validate(1) {
             return 0;
         }
@@ -680,15 +699,14 @@ impl VhostUserDriver {
                     break None;
                 }
                 let (scratch, cursor) = (&mut self.tx_scratch, &mut self.avail[1]);
-                let (chain, held) =
-                    match virtq::take_frame_holding(&rings, q, cursor, scratch, hdr_len, held_now < hold) {
-                        Ok(None) => break None,
-                        Ok(Some(c)) => c,
-                        Err(f) => break Some(f),
-                    };
+                let taken = match virtq::take_frame_into(&rings, q, cursor, scratch, hdr_len, held_now < hold, out) {
+                    Ok(None) => break None,
+                    Ok(Some(t)) => t,
+                    Err(f) => break Some(f),
+                };
                 self.signal_tx = true;
-                self.stats.rx_descs += u64::from(chain.descs);
-                let f = match chain.frame {
+                self.stats.rx_descs += u64::from(taken.descs);
+                let f = match taken.frame {
                     Ok(f) => f,
                     Err(reason) => {
                         count_drop(&mut self.pending, reason, 1);
@@ -696,29 +714,28 @@ impl VhostUserDriver {
                         continue;
                     }
                 };
+                let Some(packet) = out.last() else { break None };
                 self.stats.rx_frames += 1;
-                self.stats.rx_bytes += f.packet.len() as u64;
-                if f.packet.meta.is_gso() {
+                self.stats.rx_bytes += packet.len() as u64;
+                if packet.meta.is_gso() {
                     self.stats.rx_superpackets += 1;
                 }
                 if f.csum_partial {
                     self.stats.rx_csum_partial += 1;
                 }
                 frames += 1;
-                let Some(h) = held else {
-                    put(f.packet, None);
-                    continue;
-                };
+                let (Some(h), Some(held)) = (f.held, held.as_deref_mut()) else { continue };
                 let shared = self.handle.shared.clone();
                 let completion = Completion::new(a.tx.clone(), q, shared, self.qp, a.owner.clone(), a.conn.1, h.head);
-                match HeldFrame::new(a.mem.clone(), self.tx_scratch.bufs(), h.skip, h.len, &f.packet, completion) {
-                    Ok(held) => {
+                match HeldFrame::new(a.mem.clone(), self.tx_scratch.bufs(), h.skip, h.len, packet, completion) {
+                    Ok(frame) => {
                         held_now += 1;
                         self.stats.rx_held += 1;
-                        put(f.packet, Some(held));
+                        held.push(frame.in_burst(out.len() - 1));
                     }
-                    // (`take_frame_holding` holds only what fits.)
+                    // (`take_frame_into` holds only what fits.)
                     Err(c) => {
+                        out.pop();
                         if let Err(f) = rings.write_used(q, &[(c.head(), 0)]) {
                             break Some(f);
                         }
@@ -983,11 +1000,11 @@ impl VhostUserDriver {
     }
 
     /// [`PortDriver::recv_burst`]: up to `max` frames from the guest, each
-    /// handed to `put`; returns how many. With none, the queue's idle
+    /// pushed on `out`; returns how many. With none, the queue's idle
     /// handling: used buffers given back, then busy polling or kicks on.
     ///
-    /// Up to `hold` frames may come held (see [`Self::take_tx_burst`]).
-    fn receive_burst(&mut self, max: usize, hold: usize, put: &mut impl FnMut(Packet, Option<HeldFrame>)) -> usize {
+    /// With `held`, frames may come held (see [`Self::take_tx_burst`]).
+    fn receive_burst(&mut self, max: usize, out: &mut Vec<Packet>, mut held: Option<&mut Vec<HeldFrame>>) -> usize {
         self.polling = false;
         self.refresh();
         if self.active.is_none() {
@@ -1000,7 +1017,7 @@ impl VhostUserDriver {
         let mut discards = 0;
         let mut idle = 0;
         while idle < MAX_IDLE_CHECKS && discards < MAX_DISCARDS_PER_RECV {
-            let n = self.take_tx_burst(max, &mut discards, hold, put);
+            let n = self.take_tx_burst(max, &mut discards, out, held.as_deref_mut());
             if n > 0 {
                 self.end_idle_window();
                 return n;
@@ -1106,26 +1123,20 @@ impl PortDriver for VhostUserDriver {
         self
     }
     fn recv(&mut self) -> Option<Packet> {
-        let mut got = None;
-        self.receive_burst(1, 0, &mut |p, _| got = Some(p));
+        let mut one = std::mem::take(&mut self.recv_one);
+        self.receive_burst(1, &mut one, None);
+        let got = one.pop();
+        self.recv_one = one;
         got
     }
     fn recv_burst(&mut self, out: &mut Vec<Packet>, max: usize) -> usize {
-        self.receive_burst(max, 0, &mut |p, _| out.push(p))
+        self.receive_burst(max, out, None)
     }
     /// At most [`held::MAX_HELD`] frames held, counting what `held` holds
     /// (the caller resolves every held frame before its next call: see the
     /// trait).
     fn recv_burst_held(&mut self, out: &mut Vec<Packet>, held: &mut Vec<HeldFrame>, max: usize) -> usize {
-        let hold = held::MAX_HELD.saturating_sub(held.len());
-        self.receive_burst(max, hold, &mut |p, h| {
-            // Moved only when there is one: a `HeldFrame` is over 1 KiB
-            // (its buffer list), and most frames are not held.
-            if let Some(h) = h {
-                held.push(h.in_burst(out.len()));
-            }
-            out.push(p);
-        })
+        self.receive_burst(max, out, Some(held))
     }
     fn takes_held(&self) -> bool {
         true

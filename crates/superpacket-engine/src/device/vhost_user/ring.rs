@@ -27,11 +27,15 @@
 //! [`QueueFault::Chain`]; nothing a guest writes panics.
 
 use super::virtq::QueueFault;
+use std::cell::Cell;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use virtio_queue::desc::split::Descriptor;
 use virtio_queue::{Queue, QueueT};
-use vm_memory::{Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, VolatileMemory, VolatileSlice};
+use vm_memory::{
+    Bytes, GuestAddress, GuestMemoryBackend, GuestMemoryMmap, GuestMemoryRegion, MemoryRegionAddress, VolatileMemory,
+    VolatileSlice,
+};
 
 /// The guest memory the port maps (no dirty-page bitmap).
 pub type GuestMem = GuestMemoryMmap<()>;
@@ -42,11 +46,19 @@ const DESC_LEN: usize = 16;
 /// How far ahead of the chain being taken [`Rings::prefetch_next`]
 /// prefetches descriptors: a burst of the 64-byte loop (about 11 chains)
 /// and more.
-const PREFETCH_DESC_AHEAD: u16 = 16;
+const PREFETCH_DESC_AHEAD: u16 = 24;
+
+/// Descriptors are prefetched in groups too: once fewer than this many
+/// chains ahead are covered, up to [`PREFETCH_DESC_AHEAD`]. At least
+/// [`PREFETCH_BUF_AHEAD`] plus one, so that every buffer prefetch reads a
+/// descriptor an earlier call prefetched.
+const PREFETCH_DESC_REFILL: u16 = 16;
 
 /// How far ahead it prefetches buffers, whose descriptors must have
 /// arrived first (prefetched at least four chains earlier).
 const PREFETCH_BUF_AHEAD: u16 = 12;
+
+const _: () = assert!(PREFETCH_DESC_REFILL > PREFETCH_BUF_AHEAD && PREFETCH_DESC_AHEAD > PREFETCH_DESC_REFILL);
 
 /// Buffers are prefetched in groups: once fewer than this many chains
 /// ahead are covered, up to [`PREFETCH_BUF_AHEAD`] at once.
@@ -86,6 +98,15 @@ impl AvailCursor {
     /// given back): the index loaded is still ahead of it.
     pub fn rewound(&mut self, q: &Queue) {
         self.next = q.next_avail();
+    }
+
+    /// Chains from `next` on that a prefetch stage whose mark is `mark`
+    /// covered, of the `ahead` loaded: none for a mark outside
+    /// `[next, next + ahead]` (the queue was rewound past it, or the ring
+    /// is new).
+    #[inline]
+    fn covered(&self, mark: u16, ahead: u16) -> u16 {
+        Some(mark.wrapping_sub(self.next)).filter(|&n| n <= ahead).unwrap_or(0)
     }
 }
 
@@ -132,6 +153,9 @@ pub struct Rings<'m> {
     /// `size - 1`: a ring slot is `index & mask`, `index % size` without a
     /// division per ring access.
     mask: u16,
+    /// The region [`Rings::slice`] found a buffer in last (its guest start
+    /// and the whole region as a slice), tried first for the next one.
+    region: Cell<Option<(u64, VolatileSlice<'m>)>>,
 }
 
 /// Byte lengths of a queue's three rings for `size` entries: what
@@ -174,6 +198,7 @@ impl<'m> Rings<'m> {
             used: slice(q.used_ring(), lens.used)?,
             size,
             mask: size - 1,
+            region: Cell::new(None),
         })
     }
 
@@ -207,6 +232,7 @@ impl<'m> Rings<'m> {
                 used: slice(held.used, lens.used),
                 size: key.3,
                 mask: key.3 - 1,
+                region: Cell::new(None),
             });
         }
         let rings = Rings::new(q, mem)?;
@@ -223,6 +249,35 @@ impl<'m> Rings<'m> {
     /// The guest memory the rings are in.
     pub fn mem(&self) -> &'m GuestMem {
         self.mem
+    }
+
+    /// The `len` bytes of guest memory at `addr` as one host slice, if
+    /// they lie in one region (`None` also for bytes across two regions,
+    /// which only `vm-memory`'s region walk copies). The region found last
+    /// is tried first: a buffer of the usual guest (one region, or a few
+    /// large ones) costs one bounds check, not a region search
+    /// (`vm-memory`'s `get_slice` searches the regions at every call). The
+    /// slice is `vm-memory`'s own (`subslice` of the region's), so it is as
+    /// bounds-checked as a `get_slice`.
+    #[inline]
+    pub fn slice(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
+        if let Some((start, region)) = self.region.get()
+            && let Some(off) = addr.0.checked_sub(start)
+            && let Ok(vs) = region.subslice(usize::try_from(off).ok()?, len)
+        {
+            return Some(vs);
+        }
+        self.slice_slow(addr, len)
+    }
+
+    /// [`Rings::slice`] through a region search, remembering the region.
+    #[cold]
+    fn slice_slow(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
+        let r = self.mem.find_region(addr)?;
+        let whole = r.get_slice(MemoryRegionAddress(0), usize::try_from(r.len()).ok()?).ok()?;
+        self.region.set(Some((r.start_addr().0, whole)));
+        let off = usize::try_from(addr.0 - r.start_addr().0).ok()?;
+        whole.subslice(off, len).ok()
     }
 
     /// Takes the next available chain's head from `q` (moving its
@@ -257,68 +312,76 @@ impl<'m> Rings<'m> {
     }
 
     /// Prefetches for the chains `cursor` has loaded but not yet taken
-    /// (called after [`Rings::next_head`]), in two stages: the descriptors
-    /// of the chains up to `PREFETCH_DESC_AHEAD` ahead, and (in groups,
-    /// see `PREFETCH_BUF_REFILL`) the first buffer's first lines of those
-    /// up to `PREFETCH_BUF_AHEAD` ahead, whose descriptors an earlier call
-    /// prefetched (`for_write`: a receive buffer the port will store
-    /// into). Each is a line the frontend last wrote from its CPU: the
-    /// first call after a load of the index starts the transfers of a
-    /// whole burst at once, so they overlap one another and the work on
-    /// the current chain instead of stalling each frame's walk and copy
-    /// (DPDK's vhost prefetches its bursts the same way); later calls add
-    /// one chain to the descriptors and, when few are left, a group to
-    /// the buffers. Only hints: reads are bounds-checked,
-    /// anything out of range (an index past the table, an indirect table,
-    /// a buffer outside memory) is skipped, and nothing a walk decides
-    /// depends on them.
+    /// (called after [`Rings::next_head`]), in two stages, each in groups
+    /// (see `PREFETCH_DESC_REFILL`, `PREFETCH_BUF_REFILL`): the
+    /// descriptors of the chains up to `PREFETCH_DESC_AHEAD` ahead, and
+    /// the first buffer's first lines of those up to `PREFETCH_BUF_AHEAD`
+    /// ahead, whose descriptors an earlier call prefetched (`for_write`: a
+    /// receive buffer the port will store into). Each is a line the
+    /// frontend last wrote from its CPU: the first call after a load of
+    /// the index starts the transfers of a whole burst at once, so they
+    /// overlap one another and the work on the current chain instead of
+    /// stalling each frame's walk and copy (DPDK's vhost prefetches its
+    /// bursts the same way); later calls find both stages covered and
+    /// return after a few compares, until one runs low. Only hints: reads
+    /// are bounds-checked, anything out of range (an index past the table,
+    /// an indirect table, a buffer outside memory) is skipped, and nothing
+    /// a walk decides depends on them.
+    #[inline]
     pub fn prefetch_next(&self, cursor: &mut AvailCursor, for_write: bool) {
         let ahead = cursor.avail.wrapping_sub(cursor.next);
         if !cursor.loaded || ahead == 0 || ahead > self.size {
             return;
         }
-        let desc_at = |nth: u16| {
-            let slot = 4 + 2 * usize::from(nth & self.mask);
-            let head = u16::from_le(self.avail.get_ref::<u16>(slot).ok()?.load());
-            (head < self.size).then_some(DESC_LEN * usize::from(head))
-        };
-        // The chains in [from, to) of those in [next, next + limit) not yet
-        // covered by the stage whose mark is `done`.
-        let span = |done: u16, limit: u16| {
-            let to = cursor.next.wrapping_add(ahead.min(limit));
-            let from = if done.wrapping_sub(cursor.next) <= ahead { done } else { cursor.next };
-            (from, to)
-        };
-        let (mut c, to) = span(cursor.desc_to, PREFETCH_DESC_AHEAD);
-        while c.wrapping_sub(cursor.next) < to.wrapping_sub(cursor.next) {
-            if let Some(at) = desc_at(c)
-                && let Ok(d) = self.desc.subslice(at, DESC_LEN)
-            {
-                super::guest_copy::prefetch_slice(&d, false);
-            }
-            c = c.wrapping_add(1);
+        let (descs, bufs) = (cursor.covered(cursor.desc_to, ahead), cursor.covered(cursor.buf_to, ahead));
+        if descs >= PREFETCH_DESC_REFILL.min(ahead) && bufs >= PREFETCH_BUF_REFILL.min(ahead) {
+            return;
         }
-        cursor.desc_to = to;
+        self.prefetch_groups(cursor, for_write, ahead);
+    }
+
+    /// The stages of [`Rings::prefetch_next`] that ran low, `ahead`
+    /// chains loaded and not taken.
+    #[inline(never)]
+    fn prefetch_groups(&self, cursor: &mut AvailCursor, for_write: bool, ahead: u16) {
+        let next = cursor.next;
+        let covered = cursor.covered(cursor.desc_to, ahead);
+        if covered < PREFETCH_DESC_REFILL.min(ahead) {
+            let to = ahead.min(PREFETCH_DESC_AHEAD);
+            for c in covered..to {
+                if let Some(head) = self.avail_head(next.wrapping_add(c)) {
+                    super::guest_copy::prefetch_line(&self.desc, DESC_LEN * usize::from(head), false);
+                }
+            }
+            cursor.desc_to = next.wrapping_add(to);
+        }
         // Buffers in groups: a buffer's page is usually not in the TLB
         // (a frontend's 4 KiB pages, one per buffer), and a prefetch waits
         // for its page walk before it retires; walks started back to back
         // overlap, one per chain would each stall.
-        let (mut c, to) = span(cursor.buf_to, PREFETCH_BUF_AHEAD);
-        if c.wrapping_sub(cursor.next) >= PREFETCH_BUF_REFILL.min(ahead) {
+        let from = cursor.covered(cursor.buf_to, ahead);
+        if from >= PREFETCH_BUF_REFILL.min(ahead) {
             return;
         }
-        while c.wrapping_sub(cursor.next) < to.wrapping_sub(cursor.next) {
-            if let Some(at) = desc_at(c)
-                && let Ok(d) = self.desc.get_ref::<Descriptor>(at).map(|r| r.load())
+        let to = ahead.min(PREFETCH_BUF_AHEAD);
+        for c in from..to {
+            if let Some(head) = self.avail_head(next.wrapping_add(c))
+                && let Ok(d) = self.desc.get_ref::<Descriptor>(DESC_LEN * usize::from(head)).map(|r| r.load())
                 && !d.refers_to_indirect_table()
                 && d.len() > 0
-                && let Ok(vs) = GuestMemoryBackend::get_slice(self.mem, d.addr(), (d.len() as usize).min(128))
+                && let Some(vs) = self.slice(d.addr(), (d.len() as usize).min(128))
             {
                 super::guest_copy::prefetch_slice(&vs, for_write);
             }
-            c = c.wrapping_add(1);
         }
-        cursor.buf_to = to;
+        cursor.buf_to = next.wrapping_add(to);
+    }
+
+    /// The head the available ring names in its `nth` entry (mod the size).
+    #[inline]
+    fn avail_head(&self, nth: u16) -> Option<u16> {
+        let slot = 4 + 2 * usize::from(nth & self.mask);
+        Some(u16::from_le(self.avail.get_ref::<u16>(slot).ok()?.load()))
     }
 
     /// Follows the chain at `head`, calling `visit` with every descriptor
@@ -347,7 +410,7 @@ impl<'m> Rings<'m> {
                 if indirect || !len.is_multiple_of(DESC_LEN) || len / DESC_LEN > usize::from(u16::MAX) {
                     return Err(QueueFault::Chain);
                 }
-                table = GuestMemoryBackend::get_slice(self.mem, d.addr(), len).map_err(|_| QueueFault::Chain)?;
+                table = self.slice(d.addr(), len).ok_or(QueueFault::Chain)?;
                 (table_size, next, ttl, indirect) = ((len / DESC_LEN) as u16, 0, (len / DESC_LEN) as u16, true);
                 continue;
             }
@@ -364,12 +427,22 @@ impl<'m> Rings<'m> {
         }
     }
 
+    /// The descriptor at `head` if it is a chain by itself: no next, no
+    /// indirect table (`None` also for a head outside the table, which the
+    /// walk reports).
+    #[inline]
+    pub fn lone(&self, head: u16) -> Option<Descriptor> {
+        let d = self.desc.get_ref::<Descriptor>(DESC_LEN * usize::from(head)).ok()?.load();
+        (!d.has_next() && !d.refers_to_indirect_table()).then_some(d)
+    }
+
     /// Writes used elements (head, bytes written) into the used ring from
     /// `q`'s `next_used` on and moves it past them, without the used
     /// index ([`super::virtq::write_used`]'s contract).
     ///
     /// # Errors
     /// [`QueueFault::Address`]: a head outside the queue.
+    #[inline(always)]
     pub fn write_used(&self, q: &mut Queue, chains: &[(u16, u32)]) -> Result<(), QueueFault> {
         let mut next = q.next_used();
         for &(head, len) in chains {
@@ -405,19 +478,20 @@ impl<'m> Near<'m> {
     /// Checks that `len` bytes at `addr` lie in guest memory and keeps the
     /// host slice of buffer `index` of the chain if it has room and the
     /// buffer lies in one region; false if the buffer is not in memory.
-    pub fn record(&mut self, mem: &'m GuestMem, index: usize, addr: GuestAddress, len: usize) -> bool {
-        match GuestMemoryBackend::get_slice(mem, addr, len) {
-            Ok(vs) => {
+    #[inline]
+    pub fn record(&mut self, rings: &Rings<'m>, index: usize, addr: GuestAddress, len: usize) -> bool {
+        match rings.slice(addr, len) {
+            Some(vs) => {
                 if let Some(slot) = self.slices.get_mut(index) {
                     *slot = Some(vs);
                 }
                 true
             }
-            Err(_) => {
+            None => {
                 if let Some(slot) = self.slices.get_mut(index) {
                     *slot = None;
                 }
-                GuestMemoryBackend::check_range(mem, addr, len)
+                GuestMemoryBackend::check_range(rings.mem, addr, len)
             }
         }
     }

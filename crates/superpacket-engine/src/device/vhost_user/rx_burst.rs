@@ -6,7 +6,7 @@
 //! [`VhostUserDriver::place`] does per call (the guest and queue checks,
 //! the receive queue's lock, [`ring::Rings::cached`]'s key check) is done
 //! once per burst, as [`PortDriver::recv_burst`] does on the transmit
-//! queue. The virtio-net header and [`virtq::push_rx_at`] are per frame.
+//! queue. The virtio-net header and [`virtq::push_rx_frame`] are per frame.
 //!
 //! Invariants: frames leave in the order the graph gave them, after the
 //! backlog and before any later frame (a segmented one through the sink
@@ -106,7 +106,7 @@ impl VhostUserDriver {
                     let (cursor, scratch, hdr) = (&mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len]);
                     // A linear packet is its one chunk (as in `xmit_len`).
                     let r = if pkt.segments().is_empty() && pkt.frag_list().is_empty() {
-                        virtq::push_rx_at(&rings, q, cursor, scratch, hdr, std::iter::once(pkt.linear()), len, mrg)
+                        virtq::push_rx_frame(&rings, q, cursor, scratch, hdr, pkt.linear(), mrg)
                     } else {
                         virtq::push_rx_at(&rings, q, cursor, scratch, hdr, pkt.all_chunks(), len, mrg)
                     };

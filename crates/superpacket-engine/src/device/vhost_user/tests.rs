@@ -778,3 +778,93 @@ fn the_longest_chain_is_counted_without_overflow() {
     });
     assert_eq!((counted, seen), (Ok(u16::MAX), 65536));
 }
+
+/// `Rings::slice` finds a buffer in whichever region holds it, the last
+/// region hit or another (the same host bytes `vm-memory`'s `get_slice`
+/// gives), and nothing for bytes across two regions, in a hole or past
+/// the end.
+#[test]
+fn buffers_are_found_in_the_region_that_holds_them() {
+    let m = GuestMemoryMmap::<()>::from_ranges(&[
+        (GuestAddress(0), 0x8000),
+        (GuestAddress(0x8000), 0x8000),
+        (GuestAddress(0x2_0000), 0x8000),
+    ])
+    .unwrap();
+    let q = queue(&m);
+    let rings = ring::Rings::new(&q, &m).unwrap();
+    let host = |vs: &vm_memory::VolatileSlice<'_>| (vs.ptr_guard().as_ptr() as usize, vs.len());
+    for (addr, len) in [(0x4000, 16), (0x9000, 16), (0x4000, 64), (0x2_1000, 64), (0x7ff0, 16), (0x2_7ff0, 16)] {
+        let want = vm_memory::GuestMemoryBackend::get_slice(&m, GuestAddress(addr), len).unwrap();
+        let got = rings.slice(GuestAddress(addr), len).unwrap_or_else(|| panic!("{addr:#x}+{len}"));
+        assert_eq!(host(&got), host(&want), "{addr:#x}+{len}");
+    }
+    for (addr, len) in [(0x7ff8, 16), (0x1_8000, 16), (0x2_7ff0, 17), (0x2_8000, 1), (u64::MAX, 1)] {
+        assert!(rings.slice(GuestAddress(addr), len).is_none(), "{addr:#x}+{len}");
+        // After a region was hit: the same answer.
+        assert!(rings.slice(GuestAddress(0x2_1000), 1).is_some());
+        assert!(rings.slice(GuestAddress(addr), len).is_none(), "{addr:#x}+{len}, after a hit");
+    }
+}
+
+/// A linear frame placed by `push_rx_frame` (at once into the first buffer
+/// when it fits, else as `push_rx`) lands as `push_rx` places it, on every
+/// kind of receive chain: one buffer with room, exactly enough or one
+/// byte short, header and data in two descriptors, an empty first
+/// descriptor, a readable one, no chain; both header lengths.
+#[test]
+fn a_linear_frame_lands_as_push_rx_places_it() {
+    const LAYOUTS: &[&[(u32, u16)]] = &[
+        &[(2048, F_WRITE)],
+        &[(72, F_WRITE)],
+        &[(71, F_WRITE)],
+        &[(12, F_WRITE | F_NEXT), (2048, F_WRITE)],
+        &[(0, F_WRITE | F_NEXT), (2048, F_WRITE)],
+        &[(2048, 0)],
+        &[],
+    ];
+    let frame: Vec<u8> = (0..60u32).map(|i| (i * 3) as u8).collect();
+    for (k, layout) in LAYOUTS.iter().enumerate() {
+        for (hdr_len, mrg) in [(12, true), (12, false), (10, false)] {
+            let set_up = || {
+                let m = mem();
+                let q = queue(&m);
+                // The layout twice over (a second chain for a frame that
+                // spills over with MRG_RXBUF).
+                let n = layout.len() as u16;
+                for c in 0..2u16 {
+                    for (i, &(len, flags)) in layout.iter().enumerate() {
+                        let i = c * n + i as u16;
+                        desc(&m, i, 0x4000 + 0x1000 * u64::from(i), len, flags, i + 1);
+                    }
+                }
+                let heads = [0, n];
+                offer(&m, &heads[..if n == 0 { 0 } else { 2 }]);
+                (m, q)
+            };
+            let hdr = &[0x11u8; 12][..hdr_len];
+            let what = format!("layout {k}, header {hdr_len}, mrg {mrg}");
+            let (ours_mem, mut ours) = set_up();
+            let (theirs_mem, mut theirs) = set_up();
+            let rings = ring::Rings::new(&ours, &ours_mem).unwrap();
+            let (mut a, mut b) = (virtq::RxScratch::new(), virtq::RxScratch::new());
+            let mut cursor = ring::AvailCursor::default();
+            let x = virtq::push_rx_frame(&rings, &mut ours, &mut cursor, &mut a, hdr, &frame, mrg);
+            let y = virtq::push_rx(&mut theirs, &theirs_mem, &mut b, hdr, std::iter::once(&frame[..]), 60, mrg);
+            assert_eq!(x, y, "{what}");
+            assert_eq!((ours.next_avail(), ours.next_used()), (theirs.next_avail(), theirs.next_used()), "{what}");
+            let (mut got, mut want) = (vec![0u8; MEM], vec![0u8; MEM]);
+            ours_mem.read_slice(&mut got, GuestAddress(0)).unwrap();
+            theirs_mem.read_slice(&mut want, GuestAddress(0)).unwrap();
+            assert!(got == want, "{what}: the bytes differ");
+            if k == 0 && hdr_len == 12 {
+                // At once into the first buffer: the header with
+                // num_buffers 1, the frame after it, one used element.
+                assert_eq!(x, Ok(virtq::RxPlaced { chains: 1, bytes: 72 }), "{what}");
+                assert_eq!((&got[0x4000..0x400a], &got[0x400a..0x400c]), (&[0x11; 10][..], &[1, 0][..]), "{what}");
+                assert_eq!(&got[0x400c..0x4048], &frame[..], "{what}");
+                assert_eq!(used_elem(&ours_mem, 0), (0, 72), "{what}");
+            }
+        }
+    }
+}

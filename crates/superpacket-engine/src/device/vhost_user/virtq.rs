@@ -37,7 +37,7 @@ use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportO
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, GuestMemoryRegion};
+use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, GuestMemoryRegion, VolatileMemory};
 
 /// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
 /// superpacket in 1536-byte buffers needs 44.
@@ -109,6 +109,9 @@ pub struct TxScratch {
     /// (guest address, length) of each non-empty buffer, in chain order;
     /// every one was found inside guest memory.
     bufs: Vec<(GuestAddress, u32)>,
+    /// Where [`take_frame_holding`] has [`take_frame_into`] put its one
+    /// packet (room for one: no allocation per call).
+    one: Vec<Packet>,
 }
 
 impl TxScratch {
@@ -119,7 +122,7 @@ impl TxScratch {
 
     /// Room for [`MAX_TX_BUFFERS`] buffers.
     pub fn new() -> TxScratch {
-        TxScratch { bufs: Vec::with_capacity(MAX_TX_BUFFERS) }
+        TxScratch { bufs: Vec::with_capacity(MAX_TX_BUFFERS), one: Vec::with_capacity(1) }
     }
 
     /// Copies the chain's bytes `offset..offset + dst.len()` into `dst`,
@@ -135,7 +138,21 @@ impl TxScratch {
 
     /// [`TxScratch::read`] through the host slices the walk kept in `near`
     /// (in the same call, on the same `mem`) where it has them.
-    fn read_near(
+    #[inline(always)]
+    fn read_near(&self, mem: &GuestMem, near: &Near<'_>, offset: usize, dst: &mut [u8]) -> Result<(), QueueFault> {
+        // A chain of one buffer (a small frame, header and all, as DPDK's
+        // virtio-user sends it): one bounds-checked copy.
+        if self.bufs.len() == 1
+            && let Some(vs) = near.get(0)
+        {
+            vs.subslice(offset, dst.len()).map_err(|_| QueueFault::Address)?.copy_to(dst);
+            return Ok(());
+        }
+        self.read_bufs(mem, near, offset, dst)
+    }
+
+    /// [`TxScratch::read_near`] buffer by buffer.
+    fn read_bufs(
         &self,
         mem: &GuestMem,
         near: &Near<'_>,
@@ -218,8 +235,18 @@ fn pop_tx_at<'m>(
 ) -> Result<Option<TxChain>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     rings.prefetch_next(cursor, false);
-    let mem = rings.mem();
     scratch.bufs.clear();
+    // One readable descriptor (every small frame DPDK's virtio-user
+    // sends): what the walk below would record, without it.
+    if let Some(d) = rings.lone(head)
+        && !d.is_write_only()
+        && d.len() > 0
+        && d.len() as usize <= MAX_TX_CHAIN
+        && near.record(rings, 0, d.addr(), d.len() as usize)
+    {
+        scratch.bufs.push((d.addr(), d.len()));
+        return Ok(Some(TxChain { head, len: d.len() as usize, truncated: false, descs: 1 }));
+    }
     let (mut len, mut truncated) = (0usize, false);
     let descs = rings.walk(head, |d| {
         if d.is_write_only() {
@@ -230,7 +257,7 @@ fn pop_tx_at<'m>(
             return Ok(());
         }
         // Every buffer must lie inside guest memory, recorded or not.
-        if !near.record(mem, scratch.bufs.len(), d.addr(), n) {
+        if !near.record(rings, scratch.bufs.len(), d.addr(), n) {
             return Err(QueueFault::Address);
         }
         len = len.saturating_add(n);
@@ -336,51 +363,143 @@ pub fn take_frame_holding(
     hdr_len: usize,
     hold: bool,
 ) -> Result<Option<(TakenChain, Option<HeldChain>)>, QueueFault> {
+    let mut one = std::mem::take(&mut scratch.one);
+    let taken = take_frame_into(rings, q, cursor, scratch, hdr_len, hold, &mut one);
+    let packet = one.pop();
+    scratch.one = one;
+    let Some(taken) = taken? else { return Ok(None) };
+    let (frame, held) = match (taken.frame, packet) {
+        (Ok(f), Some(packet)) => (Ok(GuestFrame { packet, csum_partial: f.csum_partial }), f.held),
+        (Ok(_), None) => unreachable!("take_frame_into puts the packet of every frame it takes"),
+        (Err(reason), _) => (Err(reason), None),
+    };
+    Ok(Some((TakenChain { descs: taken.descs, frame }, held)))
+}
+
+/// What [`take_frame_into`] made of one chain.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Taken {
+    /// Descriptors in the chain.
+    pub descs: u16,
+    /// The frame (its packet pushed on the caller's vector), or why it is
+    /// dropped, as [`TakenChain::frame`].
+    pub frame: Result<TakenFrame, &'static str>,
+}
+
+/// A frame [`take_frame_into`] took: its packet is the last of the
+/// caller's vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TakenFrame {
+    /// The header asked for a partial checksum (`NEEDS_CSUM`).
+    pub csum_partial: bool,
+    /// The chain, not given back, when the frame is held.
+    pub held: Option<HeldChain>,
+}
+
+/// [`take_frame_holding`] with the frame's packet pushed on `out` (its
+/// end: the burst the caller returns), not returned: the packet is built
+/// and moved into place once (a packet carried out through results and a
+/// burst closure was moved five times, 16 instructions each). The chain is
+/// given back (a used element, nothing written) before the return, unless
+/// the frame is held, also before a fault is returned.
+///
+/// # Errors
+/// A [`QueueFault`]: the caller stops the queue.
+pub fn take_frame_into(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut TxScratch,
+    hdr_len: usize,
+    hold: bool,
+    out: &mut Vec<Packet>,
+) -> Result<Option<Taken>, QueueFault> {
     let mem = rings.mem();
     let mut near = Near::default();
     let Some(chain) = pop_tx_at(rings, q, cursor, scratch, &mut near)? else { return Ok(None) };
-    let descs = chain.descs;
-    let hold = hold
-        && !chain.truncated
-        && chain.len.saturating_sub(hdr_len) >= HELD_MIN
-        && scratch.bufs.len() <= MAX_HELD_BUFS
-        && each_in_one_region(mem, &scratch.bufs);
-    let copied = copy_frame(mem, scratch, &near, &chain, hdr_len, if hold { HELD_HEAD } else { usize::MAX });
-    // A header that may reach past the first bytes is never parsed from
-    // them (the packet's buffer is recycled: past them lie another frame's
-    // bytes): the rest is read first and the frame is not held.
-    let (hold, copied) = match copied {
-        Ok(Ok((mut packet, hdr))) if hold && !held_header_fits(&hdr) => {
-            let rest = &mut packet.linear_mut()[HELD_HEAD..];
-            (false, scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest).map(|()| Ok((packet, hdr))))
+    let (head, descs) = (chain.head, chain.descs);
+    // One way out, so that the used element is written at one place (every
+    // outcome but a held frame gives the chain back, a fault too, before
+    // the caller stops the queue); the outcomes carry no packet.
+    let taken: Result<Result<TakenFrame, &'static str>, QueueFault> = 'taken: {
+        if chain.truncated {
+            break 'taken Ok(Err("vhost-tx-too-long"));
         }
-        other => (hold, other),
-    };
-    let imported = match copied {
-        Ok(Ok((packet, hdr))) => Ok(import(packet, &hdr)),
-        Ok(Err(reason)) => Ok(Err(reason)),
-        Err(f) => Err(f),
-    };
-    // Held: only a frame the graph can route on its first bytes (its
-    // offload header within them).
-    let held = match &imported {
-        Ok(Ok(f)) if hold && header_within(&f.packet, HELD_HEAD) => {
-            Some(HeldChain { head: chain.head, skip: hdr_len + HELD_HEAD, len: f.packet.len() - HELD_HEAD })
+        let hdr = match read_header(mem, scratch, &near, hdr_len, chain.len) {
+            Ok(Ok(h)) => h,
+            Ok(Err(reason)) => break 'taken Ok(Err(reason)),
+            Err(f) => break 'taken Err(f),
+        };
+        let hold = hold
+            && chain.len.saturating_sub(hdr_len) >= HELD_MIN
+            && scratch.bufs.len() <= MAX_HELD_BUFS
+            && each_in_one_region(rings, &scratch.bufs)
+            // A header that may reach past the first bytes is never parsed
+            // from them (the packet's buffer is recycled: past them lie
+            // another frame's bytes): such a frame is copied whole.
+            && held_header_fits(&hdr);
+        out.push(Packet::with_linear_len_pooled(chain.len - hdr_len));
+        let Some(packet) = out.last_mut() else { unreachable!("just pushed") };
+        let lin = packet.linear_mut();
+        let n = if hold { HELD_HEAD.min(lin.len()) } else { lin.len() };
+        if let Err(f) = scratch.read_near(mem, &near, hdr_len, &mut lin[..n]) {
+            out.pop();
+            break 'taken Err(f);
         }
-        _ => None,
-    };
-    let frame = match imported {
-        Ok(Ok(mut f)) if hold && held.is_none() => {
+        let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
+        match hdr.to_meta(packet.linear(), &opts) {
+            Ok(meta) => packet.meta = meta,
+            Err(e) => {
+                out.pop();
+                break 'taken Ok(Err(e.reason()));
+            }
+        }
+        let csum_partial = hdr.flags & F_NEEDS_CSUM != 0;
+        // Held: only a frame the graph can route on its first bytes (its
+        // offload header within them).
+        if hold && header_within(packet, HELD_HEAD) {
+            let held = HeldChain { head, skip: hdr_len + HELD_HEAD, len: packet.len() - HELD_HEAD };
+            return Ok(Some(Taken { descs, frame: Ok(TakenFrame { csum_partial, held: Some(held) }) }));
+        }
+        if hold {
             // Copied whole after all: the rest of the frame now.
-            let rest = &mut f.packet.linear_mut()[HELD_HEAD..];
-            scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest).map(|()| Ok(f))
+            let rest = &mut packet.linear_mut()[HELD_HEAD..];
+            if let Err(f) = scratch.read_near(mem, &near, hdr_len + HELD_HEAD, rest) {
+                out.pop();
+                break 'taken Err(f);
+            }
         }
-        other => other,
+        Ok(Ok(TakenFrame { csum_partial, held: None }))
     };
-    if held.is_none() {
-        rings.write_used(q, &[(chain.head, 0)])?;
+    rings.write_used(q, &[(head, 0)])?;
+    Ok(Some(Taken { descs, frame: taken? }))
+}
+
+/// The `hdr_len`-byte `virtio_net_hdr` at the start of a chain of
+/// `chain_len` bytes (recorded in `scratch`) parsed, or the drop reason
+/// (a chain too short for it among them). The usual header, 12 bytes at
+/// the start of the first buffer, is one fixed-size volatile load.
+fn read_header(
+    mem: &GuestMem,
+    scratch: &TxScratch,
+    near: &Near<'_>,
+    hdr_len: usize,
+    chain_len: usize,
+) -> Result<Result<VirtioNetHdr, &'static str>, QueueFault> {
+    let mut hb = [0u8; 12];
+    let n = hdr_len.min(12).min(chain_len);
+    match near.get(0) {
+        Some(vs) if n == 12 && vs.len() >= 12 => {
+            // Two loads (a volatile `[u8; 12]` is twelve byte loads).
+            let lo = vs.get_ref::<u64>(0).map_err(|_| QueueFault::Address)?.load();
+            let hi = vs.get_ref::<u32>(8).map_err(|_| QueueFault::Address)?.load();
+            hb[..8].copy_from_slice(&lo.to_ne_bytes());
+            hb[8..].copy_from_slice(&hi.to_ne_bytes());
+        }
+        _ => scratch.read_near(mem, near, 0, &mut hb[..n])?,
     }
-    Ok(Some((TakenChain { descs, frame: frame? }, held)))
+    let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
+    Ok(VirtioNetHdr::parse(&hb[..n], layout, HdrByteOrder::Little).map_err(|e| e.reason()))
 }
 
 /// Whether every header the import parses lies in a held frame's first
@@ -396,16 +515,8 @@ fn held_header_fits(hdr: &VirtioNetHdr) -> bool {
 /// Whether each buffer lies in one memory region: a held frame's buffers
 /// are read later slice by slice ([`HeldFrame`]), which a buffer across
 /// two regions would fail.
-fn each_in_one_region(mem: &GuestMem, bufs: &[(GuestAddress, u32)]) -> bool {
-    bufs.iter().all(|&(addr, len)| GuestMemoryBackend::get_slice(mem, addr, len as usize).is_ok())
-}
-
-/// The frame's `virtio_net_hdr` imported into its packet's `meta` with the
-/// kernel's validation, or the drop reason.
-fn import(mut packet: Packet, hdr: &VirtioNetHdr) -> Result<GuestFrame, &'static str> {
-    let opts = ImportOptions { medium: Medium::Ethernet, ..ImportOptions::default() };
-    packet.meta = hdr.to_meta(packet.linear(), &opts).map_err(|e| e.reason())?;
-    Ok(GuestFrame { packet, csum_partial: hdr.flags & F_NEEDS_CSUM != 0 })
+fn each_in_one_region(rings: &Rings<'_>, bufs: &[(GuestAddress, u32)]) -> bool {
+    bufs.iter().all(|&(addr, len)| rings.slice(addr, len as usize).is_some())
 }
 
 /// Whether what the offload metadata points at (the checksum field of a
@@ -418,36 +529,6 @@ fn header_within(packet: &Packet, head: usize) -> bool {
             ChecksumState::Partial { start, offset } => usize::from(start) + usize::from(offset) + 2 <= head,
             _ => true,
         }
-}
-
-/// The header and the frame of `chain` (recorded in `scratch`): the
-/// header parsed first, the frame's first `head` bytes (all of them, for
-/// `usize::MAX`) copied into a packet of the frame's length only if it
-/// parses. The inner error is a drop reason.
-fn copy_frame(
-    mem: &GuestMem,
-    scratch: &TxScratch,
-    near: &Near<'_>,
-    chain: &TxChain,
-    hdr_len: usize,
-    head: usize,
-) -> Result<Result<(Packet, VirtioNetHdr), &'static str>, QueueFault> {
-    if chain.truncated {
-        return Ok(Err("vhost-tx-too-long"));
-    }
-    let mut hb = [0u8; 12];
-    let hb = &mut hb[..hdr_len.min(12).min(chain.len)];
-    scratch.read_near(mem, near, 0, hb)?;
-    let layout = if hdr_len == 12 { HdrLayout::MrgRxbuf } else { HdrLayout::Basic };
-    let hdr = match VirtioNetHdr::parse(hb, layout, HdrByteOrder::Little) {
-        Ok(h) => h,
-        Err(e) => return Ok(Err(e.reason())),
-    };
-    let mut packet = Packet::with_linear_len_pooled(chain.len - hdr_len);
-    let lin = packet.linear_mut();
-    let n = lin.len().min(head);
-    scratch.read_near(mem, near, hdr_len, &mut lin[..n])?;
-    Ok(Ok((packet, hdr)))
 }
 
 /// Puts chain `head` in the used ring with `len` bytes written and
@@ -518,6 +599,7 @@ impl Default for RxScratch {
 /// Takes the next chain of receive queue `q`, records its first
 /// [`MAX_RX_DESCS`] buffers in `bufs` (cleared first) and returns its head
 /// and whether it had more descriptors than that (capped).
+#[inline(always)]
 fn rx_chain<'m>(
     rings: &Rings<'m>,
     q: &mut Queue,
@@ -527,14 +609,23 @@ fn rx_chain<'m>(
 ) -> Result<Option<(u16, bool)>, QueueFault> {
     let Some(head) = rings.next_head(q, cursor)? else { return Ok(None) };
     rings.prefetch_next(cursor, true);
-    let mem = rings.mem();
     bufs.clear();
+    // One writable descriptor (DPDK's virtio PMD's receive buffers): what
+    // the walk below would record, without it.
+    if let Some(d) = rings.lone(head)
+        && d.is_write_only()
+        && d.len() > 0
+        && near.record(rings, 0, d.addr(), d.len() as usize)
+    {
+        bufs.push((d.addr(), d.len()));
+        return Ok(Some((head, false)));
+    }
     let mut capped = false;
     rings.walk(head, |d| {
         if !d.is_write_only() {
             return Err(QueueFault::Direction);
         }
-        if d.len() > 0 && !near.record(mem, bufs.len(), d.addr(), d.len() as usize) {
+        if d.len() > 0 && !near.record(rings, bufs.len(), d.addr(), d.len() as usize) {
             return Err(QueueFault::Address);
         }
         if bufs.len() < MAX_RX_DESCS {
@@ -587,6 +678,49 @@ pub fn push_rx_at<'h, 'a: 'h>(
     mrg: bool,
 ) -> Result<RxPlaced, RxRefused> {
     push_rx_holding(rings, q, cursor, scratch, hdr, parts, len, mrg, None)
+}
+
+/// [`push_rx_at`] of a frame in one slice (a linear packet: every frame
+/// copied from a guest). A frame that fits the first buffer of the next
+/// chain (the 64-byte frame, and any frame in a guest's large buffers)
+/// is written there at once, the header with `num_buffers` 1 in one
+/// fixed-size store: no source iterator, no buffer loop. Any other is
+/// placed by [`push_rx_at`], the chain taken first given back.
+///
+/// # Errors
+/// As [`push_rx`].
+pub fn push_rx_frame(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut RxScratch,
+    hdr: &[u8],
+    frame: &[u8],
+    mrg: bool,
+) -> Result<RxPlaced, RxRefused> {
+    let need = hdr.len() + frame.len();
+    if let Ok(hb) = <[u8; 12]>::try_from(hdr) {
+        let mut near = Near::default();
+        let Some((head, _)) = rx_chain(rings, q, cursor, &mut scratch.bufs, &mut near)? else {
+            return Err(RxRefused::NoRoom);
+        };
+        if let Some(vs) = near.get(0)
+            && vs.len() >= need
+        {
+            // Two stores (a volatile `[u8; 12]` is twelve byte stores),
+            // `num_buffers` (bytes 10 and 11) 1.
+            let lo = u64::from_ne_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]);
+            let hi = u32::from_ne_bytes([hb[8], hb[9], 1, 0]);
+            vs.get_ref::<u64>(0).map_err(|_| QueueFault::Address)?.store(lo);
+            vs.get_ref::<u32>(8).map_err(|_| QueueFault::Address)?.store(hi);
+            write_slice(&vs.subslice(12, frame.len()).map_err(|_| QueueFault::Address)?, frame);
+            rings.write_used(q, &[(head, need as u32)])?;
+            return Ok(RxPlaced { chains: 1, bytes: need });
+        }
+        q.go_to_previous_position();
+        cursor.rewound(q);
+    }
+    push_rx_holding(rings, q, cursor, scratch, hdr, std::iter::once(frame), frame.len(), mrg, None)
 }
 
 /// [`push_rx_at`] of a frame whose last `held.len()` bytes are `held`'s
