@@ -41,14 +41,26 @@ pub enum Per {
     Byte,
 }
 
+/// What a GRO row's frames carry: the `bench peers` workloads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroProto {
+    /// TCP/IPv4 segments.
+    Tcp4,
+    /// UDP/IPv4 datagrams.
+    Udp4,
+    /// TCP/IPv4 segments in VXLAN over IPv4 (outer UDP checksum 0), as the
+    /// `bench peers` VXLAN GRO rows beside DPDK's.
+    VxlanTcp4,
+}
+
 /// The work of a row.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Work {
-    /// GRO of the `bench peers` workload: TCP or UDP, 1 or 64 interleaved
-    /// flows, bursts of 128, checksums verified or trusted.
+    /// GRO of the `bench peers` workload: TCP, UDP or TCP in VXLAN, 1 or
+    /// 64 interleaved flows, bursts of 128, checksums verified or trusted.
     Gro {
-        /// UDP datagrams (else TCP segments).
-        udp: bool,
+        /// What the frames carry.
+        proto: GroProto,
         /// Interleaved flows.
         flows: usize,
         /// Checksum treatment.
@@ -85,20 +97,22 @@ pub struct Row {
     pub budget: Option<f64>,
 }
 
-const fn gro(name: &'static str, udp: bool, flows: usize, csum: GroChecksum, budget: Option<f64>) -> Row {
-    Row { name, work: Work::Gro { udp, flows, csum }, per: Per::Packet, budget }
+const fn gro(name: &'static str, proto: GroProto, flows: usize, csum: GroChecksum, budget: Option<f64>) -> Row {
+    Row { name, work: Work::Gro { proto, flows, csum }, per: Per::Packet, budget }
 }
 
 /// Every row, in the order they are printed.
-pub const ROWS: [Row; 18] = [
-    gro("gro_tcp4_1flow_trusted", false, 1, GroChecksum::Trusted, Some(450.0)),
-    gro("gro_tcp4_1flow_verify", false, 1, GroChecksum::Verify, None),
-    gro("gro_tcp4_64flows_trusted", false, 64, GroChecksum::Trusted, Some(600.0)),
-    gro("gro_tcp4_64flows_verify", false, 64, GroChecksum::Verify, None),
-    gro("gro_udp4_1flow_trusted", true, 1, GroChecksum::Trusted, None),
-    gro("gro_udp4_1flow_verify", true, 1, GroChecksum::Verify, None),
-    gro("gro_udp4_64flows_trusted", true, 64, GroChecksum::Trusted, None),
-    gro("gro_udp4_64flows_verify", true, 64, GroChecksum::Verify, None),
+pub const ROWS: [Row; 20] = [
+    gro("gro_tcp4_1flow_trusted", GroProto::Tcp4, 1, GroChecksum::Trusted, Some(450.0)),
+    gro("gro_tcp4_1flow_verify", GroProto::Tcp4, 1, GroChecksum::Verify, None),
+    gro("gro_tcp4_64flows_trusted", GroProto::Tcp4, 64, GroChecksum::Trusted, Some(600.0)),
+    gro("gro_tcp4_64flows_verify", GroProto::Tcp4, 64, GroChecksum::Verify, None),
+    gro("gro_udp4_1flow_trusted", GroProto::Udp4, 1, GroChecksum::Trusted, None),
+    gro("gro_udp4_1flow_verify", GroProto::Udp4, 1, GroChecksum::Verify, None),
+    gro("gro_udp4_64flows_trusted", GroProto::Udp4, 64, GroChecksum::Trusted, None),
+    gro("gro_udp4_64flows_verify", GroProto::Udp4, 64, GroChecksum::Verify, None),
+    gro("gro_vxlan_tcp4_1flow_trusted", GroProto::VxlanTcp4, 1, GroChecksum::Trusted, None),
+    gro("gro_vxlan_tcp4_64flows_trusted", GroProto::VxlanTcp4, 64, GroChecksum::Trusted, None),
     Row { name: "gso_tcp4_sg", work: Work::Gso(GsoOutput::ScatterGather, false), per: Per::Segment, budget: None },
     Row { name: "gso_tcp4_linear", work: Work::Gso(GsoOutput::Linear, false), per: Per::Segment, budget: None },
     Row { name: "gso_vxlan_sg", work: Work::Gso(GsoOutput::ScatterGather, true), per: Per::Segment, budget: None },
@@ -136,7 +150,7 @@ fn passes(quick: bool) -> usize {
 /// The engine did not do the row's work, as text.
 pub fn run(row: &Row, quick: bool, meter: &mut dyn Meter) -> Result<Counted, String> {
     match row.work {
-        Work::Gro { udp, flows, csum } => Ok(run_gro(udp, flows, csum, quick, meter)),
+        Work::Gro { proto, flows, csum } => Ok(run_gro(proto, flows, csum, quick, meter)),
         Work::Gso(output, vxlan) => run_gso(output, vxlan, quick, meter),
         Work::Defrag => run_defrag(quick, meter),
         Work::Bridge => {
@@ -156,11 +170,11 @@ const GRO_FRAMES: usize = 1024;
 /// Frames per receive burst (a NAPI poll's worth; `bench peers`' default).
 const GRO_BURST: usize = 128;
 
-fn run_gro(udp: bool, flows: usize, csum: GroChecksum, quick: bool, meter: &mut dyn Meter) -> Counted {
-    let work = if udp {
-        GroWorkload::udp4(flows, GRO_FRAMES, GRO_BURST)
-    } else {
-        GroWorkload::tcp4(flows, GRO_FRAMES, GRO_BURST)
+fn run_gro(proto: GroProto, flows: usize, csum: GroChecksum, quick: bool, meter: &mut dyn Meter) -> Counted {
+    let work = match proto {
+        GroProto::Tcp4 => GroWorkload::tcp4(flows, GRO_FRAMES, GRO_BURST),
+        GroProto::Udp4 => GroWorkload::udp4(flows, GRO_FRAMES, GRO_BURST),
+        GroProto::VxlanTcp4 => GroWorkload::vxlan_tcp4(flows, GRO_FRAMES, GRO_BURST),
     };
     let (mut engine, state) = gro_engine(&work, csum);
     let mut delivered = BurstOutputs::new(work.batch);
