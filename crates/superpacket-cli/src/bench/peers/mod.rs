@@ -259,10 +259,12 @@ pub struct PairedRatio {
 
 impl PairedRatio {
     /// Pairs `a[k]` with `b[k]` (per-round rates of two engines; rounds
-    /// beyond the shorter list are left out); `of_medians` is A's overall
-    /// median rate over B's. `None` without a round of both.
+    /// beyond the shorter list are left out, and a round whose ratio is
+    /// not a finite positive number, a zero or unmeasurable time on either
+    /// side, too); `of_medians` is A's overall median rate over B's. `None`
+    /// without a round of both.
     pub fn new(a: &[f64], b: &[f64], of_medians: f64) -> Option<PairedRatio> {
-        let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+        let ratios: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).filter(|r| r.is_finite() && *r > 0.0).collect();
         if ratios.is_empty() {
             return None;
         }
@@ -969,6 +971,15 @@ mod tests {
     /// rounds and DPDK's from its fast ones (15 / 10 = 1.5x, below the 2x
     /// target); the rounds paired give 2.5x, with round 3's 1.5 as the
     /// lowest.
+    #[test]
+    fn a_round_without_a_finite_ratio_is_left_out() {
+        // Round 2's B rate is infinite (a zero time), round 3's A rate is 0.
+        let r = PairedRatio::new(&[2.0, 3.0, 9.0, 0.0], &[1.0, 1.0, f64::INFINITY, 1.0], 2.5).unwrap();
+        assert_eq!((r.rounds, r.lowest, r.highest), (2, 2.0, 3.0));
+        assert!(r.median.is_finite());
+        assert!(PairedRatio::new(&[1.0], &[0.0], 1.0).is_none());
+    }
+
     #[test]
     fn ratios_pair_the_rates_round_by_round() {
         const SUPERPACKET: [f64; 5] = [25.0, 25.0, 15.0, 15.0, 15.0];

@@ -263,7 +263,8 @@ impl<'m> Rings<'m> {
     pub fn slice(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
         if let Some((start, region)) = self.region.get()
             && let Some(off) = addr.0.checked_sub(start)
-            && let Ok(vs) = region.subslice(usize::try_from(off).ok()?, len)
+            && let Ok(off) = usize::try_from(off)
+            && let Ok(vs) = region.subslice(off, len)
         {
             return Some(vs);
         }

@@ -471,7 +471,14 @@ pub fn take_frame_into(
         }
         Ok(Ok(TakenFrame { csum_partial, held: None }))
     };
-    rings.write_used(q, &[(head, 0)])?;
+    if let Err(f) = rings.write_used(q, &[(head, 0)]) {
+        // The queue stops: a frame whose chain was not given back does
+        // not go on either.
+        if matches!(taken, Ok(Ok(_))) {
+            out.pop();
+        }
+        return Err(f);
+    }
     Ok(Some(Taken { descs, frame: taken? }))
 }
 

@@ -310,6 +310,10 @@ impl<'a> PayloadCursor<'a> {
             }
             got += s.len();
         }
+        // A plan never asks for more than the superpacket holds; were it
+        // to, the frame's rest is zeros, not bytes an earlier frame left
+        // in the sink's buffer or the header template.
+        dst[got..].fill(0);
         psum
     }
 }
