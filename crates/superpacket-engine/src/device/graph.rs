@@ -849,7 +849,7 @@ impl Graph {
     }
 
     /// The counters of the segmenter the ports share.
-    #[cfg(test)]
+    #[cfg(all(test, feature = "vhost-user"))]
     pub(crate) fn segmenter_counters(&self) -> &superpacket::offload::gso::GsoCounters {
         &self.sh.segmenter.counters
     }
