@@ -6,7 +6,7 @@
 
 use super::DeviceId;
 use super::features::{DeviceFeatures, NetdevFeatures, StackMode, compute_master_features};
-use super::netdev::{Cx, NetDevice, Verdict};
+use super::netdev::{Cx, NetDevice, Run, Verdict};
 use super::vlan::outer_tag;
 use std::any::Any;
 use std::collections::HashMap;
@@ -253,6 +253,22 @@ impl Bridge {
         }
     }
 
+    /// The member port `forward` would send `pkt`, received on member
+    /// `ingress`, to as it is, after learning its source: a known unicast
+    /// destination on another member (a bridge without VLAN filtering). `None` for
+    /// every other frame, of which nothing is learnt.
+    fn unicast_member(&mut self, cx: &Cx<'_>, ingress: DeviceId, pkt: &Packet) -> Option<DeviceId> {
+        debug_assert!(!self.vlan_filtering, "a filtering bridge tags and filters per frame");
+        let eth = EthernetFrame::new_checked(pkt.linear()).ok()?;
+        let (dst, src) = (eth.dst_addr(), eth.src_addr());
+        if !dst.is_unicast() || dst == cx.dev().mac {
+            return None;
+        }
+        let now = cx.now_ns();
+        self.learn(src, 0, ingress, now);
+        self.lookup(dst, 0, now).filter(|t| *t != ingress && *t != cx.me())
+    }
+
     /// Floods to every other member of the VLAN, and up to the bridge's own
     /// stack for broadcast and multicast (unknown unicast is not passed up:
     /// in Linux only a promiscuous bridge receives it). Every recipient but
@@ -325,6 +341,22 @@ impl NetDevice for Bridge {
     /// The bridge's `rx_handler`: a frame its port `from` received.
     fn receive(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkt: &mut Packet, len: usize) -> Verdict {
         self.forward(cx, from, pkt, len)
+    }
+
+    /// A run: the leading frames with the first one's addresses, when
+    /// that one goes to one member as it is ([`Bridge::unicast_member`]);
+    /// with VLAN filtering, none.
+    /// Their source is learnt once: learning it again at the same time on
+    /// the same port changes nothing, and so neither does the look-up of
+    /// their destination (only their own source was learnt meanwhile).
+    fn receive_run(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkts: &[Packet]) -> Run {
+        if self.vlan_filtering {
+            return Run::Each;
+        }
+        let Some((first, rest)) = pkts.split_first() else { return Run::Each };
+        let Some(to) = self.unicast_member(cx, from, first) else { return Run::First };
+        let addrs = first.linear().first_chunk::<12>();
+        Run::To(to, 1 + rest.iter().take_while(|p| p.linear().first_chunk::<12>() == addrs).count())
     }
 
     fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {

@@ -41,7 +41,7 @@ use super::bridge::{Bridge, PortVlans};
 use super::features::{
     DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode, effective_features, gso_ok, target_caps,
 };
-use super::netdev::{Cx, Hop, NetDevice, Shared, Verdict};
+use super::netdev::{Cx, Hop, NetDevice, Run, Shared, Verdict};
 use super::port::{HeldFrame, PortDevice, PortDriver, record_outcome};
 use super::router::{Router, UdpSocket};
 use super::tables::TableUsage;
@@ -162,6 +162,19 @@ impl DeviceCounters {
     pub fn dropped(&self) -> u64 {
         self.drops.values().sum()
     }
+    /// Counts `packets` steps of `bytes` in all, `superpackets` of them
+    /// superpackets: received (`rx`) or given to transmit.
+    #[inline(always)]
+    pub(crate) fn count_steps(&mut self, rx: bool, packets: u64, bytes: u64, superpackets: u64) {
+        let (p, b, s) = if rx {
+            (&mut self.rx_packets, &mut self.rx_bytes, &mut self.rx_superpackets)
+        } else {
+            (&mut self.tx_packets, &mut self.tx_bytes, &mut self.tx_superpackets)
+        };
+        *p += packets;
+        *b += bytes;
+        *s += superpackets;
+    }
     // Out of line: a map insertion, where the walk's steps only need a call.
     #[inline(never)]
     pub(crate) fn drop_n(&mut self, reason: &'static str, n: u64) {
@@ -216,6 +229,9 @@ pub struct Graph {
     names: HashMap<String, DeviceId>,
     router: Option<DeviceId>,
     next_mac: u8,
+    /// The lengths of a burst's packets ([`Graph::receive_burst`]'s runs):
+    /// empty between bursts, its capacity kept.
+    run_lens: Vec<usize>,
 }
 
 /// Most link replies received at the end of one operation (the rest wait
@@ -284,6 +300,7 @@ impl Graph {
             names: HashMap::new(),
             router: None,
             next_mac: 1,
+            run_lens: Vec::new(),
         }
     }
 
@@ -782,6 +799,12 @@ impl Graph {
     /// its place in `burst` (a packet is 128 bytes: moving it out of the
     /// burst and into the walk were copies per packet); both vectors are
     /// left empty, their capacity kept.
+    ///
+    /// A burst of whole Ethernet frames into a master goes by runs
+    /// ([`NetDevice::receive_run`]): the packets its master sends on to one
+    /// port unchanged are counted together and handed to that port as one
+    /// run ([`PortDevice::transmit_run`]); the others are walked one by
+    /// one. Each port gets its packets in the order they came.
     pub fn receive_burst(
         &mut self,
         port: DeviceId,
@@ -789,8 +812,16 @@ impl Graph {
         held: &mut Vec<HeldFrame>,
         arrival_ns: u64,
     ) {
+        let d = &self.sh.devices[port.0];
+        let mut from = 0;
+        if let Some(m) = d.master
+            && held.is_empty()
+            && d.medium == Medium::Ethernet
+        {
+            from = self.receive_runs(port, m, burst, arrival_ns);
+        }
         let mut held = held.drain(..);
-        for (i, pkt) in burst.iter_mut().enumerate() {
+        for (i, pkt) in burst.iter_mut().enumerate().skip(from) {
             pkt.meta.arrival_ns.get_or_insert(arrival_ns);
             match take_held_of(&mut held, i) {
                 Some(h) => self.receive_held_in_place(port, pkt, h),
@@ -808,6 +839,70 @@ impl Graph {
         // What the walks left: shells of packets a driver took, or packets
         // dropped on the way.
         Packet::release_all(burst);
+    }
+
+    /// The runs of [`Graph::receive_burst`] for port `port` under master
+    /// `m`: returns the index of the first packet left for the per-packet
+    /// loop (the master decides no runs, [`Run::Each`]).
+    fn receive_runs(&mut self, port: DeviceId, m: DeviceId, burst: &mut [Packet], arrival_ns: u64) -> usize {
+        let mut lens = std::mem::take(&mut self.run_lens);
+        lens.clear();
+        lens.extend(burst.iter_mut().map(|p| {
+            p.meta.arrival_ns.get_or_insert(arrival_ns);
+            p.total_len_inline()
+        }));
+        let mut i = 0;
+        while i < burst.len() {
+            let (kind, mut cx) = self.cx(m, 0);
+            match kind.receive_run(&mut cx, port, &burst[i..]) {
+                Run::To(t, n) if n > 0 => {
+                    let end = (i + n).min(burst.len());
+                    self.count_received_run(port, &burst[i..end], &lens[i..end]);
+                    self.transmit_run(t, &mut burst[i..end], &lens[i..end], 1);
+                    i = end;
+                }
+                Run::Each => break,
+                Run::To(..) | Run::First => {
+                    self.walk(Hop::Receive(port), &mut burst[i], lens[i], 0);
+                    self.receive_link_replies();
+                    i += 1;
+                }
+            }
+        }
+        self.run_lens = lens;
+        i
+    }
+
+    /// Counts the receive steps of a run on `port`, each handed on
+    /// ([`DeviceCounters::forwarded`]), as [`Graph::step`] counts one.
+    fn count_received_run(&mut self, port: DeviceId, pkts: &[Packet], lens: &[usize]) {
+        let bytes = lens.iter().sum::<usize>() as u64;
+        let superpackets = pkts.iter().filter(|p| p.meta.is_gso()).count() as u64;
+        let c = &mut self.sh.devices[port.0].counters;
+        c.count_steps(true, pkts.len() as u64, bytes, superpackets);
+        c.forwarded += pkts.len() as u64;
+    }
+
+    /// Transmits a run of packets (lengths `lens`) through device `t`, at
+    /// `depth`, in order: a port takes the leading packets its transmit
+    /// would send whole at once ([`PortDevice::transmit_run`]); every other
+    /// packet is walked alone from `t`'s transmit.
+    fn transmit_run(&mut self, t: DeviceId, pkts: &mut [Packet], lens: &[usize], depth: usize) {
+        let mut i = 0;
+        while i < pkts.len() {
+            if depth <= MAX_DEPTH {
+                let (kind, mut cx) = self.cx(t, depth);
+                if let Some(port) = kind.as_port() {
+                    i += port.transmit_run(&mut cx, &mut pkts[i..], &lens[i..]);
+                    if i == pkts.len() {
+                        break;
+                    }
+                }
+            }
+            self.walk(Hop::Transmit(t), &mut pkts[i], lens[i], depth);
+            self.receive_link_replies();
+            i += 1;
+        }
     }
 
     /// [`Graph::receive`] of a packet whose last `held.len()` bytes are
@@ -1090,16 +1185,7 @@ impl Graph {
     #[inline(always)]
     fn count_step(&mut self, id: DeviceId, pkt: &Packet, len: usize, depth: usize, rx: bool) -> bool {
         let c = &mut self.sh.devices[id.0].counters;
-        let (packets, bytes, superpackets) = if rx {
-            (&mut c.rx_packets, &mut c.rx_bytes, &mut c.rx_superpackets)
-        } else {
-            (&mut c.tx_packets, &mut c.tx_bytes, &mut c.tx_superpackets)
-        };
-        *packets += 1;
-        *bytes += len as u64;
-        if pkt.meta.is_gso() {
-            *superpackets += 1;
-        }
+        c.count_steps(rx, 1, len as u64, u64::from(pkt.meta.is_gso()));
         if depth > MAX_DEPTH {
             c.refused += 1;
             c.drop_n("too-deep", 1);

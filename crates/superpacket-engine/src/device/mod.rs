@@ -65,7 +65,7 @@ mod tests_xconnect;
 
 pub use features::{DeviceFeatures, FeaturesCheck, NetdevFeatures, PacketInfo, StackMode};
 pub use graph::{Device, DeviceCounters, DeviceError, DeviceId, Graph};
-pub use netdev::{Cx, NetDevice, Verdict};
+pub use netdev::{Cx, NetDevice, Run, Verdict};
 pub use port::{DriverError, HeldFrame, LinkOutput, MemoryDriver, MemoryMode, PcapDriver, PortDevice, PortDriver};
 #[cfg(any(feature = "tap", feature = "tun", feature = "af-packet"))]
 pub use port_io::IoPortDriver;

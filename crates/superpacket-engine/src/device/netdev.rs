@@ -19,7 +19,7 @@
 
 use super::features::{DeviceFeatures, NetdevFeatures, StackMode};
 use super::graph::{Device, DeviceId};
-use super::port::{HeldFrame, PortDriver};
+use super::port::{HeldFrame, PortDevice, PortDriver};
 use super::tables::TableUsage;
 use std::any::Any;
 use std::collections::VecDeque;
@@ -68,6 +68,22 @@ pub enum Verdict {
         /// Stable reason name (kebab-case).
         reason: &'static str,
     },
+}
+
+/// What a master decided for the leading packets of a burst its member
+/// received ([`NetDevice::receive_run`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    /// The first `.1` packets (at least one) leave whole through device
+    /// `.0`'s transmit, unchanged (their bytes and lengths as received):
+    /// what [`NetDevice::receive`] would have decided for each
+    /// ([`Verdict::Transmit`]), with its effects (a bridge's learning) done.
+    To(DeviceId, usize),
+    /// The first packet takes the per-packet walk ([`NetDevice::receive`]);
+    /// the master is asked again about the rest.
+    First,
+    /// Every packet takes the per-packet walk: the kind decides no runs.
+    Each,
 }
 
 /// Where a step of the walk happens.
@@ -255,6 +271,21 @@ pub trait NetDevice: fmt::Debug + Send + Any {
         cx.drop("no-handler")
     }
 
+    /// Burst receive (a master's, for a burst its member `from` received,
+    /// every packet whole: no payload held elsewhere): how many leading
+    /// packets of `pkts` go to one device's transmit unchanged
+    /// ([`Run::To`]), so that the graph counts them and hands them on as a
+    /// run, with one dispatch instead of one walk each. A run holds exactly
+    /// the packets [`NetDevice::receive`], called for each in turn, would
+    /// have sent there as they are, and this call has the effects those
+    /// calls would have had. The receive of one packet must not depend on
+    /// the transmit of an earlier one (the run's transmits follow its
+    /// receives). The default: [`Run::Each`], every packet walked alone.
+    fn receive_run(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkts: &[Packet]) -> Run {
+        let _ = (cx, from, pkts);
+        Run::Each
+    }
+
     /// A packet the router delivered to this device's local UDP socket
     /// (a tunnel endpoint, Linux's `encap_rcv`): [`Verdict::Up`] with the
     /// decapsulated frame's length makes this device receive it (counted as
@@ -338,6 +369,12 @@ pub trait NetDevice: fmt::Debug + Send + Any {
 
     /// A port's driver.
     fn port_driver(&mut self) -> Option<&mut dyn PortDriver> {
+        None
+    }
+
+    /// The port device, if this is one (its burst transmit,
+    /// [`PortDevice::transmit_run`]).
+    fn as_port(&mut self) -> Option<&mut PortDevice> {
         None
     }
 

@@ -147,6 +147,19 @@ pub trait PortDriver: fmt::Debug + Send {
         let _ = len;
         self.xmit(pkt)
     }
+    /// [`PortDriver::xmit_len`] of every packet of `pkts` in order (`lens`
+    /// their total lengths), each moved out of its slot (left owning
+    /// nothing); `refused` gets the reason of each packet the driver
+    /// refused. The port's burst transmit ([`PortDevice::transmit_run`])
+    /// calls it once per run instead of `xmit_len` once per packet. Default:
+    /// `xmit_len` per packet (a direct call in each driver's instance).
+    fn xmit_burst(&mut self, pkts: &mut [Packet], lens: &[usize], refused: &mut dyn FnMut(&'static str)) {
+        for (pkt, &len) in pkts.iter_mut().zip(lens) {
+            if let Err(e) = self.xmit_len(pkt.move_out(), len) {
+                refused(e.reason);
+            }
+        }
+    }
     /// Where segmented or checksum-completed frames go.
     fn sink(&mut self) -> &mut dyn SegmentSink;
     /// The next received packet, if any.
@@ -778,6 +791,10 @@ impl NetDevice for PortDevice {
         Some(self.driver.as_mut())
     }
 
+    fn as_port(&mut self) -> Option<&mut PortDevice> {
+        Some(self)
+    }
+
     fn as_any(&self) -> &dyn Any {
         self
     }
@@ -788,6 +805,41 @@ impl NetDevice for PortDevice {
 }
 
 impl PortDevice {
+    /// The transmit of a run of packets (`lens` their total lengths) given
+    /// to this port: the leading packets that [`PortDevice::transmit`]
+    /// would hand to the driver whole without looking further (an Ethernet
+    /// port with carrier; linear packets without offloads, within the
+    /// untagged MTU; no payload held) go to the driver at once
+    /// ([`PortDriver::xmit_burst`]), counted as their steps would be.
+    /// Returns how many; the caller walks the next one alone.
+    pub fn transmit_run(&mut self, cx: &mut Cx<'_>, pkts: &mut [Packet], lens: &[usize]) -> usize {
+        let d = cx.dev();
+        if !d.carrier || d.medium != Medium::Ethernet || cx.holds_payload() {
+            return 0;
+        }
+        let mtu = d.mtu;
+        let n = pkts
+            .iter()
+            .zip(lens)
+            .take_while(|&(p, &len)| PacketInfo::taken_as_is_anywhere(p) && !over_mtu(mtu, len, 0))
+            .count();
+        if n == 0 {
+            return 0;
+        }
+        let c = &mut cx.dev_mut().counters;
+        // No superpackets: a packet taken as it is anywhere has no GSO.
+        c.count_steps(false, n as u64, lens[..n].iter().sum::<usize>() as u64, 0);
+        c.tx_passthrough += n as u64;
+        let mut refused = 0;
+        self.driver.xmit_burst(&mut pkts[..n], &lens[..n], &mut |reason| {
+            refused += 1;
+            c.drop_n(reason, 1);
+        });
+        c.forwarded += (n - refused) as u64;
+        c.refused += refused as u64;
+        n
+    }
+
     /// [`PortDevice::transmit`] of a packet the port may not take as it is:
     /// out of line, so that the plain frame's path stays a short call.
     #[inline(never)]

@@ -15,7 +15,7 @@
 use super::DeviceId;
 use super::bridge::{bridge_wanted, member_features};
 use super::features::{DeviceFeatures, NetdevFeatures, StackMode};
-use super::netdev::{Cx, NetDevice, Verdict};
+use super::netdev::{Cx, NetDevice, Run, Verdict};
 use std::any::Any;
 use superpacket::packet::Packet;
 
@@ -60,6 +60,14 @@ impl NetDevice for Xconnect {
         match self.peer_of(from) {
             Some(peer) => Verdict::Transmit(peer, len),
             None => cx.drop("no-peer"),
+        }
+    }
+
+    /// A burst goes whole to the other member: one run.
+    fn receive_run(&mut self, _cx: &mut Cx<'_>, from: DeviceId, pkts: &[Packet]) -> Run {
+        match self.peer_of(from) {
+            Some(peer) => Run::To(peer, pkts.len()),
+            None => Run::Each,
         }
     }
 

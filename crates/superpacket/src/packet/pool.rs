@@ -148,6 +148,38 @@ pub fn recycle(buf: Vec<u8>) {
     }
 }
 
+/// Puts the small pool buffers `bufs` yields on this thread's list, each
+/// taken (left empty), while the list has room (those past it stay where
+/// they are), with one access to the list for all of them: a transmitted
+/// burst's buffers, where each one's drop is an access of its own
+/// ([`super::Packet::drop_all`]). `bufs` must yield only small pool
+/// buffers (`len() == capacity() == SMALL_BUFFER_LEN`) and drop nothing
+/// (the list is borrowed while it runs).
+#[inline]
+pub(crate) fn keep_small_all<'a>(bufs: impl Iterator<Item = &'a mut Vec<u8>>) {
+    // During thread teardown the list may be gone: the buffers are then
+    // left to their packets' drops.
+    let _ = IDLE_SMALL.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        if idle.capacity() == 0 {
+            idle.reserve_exact(SMALL_MAX_IDLE);
+        }
+        for buf in bufs {
+            if idle.len() >= SMALL_MAX_IDLE {
+                break;
+            }
+            debug_assert!(is_small_buffer(buf), "only small pool buffers are kept on the small list");
+            idle.push(std::mem::take(buf));
+        }
+    });
+}
+
+/// True if `buf` is a small pool buffer as [`recycle`] takes one.
+#[inline(always)]
+pub(crate) fn is_small_buffer(buf: &Vec<u8>) -> bool {
+    buf.capacity() == SMALL_BUFFER_LEN && buf.len() == SMALL_BUFFER_LEN
+}
+
 /// [`keep_buffer`] on the large list: one function per list, so that each
 /// reaches its thread-local directly (a function shared by both lists calls
 /// the list's accessor through a pointer, per buffer).

@@ -55,7 +55,8 @@ impl VhostUserDriver {
             }
             next = self.place_run(&mut held, &lens, next);
         }
-        held.clear();
+        // The placed frames' buffers go back to the pool together.
+        Packet::drop_all(&mut held);
         self.rx_burst = held;
         self.rx_burst_len = lens;
         self.rx_burst_len.clear();
