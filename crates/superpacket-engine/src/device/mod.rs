@@ -55,6 +55,8 @@ mod tests_l2l3;
 #[cfg(test)]
 mod tests_netdev;
 #[cfg(test)]
+mod tests_runs;
+#[cfg(test)]
 mod tests_topology;
 #[cfg(test)]
 mod tests_tunnel;

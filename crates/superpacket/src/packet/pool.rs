@@ -328,6 +328,41 @@ mod tests {
         drop(held);
     }
 
+    /// A sent burst's drop ([`Packet::drop_all`]): its small buffers back
+    /// on the small list and handed out again, a large one on the large
+    /// list, other memory freed; the small list stays bounded; the vector
+    /// is left empty with its capacity.
+    #[test]
+    fn drop_all_gives_a_bursts_small_buffers_back() {
+        use crate::packet::{DEFAULT_HEADROOM, Packet};
+        // Drain this thread's lists so that every count below is exact.
+        let held_small: Vec<Vec<u8>> = (0..stats().idle_small).map(|_| take_small_buffer()).collect();
+        let held: Vec<Vec<u8>> = (0..stats().idle).map(|_| take_buffer()).collect();
+        let mut pkts = Vec::with_capacity(8);
+        pkts.push(Packet::from_frame_pooled(&[1; 60]));
+        pkts.push(Packet::from_frame(&[2; 60]));
+        pkts.push(Packet::from_frame_pooled(&[3; 9000]));
+        pkts.push(Packet::default());
+        pkts.push(Packet::from_frame_pooled(&[4; 100]));
+        let small: Vec<*const u8> =
+            [0, 4].iter().map(|&i| pkts[i].linear()[..0].as_ptr().wrapping_sub(DEFAULT_HEADROOM)).collect();
+        Packet::drop_all(&mut pkts);
+        assert!(pkts.is_empty() && pkts.capacity() >= 8);
+        assert_eq!((stats().idle_small, stats().idle), (2, 1));
+        let again = [take_small_buffer(), take_small_buffer()];
+        assert_eq!([again[1].as_ptr(), again[0].as_ptr()], [small[0], small[1]], "the packets' own buffers");
+        // One short of the bound: of two buffers, one is kept.
+        let mut two = vec![Packet::with_linear_len_pooled(60), Packet::with_linear_len_pooled(60)];
+        for b in (0..SMALL_MAX_IDLE - 1).map(|_| vec![0; SMALL_BUFFER_LEN]) {
+            recycle(b);
+        }
+        assert_eq!(stats().idle_small, SMALL_MAX_IDLE - 1);
+        Packet::drop_all(&mut two);
+        assert_eq!(stats().idle_small, SMALL_MAX_IDLE);
+        assert!(two.is_empty());
+        drop((held_small, held, again));
+    }
+
     #[test]
     fn segment_lists_are_recycled_empty() {
         let a = take_segment_list();
