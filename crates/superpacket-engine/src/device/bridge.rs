@@ -253,22 +253,6 @@ impl Bridge {
         }
     }
 
-    /// The member port `forward` would send `pkt`, received on member
-    /// `ingress`, to as it is, after learning its source: a known unicast
-    /// destination on another member (a bridge without VLAN filtering). `None` for
-    /// every other frame, of which nothing is learnt.
-    fn unicast_member(&mut self, cx: &Cx<'_>, ingress: DeviceId, pkt: &Packet) -> Option<DeviceId> {
-        debug_assert!(!self.vlan_filtering, "a filtering bridge tags and filters per frame");
-        let eth = EthernetFrame::new_checked(pkt.linear()).ok()?;
-        let (dst, src) = (eth.dst_addr(), eth.src_addr());
-        if !dst.is_unicast() || dst == cx.dev().mac {
-            return None;
-        }
-        let now = cx.now_ns();
-        self.learn(src, 0, ingress, now);
-        self.lookup(dst, 0, now).filter(|t| *t != ingress && *t != cx.me())
-    }
-
     /// Floods to every other member of the VLAN, and up to the bridge's own
     /// stack for broadcast and multicast (unknown unicast is not passed up:
     /// in Linux only a promiscuous bridge receives it). Every recipient but
@@ -343,20 +327,25 @@ impl NetDevice for Bridge {
         self.forward(cx, from, pkt, len)
     }
 
-    /// A run: the leading frames with the first one's addresses, when
-    /// that one goes to one member as it is ([`Bridge::unicast_member`]);
-    /// with VLAN filtering, none.
-    /// Their source is learnt once: learning it again at the same time on
-    /// the same port changes nothing, and so neither does the look-up of
-    /// their destination (only their own source was learnt meanwhile).
-    fn receive_run(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkts: &[Packet]) -> Run {
+    /// A run: the first frame forwarded as by `receive`; when it goes to
+    /// one member as it is and nothing else was queued (no flood's
+    /// copies), the frames after it with its addresses go there too.
+    /// Forwarding them one by one would change nothing more: learning their
+    /// source again at the same time on the same port leaves the table as
+    /// it is, so each gets the first one's verdict. With VLAN filtering
+    /// (tags pushed or popped per frame), none.
+    fn receive_run(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkts: &mut [Packet], len: usize) -> Run {
         if self.vlan_filtering {
             return Run::Each;
         }
-        let Some((first, rest)) = pkts.split_first() else { return Run::Each };
-        let Some(to) = self.unicast_member(cx, from, first) else { return Run::First };
-        let addrs = first.linear().first_chunk::<12>();
-        Run::To(to, 1 + rest.iter().take_while(|p| p.linear().first_chunk::<12>() == addrs).count())
+        let Some((first, rest)) = pkts.split_first_mut() else { return Run::Each };
+        match self.forward(cx, from, first, len) {
+            Verdict::Transmit(to, n) if n == len && !cx.queued_steps() => {
+                let addrs = first.linear().first_chunk::<12>();
+                Run::To(to, 1 + rest.iter().take_while(|p| p.linear().first_chunk::<12>() == addrs).count())
+            }
+            verdict => Run::First(verdict),
+        }
     }
 
     fn default_features(&self, mode: StackMode) -> Option<NetdevFeatures> {

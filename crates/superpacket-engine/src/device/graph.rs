@@ -854,19 +854,25 @@ impl Graph {
         let mut i = 0;
         while i < burst.len() {
             let (kind, mut cx) = self.cx(m, 0);
-            match kind.receive_run(&mut cx, port, &burst[i..]) {
-                Run::To(t, n) if n > 0 => {
-                    let end = (i + n).min(burst.len());
+            match kind.receive_run(&mut cx, port, &mut burst[i..], lens[i]) {
+                Run::To(t, n) => {
+                    let end = (i + n.max(1)).min(burst.len());
                     self.count_received_run(port, &burst[i..end], &lens[i..end]);
                     self.transmit_run(t, &mut burst[i..end], &lens[i..end], 1);
                     i = end;
                 }
-                Run::Each => break,
-                Run::To(..) | Run::First => {
-                    self.walk(Hop::Receive(port), &mut burst[i], lens[i], 0);
+                Run::First(verdict) => {
+                    // The step `Graph::step` takes, its handler already called.
+                    let pkt = &mut burst[i];
+                    self.count_step(port, pkt, lens[i], 0, true);
+                    if let Some((hop, n)) = self.settle(port, m, pkt, verdict) {
+                        self.walk_chain(hop, pkt, n, 1);
+                    }
+                    self.drain_steps();
                     self.receive_link_replies();
                     i += 1;
                 }
+                Run::Each => break,
             }
         }
         self.run_lens = lens;
@@ -1185,7 +1191,18 @@ impl Graph {
     #[inline(always)]
     fn count_step(&mut self, id: DeviceId, pkt: &Packet, len: usize, depth: usize, rx: bool) -> bool {
         let c = &mut self.sh.devices[id.0].counters;
-        c.count_steps(rx, 1, len as u64, u64::from(pkt.meta.is_gso()));
+        let (packets, bytes, superpackets) = if rx {
+            (&mut c.rx_packets, &mut c.rx_bytes, &mut c.rx_superpackets)
+        } else {
+            (&mut c.tx_packets, &mut c.tx_bytes, &mut c.tx_superpackets)
+        };
+        // A superpacket is counted under a branch: the walk's common
+        // step (a frame) then stores nothing there.
+        *packets += 1;
+        *bytes += len as u64;
+        if pkt.meta.is_gso() {
+            *superpackets += 1;
+        }
         if depth > MAX_DEPTH {
             c.refused += 1;
             c.drop_n("too-deep", 1);

@@ -72,16 +72,17 @@ pub enum Verdict {
 
 /// What a master decided for the leading packets of a burst its member
 /// received ([`NetDevice::receive_run`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum Run {
     /// The first `.1` packets (at least one) leave whole through device
     /// `.0`'s transmit, unchanged (their bytes and lengths as received):
     /// what [`NetDevice::receive`] would have decided for each
-    /// ([`Verdict::Transmit`]), with its effects (a bridge's learning) done.
+    /// ([`Verdict::Transmit`]), with its effects (a bridge's learning)
+    /// done, and nothing else queued.
     To(DeviceId, usize),
-    /// The first packet takes the per-packet walk ([`NetDevice::receive`]);
-    /// the master is asked again about the rest.
-    First,
+    /// The first packet's verdict, as [`NetDevice::receive`] gave it (the
+    /// walk goes on from there); the master is asked again about the rest.
+    First(Verdict),
     /// Every packet takes the per-packet walk: the kind decides no runs.
     Each,
 }
@@ -220,6 +221,11 @@ impl<'a> Cx<'a> {
         self.sh.devices[dev.0].counters.drop_n(reason, n);
     }
 
+    /// Whether steps are queued (a flood's copies, the router's output).
+    pub(crate) fn queued_steps(&self) -> bool {
+        !self.sh.steps.is_empty()
+    }
+
     /// Whether a payload is held for the packet being walked
     /// ([`super::Graph::receive_held`]), this step's or not.
     #[inline]
@@ -272,17 +278,19 @@ pub trait NetDevice: fmt::Debug + Send + Any {
     }
 
     /// Burst receive (a master's, for a burst its member `from` received,
-    /// every packet whole: no payload held elsewhere): how many leading
-    /// packets of `pkts` go to one device's transmit unchanged
-    /// ([`Run::To`]), so that the graph counts them and hands them on as a
-    /// run, with one dispatch instead of one walk each. A run holds exactly
-    /// the packets [`NetDevice::receive`], called for each in turn, would
-    /// have sent there as they are, and this call has the effects those
-    /// calls would have had. The receive of one packet must not depend on
-    /// the transmit of an earlier one (the run's transmits follow its
-    /// receives). The default: [`Run::Each`], every packet walked alone.
-    fn receive_run(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkts: &[Packet]) -> Run {
-        let _ = (cx, from, pkts);
+    /// every packet whole: no payload held elsewhere; `len` the first
+    /// packet's total length): how many leading packets of `pkts` go to
+    /// one device's transmit unchanged ([`Run::To`]), so that the graph
+    /// counts them and hands them on as a run, with one dispatch instead of
+    /// one walk each; or the first packet's verdict ([`Run::First`]). A run
+    /// holds exactly the packets [`NetDevice::receive`], called for each in
+    /// turn, would have sent there as they are, and this call has the
+    /// effects those calls would have had. The receive of one packet must
+    /// not depend on the transmit of an earlier one (the run's transmits
+    /// follow its receives). The default: [`Run::Each`], every packet
+    /// walked alone.
+    fn receive_run(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkts: &mut [Packet], len: usize) -> Run {
+        let _ = (cx, from, pkts, len);
         Run::Each
     }
 

@@ -100,7 +100,7 @@ fn graph(join: Join, refusing: bool, c_down: bool) -> (Graph, [DeviceId; 3], Dev
 }
 
 /// A burst from `a` with every kind of frame: runs to each learnt station
-/// (interleaved), unknown unicast, broadcast, a runt, frames over `b`'s
+/// (interleaved), unknown unicast and broadcast (twice each), a runt, frames over `b`'s
 /// MTU, a superpacket, one to the bridge's own address, one from a station
 /// to itself, one back to its own port.
 fn mixed_burst(own: MacAddr) -> Vec<Packet> {
@@ -111,7 +111,10 @@ fn mixed_burst(own: MacAddr) -> Vec<Packet> {
     for (src, dst, len) in [(1, 2, 60), (1, 2, 61), (1, 2, 62), (1, 3, 60), (1, 3, 70), (1, 2, 60), (5, 2, 60)] {
         burst.push(frame(src, station(dst), len));
     }
+    // Floods, each twice in a row: the second must be flooded too.
     burst.push(frame(1, station(9), 60));
+    burst.push(frame(1, station(9), 60));
+    burst.push(frame(1, MacAddr::BROADCAST, 60));
     burst.push(frame(1, MacAddr::BROADCAST, 60));
     burst.push(frame(1, station(2), 60));
     burst.push(runt);

@@ -64,7 +64,7 @@ impl NetDevice for Xconnect {
     }
 
     /// A burst goes whole to the other member: one run.
-    fn receive_run(&mut self, _cx: &mut Cx<'_>, from: DeviceId, pkts: &[Packet]) -> Run {
+    fn receive_run(&mut self, _cx: &mut Cx<'_>, from: DeviceId, pkts: &mut [Packet], _len: usize) -> Run {
         match self.peer_of(from) {
             Some(peer) => Run::To(peer, pkts.len()),
             None => Run::Each,

@@ -531,6 +531,7 @@ impl Packet {
 
     /// A packet over `storage[head..tail]`, nothing else set (the caller
     /// checked the range; `tail` past [`MAX_LINEAR_END`] panics).
+    #[inline]
     fn with_storage(storage: Vec<u8>, head: usize, tail: usize) -> Packet {
         Packet {
             storage,
@@ -571,6 +572,7 @@ impl Packet {
     ///
     /// # Panics
     /// If `len` and the headroom pass [`MAX_LINEAR_END`] (4 GiB).
+    #[inline]
     pub fn with_linear_len_pooled(len: usize) -> Packet {
         let (head, tail) = (DEFAULT_HEADROOM, DEFAULT_HEADROOM + len);
         let storage = if Packet::fits_pool_buffer(len) {
@@ -585,6 +587,7 @@ impl Packet {
 
     /// A frame of `len` bytes goes into a pool buffer: larger than
     /// [`pool::COPYBREAK`], and fits one with the headroom.
+    #[inline]
     fn fits_pool_buffer(len: usize) -> bool {
         len > pool::COPYBREAK && DEFAULT_HEADROOM + len <= pool::POOL_BUFFER_LEN
     }

@@ -108,12 +108,14 @@ fn take_from(list: &'static IdleList, len: usize) -> Vec<u8> {
 
 /// A receive buffer of [`POOL_BUFFER_LEN`] bytes: a recycled one when this
 /// thread has one idle, else a new zeroed one.
+#[inline]
 pub fn take_buffer() -> Vec<u8> {
     take_from(&IDLE, POOL_BUFFER_LEN)
 }
 
 /// A buffer of [`SMALL_BUFFER_LEN`] bytes: a recycled one when this thread
 /// has one idle, else a new zeroed one.
+#[inline]
 pub fn take_small_buffer() -> Vec<u8> {
     take_from(&IDLE_SMALL, SMALL_BUFFER_LEN)
 }
