@@ -412,9 +412,9 @@ impl Packet {
     /// Drops every packet of `pkts`, keeping the vector's capacity: the
     /// small pool buffers (frames up to [`pool::COPYBREAK`] copied into
     /// packets of their own, as a guest's) go back to this thread's list
-    /// with one access to it for all ([`pool::keep_small_all`]), where
-    /// each packet's drop is an access per buffer; the rest goes as by
-    /// [`Packet::release_all`]. For a driver dropping a burst it sent.
+    /// with one access to it for all, where each packet's drop is an
+    /// access per buffer; the rest goes as by [`Packet::release_all`].
+    /// For a driver dropping a burst it sent.
     pub fn drop_all(pkts: &mut Vec<Packet>) {
         pool::keep_small_all(
             pkts.iter_mut().filter_map(|p| pool::is_small_buffer(&p.storage).then_some(&mut p.storage)),
