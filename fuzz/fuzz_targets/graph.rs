@@ -977,7 +977,8 @@ impl Run {
         self.g.id(name).unwrap_or_else(|| panic!("topology {}: no device {name}", self.topo.name))
     }
 
-    /// Feeds `pkt` on `port` (through the driver and `poll` if `poll`).
+    /// Feeds `pkt` on `port` (through the driver and `poll` if `poll`,
+    /// else `receive` or, every other step, `receive_burst`).
     fn feed(&mut self, port: DeviceId, pkt: Packet, poll: bool) {
         let bytes = bytes_of(&pkt);
         let p = problems(&bytes, &pkt.meta);
@@ -1002,6 +1003,11 @@ impl Run {
             self.g.driver_mut::<MemoryDriver>(port).expect("memory port").rx.push_back(pkt);
             let n = self.g.poll();
             assert_eq!(n, 1, "{}: poll processed {n} packets, 1 was queued", self.where_());
+        } else if self.step % 2 == 1 {
+            // A burst of one, as the engine's worker receives: a port under
+            // a master takes the run path (`NetDevice::receive_run`).
+            let mut burst = vec![pkt];
+            self.g.receive_burst(port, &mut burst, &mut Vec::new(), self.now);
         } else {
             self.g.receive(port, pkt);
         }
