@@ -729,6 +729,73 @@ fn kept_rings_follow_the_queue() {
     }
 }
 
+/// A chain of one buffer, header and frame together (DPDK's virtio-user),
+/// is taken as the same bytes split over two descriptors (the general
+/// walk and import): the same frame, metadata and used element, or the
+/// same drop reason, at every edge of the plain header's checks.
+#[test]
+fn a_one_buffer_chain_is_taken_as_a_split_one() {
+    const CSUM: u8 = 1;
+    // (flags, gso_type, hdr_len field, frame bytes after the header)
+    let cases: &[(u8, u8, u16, usize)] = &[
+        (0, 0, 0, 60),
+        (0, 0, 60, 60),
+        (0, 0, 61, 60),
+        (0, 0, 0, 14),
+        (0, 0, 14, 14),
+        (0, 0, 0, 13),
+        (0, 0, 0, 0),
+        (0, 0, 0xffff, 1500),
+        (CSUM, 0, 0, 60),
+        (0, 1, 0, 60),
+        (0, 0x80, 0, 60),
+    ];
+    for &(flags, gso, hdr_len, n) in cases {
+        let what = format!("flags {flags}, gso {gso}, hdr_len {hdr_len}, frame {n}");
+        let take = |split: bool| {
+            let m = mem();
+            let mut q = queue(&m);
+            let mut bytes = vec![0u8; 12 + n];
+            bytes[0] = flags;
+            bytes[1] = gso;
+            bytes[2..4].copy_from_slice(&hdr_len.to_le_bytes());
+            // A UDP checksum field for the partial checksum's case.
+            bytes[6..8].copy_from_slice(&34u16.to_le_bytes());
+            bytes[8..10].copy_from_slice(&6u16.to_le_bytes());
+            for (i, b) in bytes[12..].iter_mut().enumerate() {
+                *b = (i * 7 + 1) as u8;
+            }
+            // An IPv4/UDP frame's EtherType and IHL where the frame has them.
+            if n >= 15 {
+                bytes[24..27].copy_from_slice(&[0x08, 0x00, 0x45]);
+            }
+            m.write_slice(&bytes, GuestAddress(0x4000)).unwrap();
+            if split && n > 0 {
+                desc(&m, 0, 0x4000, 12, F_NEXT, 1);
+                desc(&m, 1, 0x4000 + 12, n as u32, 0, 0);
+            } else {
+                desc(&m, 0, 0x4000, 12 + n as u32, 0, 0);
+            }
+            offer(&m, &[0]);
+            let c = virtq::take_frame(&mut q, &m, &mut virtq::TxScratch::new(), 12).unwrap().unwrap();
+            let frame = c.frame.map(|f| (f.packet.to_vec(), f.packet.meta, f.csum_partial));
+            (frame, q.next_used(), used_elem(&m, 0))
+        };
+        let (one, split) = (take(false), take(true));
+        assert_eq!(one, split, "{what}");
+        let (frame, used, elem) = one;
+        assert_eq!((used, elem), (1, (0, 0)), "{what}: the chain is given back");
+        match (flags, gso, usize::from(hdr_len) <= n && n >= 14) {
+            (0, 0, true) => {
+                let (bytes, meta, partial) = frame.expect("a plain header is accepted");
+                assert_eq!((bytes.len(), meta, partial), (n, Default::default(), false), "{what}");
+            }
+            (0, 0, false) => assert!(frame.is_err(), "{what}: refused"),
+            _ => {}
+        }
+    }
+}
+
 /// A buffer across two regions is copied whole both ways (region by
 /// region); one inside a region through the slice the walk kept.
 #[test]
@@ -821,6 +888,8 @@ fn a_linear_frame_lands_as_push_rx_places_it() {
         &[(12, F_WRITE | F_NEXT), (2048, F_WRITE)],
         &[(0, F_WRITE | F_NEXT), (2048, F_WRITE)],
         &[(2048, 0)],
+        // Past the end of guest memory: the queue stops, room or not.
+        &[(0x10000, F_WRITE)],
         &[],
     ];
     let frame: Vec<u8> = (0..60u32).map(|i| (i * 3) as u8).collect();
