@@ -692,7 +692,7 @@ impl Gro {
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
         let any = hint::packet_hint(pkt.linear(), self.cfg.medium == Medium::Ip);
         let hint = match any {
-            Some((h, false)) if self.fast_paths_on().0 => Some(h),
+            Some((k, false)) if self.fast_paths_on().0 => Some(k.hint()),
             _ => None,
         };
         if let Some(h) = hint
@@ -703,10 +703,10 @@ impl Gro {
         // A datagram (its hint a tunnel hint) to a configured tunnel port
         // may join its inner flow's aggregate without the parse
         // (`tunnel_fast.rs`).
-        if let Some((h, true)) = any
+        if let Some((k, true)) = any
             && self.fast_paths_on().1
             && !self.cfg.tunnels.is_empty()
-            && self.tunnel_fast(pkt, h, hash)
+            && self.tunnel_fast(pkt, k.hint(), hash)
         {
             return;
         }

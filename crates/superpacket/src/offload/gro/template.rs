@@ -245,3 +245,39 @@ impl Templates {
         self.next = (self.next + 1) % TEMPLATES;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Shape;
+
+    /// A tunnel shape as `Shape::tunnel` packs it (offsets, then versions).
+    fn tunnel_shape(offsets: [usize; 5], outer_v6: bool, v6: bool) -> Shape {
+        let packed = offsets.iter().fold(0u64, |acc, &o| acc << 8 | o as u64);
+        Shape(1 << 63 | (outer_v6 as u64) << 41 | (v6 as u64) << 40 | packed)
+    }
+
+    #[test]
+    fn a_tunnel_layout_is_told_by_every_offset_and_version_but_the_payload() {
+        let vxlan = [14, 34, 64, 84];
+        let is = |s: Shape| s.is_tunnel_layout(vxlan, false, false);
+        for payload in [104, 116, 160] {
+            assert!(is(tunnel_shape([14, 34, 64, 84, payload], false, false)), "payload {payload}");
+        }
+        for at in 0..4 {
+            for other in [0, 1, 13, 18, 255] {
+                let mut o = [14, 34, 64, 84, 116];
+                if o[at] == other {
+                    continue;
+                }
+                o[at] = other;
+                assert!(!is(tunnel_shape(o, false, false)), "offset {at} = {other}");
+            }
+        }
+        assert!(!is(tunnel_shape([14, 34, 64, 84, 116], true, false)), "outer IPv6");
+        assert!(!is(tunnel_shape([14, 34, 64, 84, 116], false, true)), "inner IPv6");
+        assert!(!is(Shape::NONE));
+        assert!(!is(Shape(tunnel_shape([0, 0, 64, 84, 116], false, false).0 | Shape::PLAIN)), "plain");
+        let plain_mark = Shape(tunnel_shape([14, 34, 64, 84, 116], false, false).0 | Shape::PLAIN);
+        assert!(!is(plain_mark), "the plain mark");
+    }
+}
