@@ -84,9 +84,18 @@ impl Gro {
     #[inline(always)]
     fn plain_fast_at(&mut self, pkt: &mut Packet, slot: u32, o: Layout, hint: Hint, hash: Option<u32>) -> bool {
         let Some(p) = self.table.slot(slot) else { return false };
-        let (frame, held) = (pkt.linear(), p.pkt.linear());
+        // The aggregate's header copy: its masked bytes are its frame's
+        // (a slot the plain fast path started holds the copy its segment
+        // matched), and a fixed array has no bounds to check.
+        let (frame, held) = (pkt.linear(), &p.head.0[..]);
+        // A free slot first (its header copy is the last aggregate's, which
+        // the flow's first segment of a burst matches): that segment goes
+        // to `Gro::plain_start`, and with 64 flows, every other one.
+        if self.table.is_free(slot) {
+            return false;
+        }
         // The ports first: they tell flows apart (the slot may hold another
-        // flow's aggregate by now, or none: then `held` is empty).
+        // flow's aggregate by now).
         let ports = |f: &[u8]| f.get(o.l4..o.l4 + 4).map(|b| ne32(b, 0));
         if ports(held) != ports(frame) {
             return false;
