@@ -66,7 +66,7 @@ impl Shape {
     /// [`Shape::NONE`]). One masked compare of the packed word: with
     /// constant arguments a constant, where comparing the aggregate's six
     /// layout fields cost the tunnel fast path about 12 instructions per
-    /// packet (docs/benchmarks.md, "One VXLAN flow: the held copy").
+    /// packet (docs/benchmarks.md, "One VXLAN flow: the header copy").
     #[inline(always)]
     pub(crate) fn is_tunnel_layout(self, [outer_l3, outer_l4, l3, l4]: [usize; 4], outer_v6: bool, v6: bool) -> bool {
         let packed = (outer_l3 as u64) << 32 | (outer_l4 as u64) << 24 | (l3 as u64) << 16 | (l4 as u64) << 8;
