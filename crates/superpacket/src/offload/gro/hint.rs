@@ -33,7 +33,7 @@ impl Hint {
 
 /// The bytes a [`Hint`] is folded from ([`packet_hint`]), folded only
 /// where a fast path is tried: a datagram to no tunnel port, which tries
-/// none, then pays two loads, not the fold (7 instructions per UDP packet).
+/// none, then pays two loads, not the fold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct HintKey(u32);
 
@@ -87,8 +87,8 @@ impl SlotHints {
 /// `None` for a frame too short to hold them.
 ///
 /// Read once for both fast paths: a datagram that read a plain hint and
-/// then a tunnel hint repeated the EtherType and protocol tests, 8
-/// instructions per tunnel packet.
+/// then a tunnel hint repeated the EtherType and protocol tests
+/// (docs/benchmarks.md, "One VXLAN flow: the header copy").
 #[inline(always)]
 pub(crate) fn packet_hint(frame: &[u8], raw_ip: bool) -> Option<(HintKey, bool)> {
     // One fixed-size view (no bounds check per byte read): the ports of an

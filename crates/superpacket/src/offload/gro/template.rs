@@ -63,10 +63,9 @@ impl Shape {
     /// UDP headers are at `outer_l3` and `outer_l4`, inner IP and TCP
     /// headers at `l3` and `l4` (each below 256), of IP versions `outer_v6`
     /// and `v6`, whatever its payload offset (so never for
-    /// [`Shape::NONE`]). One masked compare of the packed word: with
-    /// constant arguments a constant, where comparing the aggregate's six
-    /// layout fields cost the tunnel fast path about 12 instructions per
-    /// packet (docs/benchmarks.md, "One VXLAN flow: the header copy").
+    /// [`Shape::NONE`]). One masked compare of the packed word against a
+    /// constant (for constant arguments), cheaper than comparing the
+    /// aggregate's six layout fields (docs/benchmarks.md, "One VXLAN flow: the header copy").
     #[inline(always)]
     pub(crate) fn is_tunnel_layout(self, [outer_l3, outer_l4, l3, l4]: [usize; 4], outer_v6: bool, v6: bool) -> bool {
         let packed = (outer_l3 as u64) << 32 | (outer_l4 as u64) << 24 | (l3 as u64) << 16 | (l4 as u64) << 8;

@@ -457,8 +457,8 @@ pub(crate) fn identity_hash(key: &FlowKey, id: &TunnelId) -> u32 {
 #[inline(always)]
 pub(crate) fn vouched(csum: ChecksumState) -> bool {
     // Two tests rather than a `match` over the four states, which compiles
-    // to a jump table: an indirect jump and 3 instructions more per packet
-    // on the tunnel fast path.
+    // to a jump table: an indirect jump and more instructions on the tunnel
+    // fast path.
     matches!(csum, ChecksumState::Partial { .. }) || matches!(csum, ChecksumState::Unnecessary { level } if level >= 1)
 }
 
