@@ -12,22 +12,12 @@ use super::flow::Position;
 use super::hint::Hint;
 use super::parse::GroHeaders;
 use super::tcp::W3_CLOSING;
-use super::{ChecksumState, Gro, Incoming, Plain, hint, ip, tcp};
+use super::template::TEMPLATE_BYTES;
+use super::{ChecksumState, Gro, Incoming, Plain, ip, tcp};
 use crate::packet::Packet;
-use crate::wire::Medium;
 use crate::wire::field::{be16, ne32};
 
 impl Gro {
-    /// The hint of a plain packet ([`hint::plain_hint`]), `None` when the
-    /// fast path is off or the packet has none.
-    #[inline(always)]
-    pub(super) fn plain_hint(&self, pkt: &Packet) -> Option<Hint> {
-        if !self.fast_paths_on().0 {
-            return None;
-        }
-        hint::plain_hint(pkt.linear(), self.cfg.medium == Medium::Ip)
-    }
-
     /// The full path dealt with a TCP packet whose hint is `hint`: the
     /// newest aggregate of its bucket `b` is the one it started or joined,
     /// unless it was delivered (then the hint is wrong, and checked).
@@ -94,9 +84,18 @@ impl Gro {
     #[inline(always)]
     fn plain_fast_at(&mut self, pkt: &mut Packet, slot: u32, o: Layout, hint: Hint, hash: Option<u32>) -> bool {
         let Some(p) = self.table.slot(slot) else { return false };
-        let (frame, held) = (pkt.linear(), p.pkt.linear());
+        // The aggregate's header copy: its masked bytes are its frame's
+        // (a slot the plain fast path started holds the copy its segment
+        // matched), and a fixed array has no bounds to check.
+        let (frame, held) = (pkt.linear(), &p.head.0[..]);
+        // A free slot first (its header copy is the last aggregate's, which
+        // the flow's first segment of a burst matches): that segment goes
+        // to `Gro::plain_start` (with many flows, a large share).
+        if self.table.is_free(slot) {
+            return false;
+        }
         // The ports first: they tell flows apart (the slot may hold another
-        // flow's aggregate by now, or none: then `held` is empty).
+        // flow's aggregate by now).
         let ports = |f: &[u8]| f.get(o.l4..o.l4 + 4).map(|b| ne32(b, 0));
         if ports(held) != ports(frame) {
             return false;
@@ -232,16 +231,26 @@ impl Gro {
     }
 }
 
-/// The first header bytes of a plain TCP aggregate's first packet (from
-/// the start of the frame; zeros past a shorter frame), kept in its slot
-/// for [`Gro::plain_start_at`]. As many as the fixed-size template compare
-/// takes: a plain frame's headers up to IPv6 with TCP timestamps and one
-/// VLAN tag; a longer header never matches (its template has more words).
+/// The first header bytes of a TCP aggregate's first packet (from the
+/// start of the frame; zeros past a shorter frame), kept in its slot: as
+/// many as a template covers ([`TEMPLATE_BYTES`]), so that every header a
+/// template is built for fits. While the aggregate is held they are its
+/// frame's (its headers change only when it is completed, or get FIN/PSH
+/// just before a flush). What the fast paths compare a segment with: the
+/// tunnel one ([`Gro::tunnel_fast`]) while the aggregate is held, a fixed
+/// array without the bounds checks and loads of the packet's linear area
+/// (docs/benchmarks.md, "One VXLAN flow: the header copy"); the plain one when the slot is
+/// free, to start the next aggregate of the same flow
+/// ([`Gro::plain_start_at`]).
+///
+/// Aligned as a template ([`super::template::Template`]): its 16-byte
+/// lines can be vector memory operands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(C, align(16))]
 pub struct HeadCopy(pub [u8; HEAD_BYTES]);
 
 /// Bytes of a [`HeadCopy`].
-pub const HEAD_BYTES: usize = 96;
+pub const HEAD_BYTES: usize = TEMPLATE_BYTES;
 
 impl Default for HeadCopy {
     fn default() -> Self {

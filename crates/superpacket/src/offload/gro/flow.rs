@@ -184,11 +184,12 @@ pub struct Held {
     pub shape: Shape,
     /// The aggregate.
     pub pkt: Packet,
-    /// A plain TCP aggregate's first header bytes, as received (unchanged
-    /// while held, and kept once it is delivered, with the key, offsets
-    /// and shape, until the slot holds another aggregate): what the plain
-    /// fast path compares a segment with when the slot is free, to start
-    /// the next aggregate of the same flow ([`super::fast::HeadCopy`]).
+    /// A TCP aggregate's first header bytes, as received (unchanged while
+    /// held, and kept once it is delivered, with the key, offsets and
+    /// shape, until the slot holds another aggregate): what the tunnel fast
+    /// path compares a segment with while the aggregate is held, and the
+    /// plain one when the slot is free, to start the next aggregate of the
+    /// same flow ([`super::fast::HeadCopy`]).
     pub head: super::fast::HeadCopy,
     /// Its first packet's headers, for the merge rules.
     pub first: FirstHeaders,

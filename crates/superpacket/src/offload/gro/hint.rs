@@ -31,6 +31,20 @@ impl Hint {
     }
 }
 
+/// The bytes a [`Hint`] is folded from ([`packet_hint`]), folded only
+/// where a fast path is tried: a datagram to no tunnel port, which tries
+/// none, then pays two loads, not the fold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct HintKey(u32);
+
+impl HintKey {
+    /// The hint of these bytes.
+    #[inline(always)]
+    pub(crate) fn hint(self) -> Hint {
+        Hint::of(self.0)
+    }
+}
+
 /// Which aggregate the last packets of a flow went to: for each [`Hint`],
 /// the flow table slot of the last one's aggregate. A hint only: a fast
 /// path checks the aggregate it finds there (held, in the packet's bucket,
@@ -61,36 +75,22 @@ impl SlotHints {
     }
 }
 
-/// The hint of a plain packet, read without parsing it: the 4 bytes where
-/// a TCP header's ports are (after a 20-byte IPv4 header or a 40-byte IPv6
-/// one, by the IP version nibble; behind a 14-byte Ethernet header and up
-/// to two VLAN tags unless `raw_ip`), XORed with the 4 before them (the low
-/// bytes of the destination address). Any function of the bytes would do
-/// (a hint is checked); this one tells flows apart and is the same for
-/// every segment of one. `None` for a frame too short to hold them, and
-/// where the IP protocol (IPv6: next header) says UDP: a datagram, to a
-/// tunnel port or not, does not try the plain fast path (which takes only
-/// TCP).
+/// The hint of a packet (its bytes, [`HintKey`]), read without parsing it,
+/// and whether it is a UDP datagram (by the IP protocol, IPv6: next header). A TCP segment's (the
+/// plain fast path's hint, [`super::Gro::plain_fast`]) is the 4 bytes where
+/// its TCP header's ports are (after a 20-byte IPv4 header or a 40-byte IPv6
+/// one, by the IP version nibble; behind a 14-byte Ethernet header and up to
+/// two VLAN tags unless `raw_ip`), XORed with the 4 before them (the low
+/// bytes of the destination address). Any function of the bytes would do (a
+/// hint is checked); this one tells flows apart and is the same for every
+/// segment of one. A datagram's, the same bytes, is its [`tunnel_hint`].
+/// `None` for a frame too short to hold them.
+///
+/// Read once for both fast paths: a datagram that read a plain hint and
+/// then a tunnel hint repeated the EtherType and protocol tests
+/// (docs/benchmarks.md, "One VXLAN flow: the header copy").
 #[inline(always)]
-pub(crate) fn plain_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
-    l4_hint::<false>(frame, raw_ip)
-}
-
-/// The hint of a UDP datagram (a tunnel packet, for `Gro::tunnel_fast`):
-/// [`plain_hint`]'s bytes, there the outer UDP ports and the low bytes of
-/// the outer destination address, so a tunnel flow's hint is the same for
-/// every segment and flows whose outer source ports differ in one byte
-/// (a tunnel endpoint derives the port from the inner flow's hash) never
-/// share an entry. `None` where the IP protocol is not UDP.
-#[inline(always)]
-pub(crate) fn tunnel_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
-    l4_hint::<true>(frame, raw_ip)
-}
-
-/// [`plain_hint`] (`UDP` false: `None` for UDP) or [`tunnel_hint`] (`UDP`
-/// true: `None` for anything else).
-#[inline(always)]
-fn l4_hint<const UDP: bool>(frame: &[u8], raw_ip: bool) -> Option<Hint> {
+pub(crate) fn packet_hint(frame: &[u8], raw_ip: bool) -> Option<(HintKey, bool)> {
     // One fixed-size view (no bounds check per byte read): the ports of an
     // IPv6 frame behind two tags end at byte 66. A shorter frame has at
     // most a few payload bytes and goes the full way.
@@ -99,10 +99,7 @@ fn l4_hint<const UDP: bool>(frame: &[u8], raw_ip: bool) -> Option<Hint> {
     // the same bytes as below, without the version and offset selects
     // (its version nibble is not read: any function of the bytes would do).
     if !raw_ip && u16::from_ne_bytes([head[12], head[13]]) == u16::from_ne_bytes([0x08, 0x00]) {
-        if (head[14 + 9] == 17) != UDP {
-            return None;
-        }
-        return Some(Hint::of(ne32(head, 30) ^ ne32(head, 34)));
+        return Some((HintKey(ne32(head, 30) ^ ne32(head, 34)), head[14 + 9] == 17));
     }
     let l3 = if raw_ip {
         0
@@ -114,10 +111,18 @@ fn l4_hint<const UDP: bool>(frame: &[u8], raw_ip: bool) -> Option<Hint> {
     };
     let v6 = head[l3] >> 4 == 6;
     let (protocol, ports) = if v6 { (l3 + 6, l3 + 40) } else { (l3 + 9, l3 + 20) };
-    if (head[protocol] == 17) != UDP {
-        return None;
-    }
-    Some(Hint::of(ne32(head, ports - 4) ^ ne32(head, ports)))
+    Some((HintKey(ne32(head, ports - 4) ^ ne32(head, ports)), head[protocol] == 17))
+}
+
+/// The hint of a UDP datagram (a tunnel packet, for `Gro::tunnel_fast`),
+/// [`packet_hint`]'s: there the outer UDP ports and the low bytes of the
+/// outer destination address, so a tunnel flow's hint is the same for every
+/// segment and flows whose outer source ports differ in one byte (a tunnel
+/// endpoint derives the port from the inner flow's hash) never share an
+/// entry. `None` where the IP protocol is not UDP.
+#[inline(always)]
+pub(crate) fn tunnel_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
+    packet_hint(frame, raw_ip).and_then(|(k, udp)| udp.then(|| k.hint()))
 }
 
 /// Where the IP header of a frame with one or two VLAN tags starts (`None`
@@ -136,7 +141,12 @@ fn tagged_l3(head: &[u8; 72]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    use super::{Hint, SlotHints, plain_hint, tunnel_hint};
+    use super::{Hint, SlotHints, packet_hint, tunnel_hint};
+
+    /// The hint of a TCP segment (or anything but a datagram).
+    fn plain_hint(frame: &[u8], raw_ip: bool) -> Option<Hint> {
+        packet_hint(frame, raw_ip).and_then(|(k, udp)| (!udp).then(|| k.hint()))
+    }
 
     #[test]
     fn a_noted_slot_is_found_under_its_hint_until_another_key_takes_its_entry() {

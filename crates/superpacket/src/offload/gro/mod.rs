@@ -690,15 +690,24 @@ impl Gro {
     /// (18 instructions per packet when both were one function).
     #[inline(always)]
     fn gro_one(&mut self, pkt: &mut Packet, hash: Option<u32>) {
-        let hint = self.plain_hint(pkt);
+        let any = hint::packet_hint(pkt.linear(), self.cfg.medium == Medium::Ip);
+        let hint = match any {
+            Some((k, false)) if self.fast_paths_on().0 => Some(k.hint()),
+            _ => None,
+        };
         if let Some(h) = hint
             && self.plain_fast(pkt, h, hash)
         {
             return;
         }
-        // A datagram (no plain hint) to a configured tunnel port may join
-        // its inner flow's aggregate without the parse (`tunnel_fast.rs`).
-        if hint.is_none() && self.fast_paths_on().1 && !self.cfg.tunnels.is_empty() && self.tunnel_fast(pkt, hash) {
+        // A datagram (its hint a tunnel hint) to a configured tunnel port
+        // may join its inner flow's aggregate without the parse
+        // (`tunnel_fast.rs`).
+        if let Some((k, true)) = any
+            && self.fast_paths_on().1
+            && !self.cfg.tunnels.is_empty()
+            && self.tunnel_fast(pkt, k.hint(), hash)
+        {
             return;
         }
         self.gro_full(pkt, hash, hint);
@@ -1239,11 +1248,14 @@ impl Gro {
         // A plain TCP aggregate's template, for the plain fast path (a
         // tunnel aggregate has its own, `TunnelHeld::shape`; a fraglist
         // one none: the fast path leaves its packets to the full path).
+        // Every TCP aggregate's header copy, which both fast paths compare.
         slot.shape = template::Shape::NONE;
-        if n.tcp && slot.tunnel.is_none() && !fraglist {
-            slot.shape = template::Shape::plain(slot);
+        if n.tcp {
             slot.head.copy_from(frame);
-            self.templates.ensure(slot.shape);
+            if slot.tunnel.is_none() && !fraglist {
+                slot.shape = template::Shape::plain(slot);
+                self.templates.ensure(slot.shape);
+            }
         }
         take_into_slot(&mut slot.pkt, pkt);
         self.peak_held = self.peak_held.max(self.table.len());

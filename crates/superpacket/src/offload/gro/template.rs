@@ -59,6 +59,20 @@ impl Shape {
         Shape(1 << 63 | (outer_v6 as u64) << 41 | (p.v6 as u64) << 40 | packed)
     }
 
+    /// Whether this is the shape of a tunnel aggregate whose outer IP and
+    /// UDP headers are at `outer_l3` and `outer_l4`, inner IP and TCP
+    /// headers at `l3` and `l4` (each below 256), of IP versions `outer_v6`
+    /// and `v6`, whatever its payload offset (so never for
+    /// [`Shape::NONE`]). One masked compare of the packed word against a
+    /// constant (for constant arguments), cheaper than comparing the
+    /// aggregate's six layout fields (docs/benchmarks.md, "One VXLAN flow: the header copy").
+    #[inline(always)]
+    pub(crate) fn is_tunnel_layout(self, [outer_l3, outer_l4, l3, l4]: [usize; 4], outer_v6: bool, v6: bool) -> bool {
+        let packed = (outer_l3 as u64) << 32 | (outer_l4 as u64) << 24 | (l3 as u64) << 16 | (l4 as u64) << 8;
+        let want = 1 << 63 | (outer_v6 as u64) << 41 | (v6 as u64) << 40 | packed;
+        self.0 & !0xFF == want && [outer_l3, outer_l4, l3, l4].iter().all(|&o| o < 256)
+    }
+
     /// The offsets and versions packed in `pack`, and whether there is an
     /// outer level.
     fn unpack(self) -> ([usize; 5], bool, bool, bool) {
@@ -228,5 +242,41 @@ impl Templates {
         }
         self.entries[self.next] = (shape, Template::of(shape));
         self.next = (self.next + 1) % TEMPLATES;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Shape;
+
+    /// A tunnel shape as `Shape::tunnel` packs it (offsets, then versions).
+    fn tunnel_shape(offsets: [usize; 5], outer_v6: bool, v6: bool) -> Shape {
+        let packed = offsets.iter().fold(0u64, |acc, &o| acc << 8 | o as u64);
+        Shape(1 << 63 | (outer_v6 as u64) << 41 | (v6 as u64) << 40 | packed)
+    }
+
+    #[test]
+    fn a_tunnel_layout_is_told_by_every_offset_and_version_but_the_payload() {
+        let vxlan = [14, 34, 64, 84];
+        let is = |s: Shape| s.is_tunnel_layout(vxlan, false, false);
+        for payload in [104, 116, 160] {
+            assert!(is(tunnel_shape([14, 34, 64, 84, payload], false, false)), "payload {payload}");
+        }
+        for at in 0..4 {
+            for other in [0, 1, 13, 18, 255] {
+                let mut o = [14, 34, 64, 84, 116];
+                if o[at] == other {
+                    continue;
+                }
+                o[at] = other;
+                assert!(!is(tunnel_shape(o, false, false)), "offset {at} = {other}");
+            }
+        }
+        assert!(!is(tunnel_shape([14, 34, 64, 84, 116], true, false)), "outer IPv6");
+        assert!(!is(tunnel_shape([14, 34, 64, 84, 116], false, true)), "inner IPv6");
+        assert!(!is(Shape::NONE));
+        assert!(!is(Shape(tunnel_shape([0, 0, 64, 84, 116], false, false).0 | Shape::PLAIN)), "plain");
+        let plain_mark = Shape(tunnel_shape([14, 34, 64, 84, 116], false, false).0 | Shape::PLAIN);
+        assert!(!is(plain_mark), "the plain mark");
     }
 }

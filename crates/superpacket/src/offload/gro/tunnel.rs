@@ -456,11 +456,10 @@ pub(crate) fn identity_hash(key: &FlowKey, id: &TunnelId) -> u32 {
 /// `Gro::verify_tunnel` would change nothing and need not be called.
 #[inline(always)]
 pub(crate) fn vouched(csum: ChecksumState) -> bool {
-    match csum {
-        ChecksumState::Partial { .. } => true,
-        ChecksumState::Unnecessary { level } => level >= 1,
-        ChecksumState::None | ChecksumState::Complete { .. } => false,
-    }
+    // Two tests rather than a `match` over the four states, which compiles
+    // to a jump table: an indirect jump and more instructions on the tunnel
+    // fast path.
+    matches!(csum, ChecksumState::Partial { .. }) || matches!(csum, ChecksumState::Unnecessary { level } if level >= 1)
 }
 
 /// The outer network rules (offload-rules 1.3 (b) at the outer level, 2.6):

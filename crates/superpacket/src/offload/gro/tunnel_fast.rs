@@ -12,12 +12,12 @@ use super::flow::Position;
 use super::parse::GroHeaders;
 use super::{Gro, Incoming, hint, ip, tcp, tunnel};
 use crate::packet::Packet;
-use crate::wire::Medium;
 use crate::wire::field::be16;
 
 impl Gro {
-    /// The fast path of a TCP tunnel packet (receive hash `hash` as
-    /// [`Gro::gro_one`] takes it) that merges into its flow's aggregate.
+    /// The fast path of a TCP tunnel packet (its [`tunnel_hint`] `hint`,
+    /// receive hash `hash` as [`Gro::gro_one`] takes it) that merges into
+    /// its flow's aggregate.
     /// Entered before the plain path's parse: the packet's [`tunnel_hint`]
     /// names the aggregate its flow went to last ([`hint::SlotHints`]); if
     /// the packet's masked headers equal that aggregate's first packet's
@@ -65,15 +65,33 @@ impl Gro {
     /// [`Shape`]: super::template::Shape
     /// [`FlowTable::find_tunnel`]: super::flow::FlowTable::find_tunnel
     #[inline(always)]
-    pub(super) fn tunnel_fast(&mut self, pkt: &mut Packet, hash: Option<u32>) -> bool {
+    pub(super) fn tunnel_fast(&mut self, pkt: &mut Packet, hint: hint::Hint, hash: Option<u32>) -> bool {
         // (With `tcp_fraglist` no tunnel TCP aggregate is held, 2.6: the
         // hint finds none.)
         if pkt.meta.is_gso() {
             return false;
         }
-        let frame = pkt.linear();
-        let Some(hint) = hint::tunnel_hint(frame, self.cfg.medium == Medium::Ip) else { return false };
         let slot = self.tunnel_cache.slot(hint);
+        let Some(p) = self.table.slot(slot) else { return false };
+        let Some(t) = p.tunnel.as_ref() else { return false };
+        // The layout from the shape: an aggregate without a template (no
+        // shape) has no fast path anyway, and goes the other way to find so.
+        if TunnelLayout::VXLAN_IPV4.is_shape_of(t.shape) {
+            self.tunnel_fast_at(pkt, slot, TunnelLayout::VXLAN_IPV4, hint, hash)
+        } else {
+            self.tunnel_fast_other(pkt, slot, hint, hash)
+        }
+    }
+
+    /// [`Gro::tunnel_fast_at`] for any other layout (read from the
+    /// aggregate in `slot`). Out of line and cold:
+    /// a second copy inlined in the burst loop cost plain TCP segments 3 to
+    /// 5 instructions each (`gro_instructions 1 peers`), for layouts that
+    /// are rare; cold, the usual layout's copy is 11 instructions cheaper
+    /// than beside a plain out-of-line one.
+    #[cold]
+    #[inline(never)]
+    fn tunnel_fast_other(&mut self, pkt: &mut Packet, slot: u32, hint: hint::Hint, hash: Option<u32>) -> bool {
         let Some(p) = self.table.slot(slot) else { return false };
         let Some(t) = p.tunnel.as_ref() else { return false };
         let o = TunnelLayout {
@@ -84,28 +102,6 @@ impl Gro {
             l4: p.l4,
             v6: p.v6,
         };
-        if o == TunnelLayout::VXLAN_IPV4 {
-            self.tunnel_fast_at(pkt, slot, TunnelLayout::VXLAN_IPV4, hint, hash)
-        } else {
-            self.tunnel_fast_other(pkt, slot, o, hint, hash)
-        }
-    }
-
-    /// [`Gro::tunnel_fast_at`] for any other layout. Out of line and cold:
-    /// a second copy inlined in the burst loop cost plain TCP segments 3 to
-    /// 5 instructions each (`gro_instructions 1 peers`), for layouts that
-    /// are rare; cold, the usual layout's copy is 11 instructions cheaper
-    /// than beside a plain out-of-line one.
-    #[cold]
-    #[inline(never)]
-    fn tunnel_fast_other(
-        &mut self,
-        pkt: &mut Packet,
-        slot: u32,
-        o: TunnelLayout,
-        hint: hint::Hint,
-        hash: Option<u32>,
-    ) -> bool {
         self.tunnel_fast_at(pkt, slot, o, hint, hash)
     }
 
@@ -127,7 +123,7 @@ impl Gro {
         // slot the flow lost holds another one's aggregate): comparing them
         // first saved the miss a few instructions and cost every merged
         // packet 14 (docs/benchmarks.md, "One VXLAN flow: fewer checks").
-        let held = p.pkt.linear();
+        let held = &p.head.0;
         match self.templates.get(t.shape) {
             Some(template) if template.matches_tunnel(held, frame) => {}
             _ => return false,
@@ -251,4 +247,13 @@ impl TunnelLayout {
     /// not depend on the kind.)
     const VXLAN_IPV4: TunnelLayout =
         TunnelLayout { outer_l3: 14, outer_l4: 34, outer_v6: false, l3: 64, l4: 84, v6: false };
+
+    /// Whether `shape` is that of a tunnel aggregate with this layout
+    /// ([`Shape::is_tunnel_layout`]): its offsets are packed in it.
+    ///
+    /// [`Shape::is_tunnel_layout`]: super::template::Shape::is_tunnel_layout
+    #[inline(always)]
+    fn is_shape_of(self, shape: super::template::Shape) -> bool {
+        shape.is_tunnel_layout([self.outer_l3, self.outer_l4, self.l3, self.l4], self.outer_v6, self.v6)
+    }
 }
