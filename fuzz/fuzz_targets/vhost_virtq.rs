@@ -278,10 +278,11 @@ fuzz_target!(|data: &[u8]| {
         let (mut a, mut b) = (RxScratch::new(), RxScratch::new());
         for i in 0..8usize {
             let frame = vec![0xa5 ^ i as u8; usize::from(head[15]) * 8 + i * 7];
-            let x = Rings::new(&ours, &ours_mem)
-                .map_err(virtq::RxRefused::Fault)
-                .and_then(|r| virtq::push_rx_frame(&r, &mut ours, &mut AvailCursor::default(), &mut a, hdr, &frame, mrg));
-            let y = virtq::push_rx(&mut theirs, &theirs_mem, &mut b, hdr, std::iter::once(&frame[..]), frame.len(), mrg);
+            let x = Rings::new(&ours, &ours_mem).map_err(virtq::RxRefused::Fault).and_then(|r| {
+                virtq::push_rx_frame(&r, &mut ours, &mut AvailCursor::default(), &mut a, hdr, &frame, mrg)
+            });
+            let y =
+                virtq::push_rx(&mut theirs, &theirs_mem, &mut b, hdr, std::iter::once(&frame[..]), frame.len(), mrg);
             assert_eq!(x, y, "frame {i}");
             assert_eq!((ours.next_avail(), ours.next_used()), (theirs.next_avail(), theirs.next_used()), "frame {i}");
             if x.is_err() {
