@@ -332,8 +332,9 @@ impl NetDevice for Bridge {
     /// copies), the frames after it with its addresses go there too.
     /// Forwarding them one by one would change nothing more: learning their
     /// source again at the same time on the same port leaves the table as
-    /// it is, so each gets the first one's verdict. With VLAN filtering
-    /// (tags pushed or popped per frame), none.
+    /// it is, so each gets the first one's verdict (a runt, too short for
+    /// an Ethernet header, is not in it: `forward` drops it). With VLAN
+    /// filtering (tags pushed or popped per frame), none.
     fn receive_run(&mut self, cx: &mut Cx<'_>, from: DeviceId, pkts: &mut [Packet], len: usize) -> Run {
         if self.vlan_filtering {
             return Run::Each;
@@ -341,8 +342,13 @@ impl NetDevice for Bridge {
         let Some((first, rest)) = pkts.split_first_mut() else { return Run::Each };
         match self.forward(cx, from, first, len) {
             Verdict::Transmit(to, n) if n == len && !cx.queued_steps() => {
+                // `forward`'s checks of a frame: a runt is dropped, even
+                // with the run's addresses.
                 let addrs = first.linear().first_chunk::<12>();
-                Run::To(to, 1 + rest.iter().take_while(|p| p.linear().first_chunk::<12>() == addrs).count())
+                let joins = |p: &&Packet| {
+                    p.linear().first_chunk::<12>() == addrs && EthernetFrame::new_checked(p.linear()).is_ok()
+                };
+                Run::To(to, 1 + rest.iter().take_while(joins).count())
             }
             verdict => Run::First(verdict),
         }
