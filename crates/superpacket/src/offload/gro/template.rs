@@ -55,8 +55,16 @@ impl Shape {
         if !p.tcp || p.payload > TEMPLATE_BYTES {
             return Shape::NONE;
         }
+        Shape(Self::word(offsets, outer_v6, p.v6))
+    }
+
+    /// The packed word of a layout: the template mark, the IP versions and
+    /// the five offsets, one byte each (below 256 for the word to hold
+    /// them).
+    #[inline(always)]
+    fn word(offsets: [usize; 5], outer_v6: bool, v6: bool) -> u64 {
         let packed = offsets.iter().fold(0u64, |acc, &o| acc << 8 | o as u64);
-        Shape(1 << 63 | (outer_v6 as u64) << 41 | (p.v6 as u64) << 40 | packed)
+        1 << 63 | (outer_v6 as u64) << 41 | (v6 as u64) << 40 | packed
     }
 
     /// Whether this is the shape of a tunnel aggregate whose outer IP and
@@ -68,8 +76,8 @@ impl Shape {
     /// aggregate's six layout fields (docs/benchmarks.md, "One VXLAN flow: the header copy").
     #[inline(always)]
     pub(crate) fn is_tunnel_layout(self, [outer_l3, outer_l4, l3, l4]: [usize; 4], outer_v6: bool, v6: bool) -> bool {
-        let packed = (outer_l3 as u64) << 32 | (outer_l4 as u64) << 24 | (l3 as u64) << 16 | (l4 as u64) << 8;
-        let want = 1 << 63 | (outer_v6 as u64) << 41 | (v6 as u64) << 40 | packed;
+        // The payload offset is the word's low byte.
+        let want = Self::word([outer_l3, outer_l4, l3, l4, 0], outer_v6, v6);
         self.0 & !0xFF == want && [outer_l3, outer_l4, l3, l4].iter().all(|&o| o < 256)
     }
 
@@ -251,8 +259,7 @@ mod tests {
 
     /// A tunnel shape as `Shape::tunnel` packs it (offsets, then versions).
     fn tunnel_shape(offsets: [usize; 5], outer_v6: bool, v6: bool) -> Shape {
-        let packed = offsets.iter().fold(0u64, |acc, &o| acc << 8 | o as u64);
-        Shape(1 << 63 | (outer_v6 as u64) << 41 | (v6 as u64) << 40 | packed)
+        Shape(Shape::word(offsets, outer_v6, v6))
     }
 
     #[test]
