@@ -166,14 +166,20 @@ impl DeviceCounters {
     /// superpackets: received (`rx`) or given to transmit.
     #[inline(always)]
     pub(crate) fn count_steps(&mut self, rx: bool, packets: u64, bytes: u64, superpackets: u64) {
-        let (p, b, s) = if rx {
-            (&mut self.rx_packets, &mut self.rx_bytes, &mut self.rx_superpackets)
-        } else {
-            (&mut self.tx_packets, &mut self.tx_bytes, &mut self.tx_superpackets)
-        };
+        let (p, b, s) = self.step_counters(rx);
         *p += packets;
         *b += bytes;
         *s += superpackets;
+    }
+    /// The packet, byte and superpacket counters of received (`rx`) or
+    /// transmitted steps.
+    #[inline(always)]
+    fn step_counters(&mut self, rx: bool) -> (&mut u64, &mut u64, &mut u64) {
+        if rx {
+            (&mut self.rx_packets, &mut self.rx_bytes, &mut self.rx_superpackets)
+        } else {
+            (&mut self.tx_packets, &mut self.tx_bytes, &mut self.tx_superpackets)
+        }
     }
     // Out of line: a map insertion, where the walk's steps only need a call.
     #[inline(never)]
@@ -1191,11 +1197,7 @@ impl Graph {
     #[inline(always)]
     fn count_step(&mut self, id: DeviceId, pkt: &Packet, len: usize, depth: usize, rx: bool) -> bool {
         let c = &mut self.sh.devices[id.0].counters;
-        let (packets, bytes, superpackets) = if rx {
-            (&mut c.rx_packets, &mut c.rx_bytes, &mut c.rx_superpackets)
-        } else {
-            (&mut c.tx_packets, &mut c.tx_bytes, &mut c.tx_superpackets)
-        };
+        let (packets, bytes, superpackets) = c.step_counters(rx);
         // A superpacket is counted under a branch: the walk's common
         // step (a frame) then stores nothing there.
         *packets += 1;
