@@ -501,6 +501,13 @@ impl VirtioNetHdr {
         Ok(())
     }
 
+    /// The shortest frame [`VirtioNetHdr::to_meta`] accepts on `medium`
+    /// (its rule 1): a link header, and at least one byte.
+    #[inline(always)]
+    pub fn shortest_frame(medium: Medium) -> usize {
+        medium.link_header_len().max(1)
+    }
+
     /// Validates this header against the `frame` it precedes (an Ethernet
     /// frame, or a raw IP packet with [`ImportOptions::medium`] =
     /// [`Medium::Ip`]; offsets count from its first byte either way) and
@@ -561,7 +568,7 @@ impl VirtioNetHdr {
     /// The first rule the header breaks, as a [`VirtioHdrError`].
     #[inline(always)]
     pub fn to_meta(&self, frame: &[u8], opts: &ImportOptions) -> Result<OffloadMeta, VirtioHdrError> {
-        if frame.len() < opts.medium.link_header_len().max(1) {
+        if frame.len() < Self::shortest_frame(opts.medium) {
             return Err(VirtioHdrError::FrameTooShort { len: frame.len(), medium: opts.medium });
         }
         let needs_csum = self.flags & F_NEEDS_CSUM != 0;

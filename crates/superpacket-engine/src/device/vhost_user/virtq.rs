@@ -518,7 +518,9 @@ fn take_plain(
     let Ok(word) = vs.get_ref::<u32>(0).map(|r| u32::from_le(r.load())) else { return Ok(None) };
     // flags (byte 0) and gso_type (byte 1) zero; hdr_len (bytes 2, 3)
     // within the frame.
-    if word & 0xffff != 0 || (word >> 16) as usize > frame_len || frame_len < Medium::Ethernet.link_header_len().max(1)
+    if word & 0xffff != 0
+        || (word >> 16) as usize > frame_len
+        || frame_len < VirtioNetHdr::shortest_frame(Medium::Ethernet)
     {
         return Ok(None);
     }
