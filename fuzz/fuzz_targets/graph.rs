@@ -29,6 +29,11 @@
 //! - 6: the clock advances (1 ms to 630 s) and `Graph::housekeeping` runs;
 //! - 7: a carrier toggle, `Graph::discard_local`, or nothing.
 //!
+//! A frame of opcodes 0-5 not fed through `Graph::poll` goes, every other
+//! step, through `Graph::receive_burst` in a burst of one to four frames
+//! (`Run::burst_of`: the frame alone, twice, after the previous frame fed,
+//! or around it), as the engine's worker receives.
+//!
 //! At most [`MAX_FRAMES`] frames and [`MAX_OPS`] operations per input.
 //!
 //! # Invariants (checked after every operation)
@@ -40,8 +45,8 @@
 //!    team and VLAN devices forward any Ethernet frame (they never look past
 //!    the tags), so garbage in is garbage out there; the router must never
 //!    emit an invalid packet. Precisely, an invalid output frame is excused
-//!    iff (a) or (b) holds for the frame the operation fed (none for clock
-//!    and carrier operations), or (c) holds:
+//!    iff (a) or (b) holds for a frame the operation fed (none for clock
+//!    and carrier operations; one to four in a burst), or (c) holds:
 //!    - (a) the output equals that input frame once the VLAN tags of both are
 //!      removed (same MACs, same bytes after the tags: the router always
 //!      rewrites the TTL / hop limit and the source MAC, so this is never a
@@ -763,6 +768,8 @@ struct Run {
     /// their transport layer (rule (c) of invariant 2).
     bad_transport: HashSet<u64>,
     max_truesize: usize,
+    /// The last frame fed, for the bursts of [`Run::burst_of`].
+    last_fed: Option<Packet>,
     step: usize,
     debug: bool,
 }
@@ -962,6 +969,7 @@ impl Run {
             prev: vec![DeviceCounters::default(); n],
             bad_transport: HashSet::new(),
             max_truesize: 0,
+            last_fed: None,
             step: 0,
             debug: std::env::var_os("SUPERPACKET_FUZZ_DEBUG").is_some(),
         };
@@ -978,45 +986,78 @@ impl Run {
     }
 
     /// Feeds `pkt` on `port` (through the driver and `poll` if `poll`,
-    /// else `receive` or, every other step, `receive_burst`).
+    /// else `receive` or, every other step, `receive_burst` of a burst of
+    /// one to four frames: [`Run::burst_of`]).
     fn feed(&mut self, port: DeviceId, pkt: Packet, poll: bool) {
-        let bytes = bytes_of(&pkt);
-        let p = problems(&bytes, &pkt.meta);
-        let valid = p.is_empty();
-        if transport_only(&bytes, &p) {
-            self.bad_transport.insert(transport_key(&bytes, &pkt.meta, &p));
+        let burst_step = !poll && self.step % 2 == 1;
+        let frames = if burst_step { self.burst_of(pkt) } else { vec![pkt] };
+        let mut fed = Vec::with_capacity(frames.len());
+        for pkt in &frames {
+            let bytes = bytes_of(pkt);
+            let p = problems(&bytes, &pkt.meta);
+            let valid = p.is_empty();
+            if transport_only(&bytes, &p) {
+                self.bad_transport.insert(transport_key(&bytes, &pkt.meta, &p));
+            }
+            if self.debug {
+                eprintln!(
+                    "step {}: feed {} ({}, {:?}, {}): {}",
+                    self.step,
+                    self.g.device(port).name,
+                    if valid { "valid" } else { "invalid" },
+                    pkt.meta,
+                    if poll {
+                        "poll"
+                    } else if burst_step {
+                        "burst"
+                    } else {
+                        "receive"
+                    },
+                    hex(&bytes)
+                );
+            }
+            self.max_truesize = self.max_truesize.max(pkt.truesize());
+            self.fed[port.0] += 1;
+            fed.push(Fed { bytes, valid });
         }
-        if self.debug {
-            eprintln!(
-                "step {}: feed {} ({}, {:?}, {}): {}",
-                self.step,
-                self.g.device(port).name,
-                if valid { "valid" } else { "invalid" },
-                pkt.meta,
-                if poll { "poll" } else { "receive" },
-                hex(&bytes)
-            );
-        }
-        self.max_truesize = self.max_truesize.max(pkt.truesize());
-        self.fed[port.0] += 1;
+        self.last_fed = frames.last().cloned();
         if poll {
+            let [pkt] = <[Packet; 1]>::try_from(frames).unwrap_or_else(|_| unreachable!("one frame when polling"));
             self.g.driver_mut::<MemoryDriver>(port).expect("memory port").rx.push_back(pkt);
             let n = self.g.poll();
             assert_eq!(n, 1, "{}: poll processed {n} packets, 1 was queued", self.where_());
-        } else if self.step % 2 == 1 {
-            // A burst of one, as the engine's worker receives: a port under
-            // a master takes the run path (`NetDevice::receive_run`).
-            let mut burst = vec![pkt];
+        } else if burst_step {
+            // As the engine's worker receives: a port under a master takes
+            // the run path (`NetDevice::receive_run`), which bursts of
+            // equal, alike and different frames exercise.
+            let mut burst = frames;
             self.g.receive_burst(port, &mut burst, &mut Vec::new(), self.now);
         } else {
+            let [pkt] = <[Packet; 1]>::try_from(frames).unwrap_or_else(|_| unreachable!("one frame"));
             self.g.receive(port, pkt);
         }
-        self.after(Some(Fed { bytes, valid }));
+        self.after(&fed);
+    }
+
+    /// The burst a burst step feeds for `pkt`, by the step: `pkt` alone;
+    /// `pkt` twice (a bridge run extends over equal addresses); the
+    /// previous frame fed (on any port: often another flow, size or
+    /// offload) then `pkt` (a run that ends after its first frame, a
+    /// transmit run that stops partway); or `pkt`, the previous frame,
+    /// `pkt` again.
+    fn burst_of(&self, pkt: Packet) -> Vec<Packet> {
+        let prev = self.last_fed.clone();
+        match ((self.step / 2) % 4, prev) {
+            (1, _) => vec![pkt.clone(), pkt],
+            (2, Some(prev)) => vec![prev, pkt],
+            (3, Some(prev)) => vec![pkt.clone(), prev, pkt],
+            _ => vec![pkt],
+        }
     }
 
     /// The checks after every operation (invariants 2, 3 and 5).
-    fn after(&mut self, fed: Option<Fed>) {
-        self.drain(fed.as_ref());
+    fn after(&mut self, fed: &[Fed]) {
+        self.drain(fed);
         // Local deliveries: a host stack would take them.
         for i in 0..self.g.devices().len() {
             while self.g.take_local(DeviceId(i)).is_some() {}
@@ -1027,7 +1068,7 @@ impl Run {
     }
 
     /// Takes every frame the ports sent and checks it (invariant 2).
-    fn drain(&mut self, fed: Option<&Fed>) {
+    fn drain(&mut self, fed: &[Fed]) {
         for pi in 0..self.ports.len() {
             let port = self.ports[pi];
             let out: Vec<Packet> = self.g.driver_mut::<MemoryDriver>(port).expect("memory port").tx.drain(..).collect();
@@ -1042,11 +1083,14 @@ impl Run {
                         self.g.device(port).name,
                         pkt.meta,
                         hex(&bytes),
-                        fed.map_or("nothing (housekeeping)".to_string(), |f| format!(
-                            "{} ({})",
-                            hex(&f.bytes),
-                            if f.valid { "valid" } else { "invalid" }
-                        )),
+                        if fed.is_empty() {
+                            "nothing (housekeeping)".to_string()
+                        } else {
+                            fed.iter()
+                                .map(|f| format!("{} ({})", hex(&f.bytes), if f.valid { "valid" } else { "invalid" }))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        },
                     );
                 }
                 if self.debug {
@@ -1068,16 +1112,17 @@ impl Run {
     }
 
     /// The exemption of invariant 2 (see the module documentation).
-    fn excused(&self, out: &[u8], meta: &OffloadMeta, p: &[validate::Problem], fed: Option<&Fed>) -> bool {
+    fn excused(&self, out: &[u8], meta: &OffloadMeta, p: &[validate::Problem], fed: &[Fed]) -> bool {
         if transport_only(out, p) && self.bad_transport.contains(&transport_key(out, meta, p)) {
             return true;
         }
-        let Some(fed) = fed else { return false };
-        if same_modulo_tags(out, &fed.bytes) {
-            return !fed.valid || p.iter().all(|p| p.kind == ProblemKind::Unsupported);
-        }
-        !fed.valid
-            && mac_at(out, 6).is_some_and(|src| Some(src) == mac_at(&fed.bytes, 6) && !self.own_macs.contains(&src))
+        fed.iter().any(|fed| {
+            if same_modulo_tags(out, &fed.bytes) {
+                return !fed.valid || p.iter().all(|p| p.kind == ProblemKind::Unsupported);
+            }
+            !fed.valid
+                && mac_at(out, 6).is_some_and(|src| Some(src) == mac_at(&fed.bytes, 6) && !self.own_macs.contains(&src))
+        })
     }
 
     /// Invariant 3.
@@ -1110,7 +1155,7 @@ impl Run {
         if self.debug {
             eprintln!("step {}: clock +{} ms, housekeeping", self.step, dt / MS);
         }
-        self.after(None);
+        self.after(&[]);
     }
 
     /// A raw frame (opcodes 0, 1).
@@ -1260,7 +1305,7 @@ impl Run {
             }
             _ => {}
         }
-        self.after(None);
+        self.after(&[]);
     }
 
     /// Invariant 4: every held packet leaves once the clock passes every timeout.
