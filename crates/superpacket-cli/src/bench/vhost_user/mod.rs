@@ -179,8 +179,15 @@ fn mac(m: [u8; 6]) -> String {
 pub enum Workload {
     /// 64-byte frames from testpmd `txonly`.
     Small,
-    /// 64 KB TCP TSO superpackets from testpmd `csum` over a pcap replay.
-    Tso,
+    /// 64 KB TCP TSO superpackets from testpmd `csum` over a pcap replay,
+    /// sender and receiver in two testpmd processes.
+    TsoTwoFrontends,
+    /// 64 KB TSO superpackets, one testpmd on one lcore holding the pcap
+    /// port and both virtio-user ports (`chained`: pcap, sender, receiver).
+    TsoChain,
+    /// 64 KB TSO superpackets circulating: received whole with LRO on the
+    /// receiver's port, sent back out with TSO on the sender's.
+    TsoLoop,
     /// 64-byte frames circulating between one testpmd's two ports
     /// through the backend.
     Loop,
@@ -191,7 +198,9 @@ impl Workload {
     pub fn describe(self) -> &'static str {
         match self {
             Workload::Small => "64-byte frames",
-            Workload::Tso => "64 KB TSO superpackets",
+            Workload::TsoTwoFrontends => "64 KB TSO superpackets, two frontends",
+            Workload::TsoChain => "64 KB TSO superpackets, one frontend (chain)",
+            Workload::TsoLoop => "64 KB TSO superpackets, one frontend (loop)",
             Workload::Loop => "64-byte frames in a loop",
         }
     }
@@ -205,7 +214,9 @@ impl Workload {
     pub fn mbuf_args(self) -> Vec<String> {
         match self {
             Workload::Small | Workload::Loop => vec!["--total-num-mbufs=16384".into()],
-            Workload::Tso => vec!["--mbuf-size=65535".into(), "--total-num-mbufs=4096".into()],
+            Workload::TsoTwoFrontends | Workload::TsoChain | Workload::TsoLoop => {
+                vec!["--mbuf-size=65535".into(), "--total-num-mbufs=4096".into()]
+            }
         }
     }
 }
@@ -234,7 +245,7 @@ impl Sender<'_> {
     fn workload(self) -> Workload {
         match self {
             Sender::Small => Workload::Small,
-            Sender::Tso(_) => Workload::Tso,
+            Sender::Tso(_) => Workload::TsoTwoFrontends,
         }
     }
 }
@@ -299,24 +310,77 @@ fn loop_spec(sockets: [&Path; 2], cpu: usize) -> TestpmdSpec {
     }
 }
 
+/// The one TSO frontend's ports: DPDK's pcap PMD, the virtio-user port
+/// on the sender's socket and the one on the receiver's.
+const TSO_PCAP_PORT: u16 = 0;
+const TSO_SEND_PORT: u16 = 1;
+const TSO_RECV_PORT: u16 = 2;
+
+/// The one TSO frontend: the pcap port ([`TSO_PCAP_PORT`]), then the
+/// sending and the receiving virtio-user ports, `csum` forwarding on one
+/// lcore. `Chain`: the pcap replays `pcap` forever (`chained`: pcap ->
+/// sender, sender -> receiver (idle), receiver -> pcap, whose transmit
+/// drops). `Loop`: the pcap holds the frames read once to seed the loop.
+fn tso_frontend_spec(design: Workload, sockets: [&Path; 2], pcap: &Path, cpu: usize) -> TestpmdSpec {
+    let infinite = if design == Workload::TsoChain { ",infinite_rx=1" } else { "" };
+    let mut args: Vec<String> = vec![
+        "--forward-mode=csum".into(),
+        "--port-topology=chained".into(),
+        "--no-flush-rx".into(),
+        "--rxd=1024".into(),
+        "--txd=1024".into(),
+    ];
+    args.extend(design.mbuf_args());
+    TestpmdSpec {
+        name: "tso1".into(),
+        cpu,
+        vdevs: vec![
+            format!("net_pcap0,rx_pcap={}{infinite}", pcap.display()),
+            virtio_user(1, sockets[0], SENDER_MAC),
+            virtio_user(2, sockets[1], RECEIVER_MAC),
+        ],
+        args,
+    }
+}
+
+/// testpmd commands that give the receiving port of the one TSO frontend
+/// LRO, TCP checksum and scatter (the receiver's `--rx-offloads=0x2018`;
+/// the pcap port has none of them, so they cannot be given to all ports).
+const TSO_RECEIVER_SETUP: [&str; 5] = [
+    "port stop 2",
+    "port config 2 rx_offload tcp_lro on",
+    "port config 2 rx_offload tcp_cksum on",
+    "port config 2 rx_offload scatter on",
+    "port start 2",
+];
+
 /// testpmd commands that make the TSO sender's virtio-user port (1) send
 /// each frame as one TSO superpacket.
-const TSO_SENDER_SETUP: [&str; 6] =
-    ["port stop 1", "csum set ip sw 1", "csum set tcp hw 1", "tso set 1448 1", "port start 1", "start"];
+const TSO_SENDER_SETUP: [&str; 5] =
+    ["port stop 1", "csum set ip sw 1", "csum set tcp hw 1", "tso set 1448 1", "port start 1"];
+
+/// testpmd commands that spare the chain's receiver -> pcap leg a
+/// software TCP checksum: `csum` forwarding computes one over the whole
+/// superpacket for a transmit port without TCP checksum offload, unless
+/// the port has a TSO segment size. testpmd 22.11's `tso set` stores the
+/// size before it finds that the pcap port cannot do TSO (it then says
+/// so and leaves the port's offloads alone), and the pcap port's
+/// transmit drops whatever it is given.
+const TSO_DROP_SETUP: [&str; 3] = ["port stop 0", "tso set 1448 0", "port start 0"];
 
 /// The frames the TSO sender replays: consecutive 64 KB segments of one
 /// TCP/IPv4 flow from the sender's to the receiver's MAC, checksums valid.
 ///
 /// # Errors
 /// Only if a frame cannot be built (never for these sizes).
-pub fn tso_frames() -> Result<Vec<Vec<u8>>, String> {
+pub fn tso_frames(count: usize) -> Result<Vec<Vec<u8>>, String> {
     let spec = FlowSpec {
         src_mac: MacAddr(SENDER_MAC),
         dst_mac: MacAddr(RECEIVER_MAC),
         ..FlowSpec::new(Transport::Tcp, false, 0)
     };
     let mut flow = Flow::new(spec);
-    (0..TSO_FRAMES)
+    (0..count)
         .map(|_| flow.frame(TSO_PAYLOAD, TcpFlags::ACK | TcpFlags::PSH).map_err(|e| format!("TSO frame: {e}")))
         .collect()
 }
@@ -325,7 +389,15 @@ pub fn tso_frames() -> Result<Vec<Vec<u8>>, String> {
 /// those that send (in the same testpmd or in another).
 struct Counted<'a> {
     receiver: (&'a mut Testpmd, &'a [u16]),
-    sender: Option<(&'a mut Testpmd, &'a [u16])>,
+    sender: Offered<'a>,
+}
+
+/// The ports whose transmit counters are the offered load.
+enum Offered<'a> {
+    /// Ports of another testpmd.
+    Other(&'a mut Testpmd, &'a [u16]),
+    /// Ports of the receiving testpmd.
+    Same(&'a [u16]),
 }
 
 /// `show port stats` of each of `ports`, summed.
@@ -342,15 +414,15 @@ fn stats_sum(t: &mut Testpmd, ports: &[u16]) -> Result<PortStats, String> {
 }
 
 /// Counts one window after the warm-up: what the receiving ports got and
-/// the sending ports sent (the receiver's own transmit counters when no
-/// other sender is given), and the backend's CPU clock.
+/// the sending ports sent, and the backend's CPU clock.
 fn count_window(c: Counted<'_>, backend: &Backend, timing: Timing) -> Result<Window, String> {
     let Counted { receiver: (receiver, rx_ports), mut sender } = c;
     std::thread::sleep(timing.warmup);
-    let s0 = match &mut sender {
-        Some((t, ports)) => Some(stats_sum(t, ports)?),
-        None => None,
+    let mut offered = |receiver: &mut Testpmd| match &mut sender {
+        Offered::Other(t, ports) => stats_sum(t, ports),
+        Offered::Same(ports) => stats_sum(receiver, ports),
     };
+    let s0 = offered(receiver)?;
     let t0 = Instant::now();
     let r0 = stats_sum(receiver, rx_ports)?;
     let c0 = backend.cpu_seconds()?;
@@ -358,10 +430,7 @@ fn count_window(c: Counted<'_>, backend: &Backend, timing: Timing) -> Result<Win
     let secs = t0.elapsed().as_secs_f64();
     let r1 = stats_sum(receiver, rx_ports)?;
     let c1 = backend.cpu_seconds()?;
-    let (s0, s1) = match (&mut sender, s0) {
-        (Some((t, ports)), Some(s0)) => (s0, stats_sum(t, ports)?),
-        _ => (r0, r1),
-    };
+    let s1 = offered(receiver)?;
     Ok(Window {
         packets: r1.rx_packets.saturating_sub(r0.rx_packets),
         bytes: r1.rx_bytes.saturating_sub(r0.rx_bytes),
@@ -377,8 +446,12 @@ fn count_window(c: Counted<'_>, backend: &Backend, timing: Timing) -> Result<Win
 pub struct BackendRun {
     /// 64-byte frames.
     pub small: Window,
-    /// 64 KB TSO superpackets.
+    /// 64 KB TSO superpackets, two frontends.
     pub tso: Window,
+    /// 64 KB TSO superpackets, one frontend, chain.
+    pub tso_chain: Window,
+    /// 64 KB TSO superpackets, one frontend, loop.
+    pub tso_loop: Window,
     /// 64-byte frames in a loop.
     pub looped: Window,
     /// 64-byte frames in a loop through a cross-connect (superpacket only).
@@ -397,7 +470,7 @@ pub fn measure_workload(
     workload: Workload,
     placement: Placement,
     dir: &Path,
-    pcap: &Path,
+    pcaps: [&Path; 2],
     timing: Timing,
 ) -> Result<Window, String> {
     let send = dir.join(format!("{}-send.sock", kind.key()));
@@ -407,7 +480,9 @@ pub fn measure_workload(
     let w = match workload {
         Workload::Loop => measure_loop(&backend, [&send, &recv], placement, timing)?,
         Workload::Small => measure_pair(&backend, &send, &recv, Sender::Small, placement, timing)?,
-        Workload::Tso => measure_pair(&backend, &send, &recv, Sender::Tso(pcap), placement, timing)?,
+        Workload::TsoTwoFrontends => measure_pair(&backend, &send, &recv, Sender::Tso(pcaps[0]), placement, timing)?,
+        Workload::TsoChain => measure_tso_one_frontend(&backend, workload, [&send, &recv], pcaps[0], placement, timing)?,
+        Workload::TsoLoop => measure_tso_one_frontend(&backend, workload, [&send, &recv], pcaps[1], placement, timing)?,
     };
     backend.stop()?;
     nothing_received(w, workload, kind)
@@ -439,14 +514,14 @@ fn measure_pair(
             0
         }
         Sender::Tso(_) => {
-            for c in TSO_SENDER_SETUP {
+            for c in TSO_SENDER_SETUP.iter().chain(&["start"]) {
                 tx.command(c)?;
             }
             1
         }
     };
     let w =
-        count_window(Counted { receiver: (&mut rx, &[0]), sender: Some((&mut tx, &[sender_port])) }, backend, timing)?;
+        count_window(Counted { receiver: (&mut rx, &[0]), sender: Offered::Other(&mut tx, &[sender_port]) }, backend, timing)?;
     tx.command("stop")?;
     rx.command("stop")?;
     let (rx_quit, tx_quit) = std::thread::scope(|s| {
@@ -481,10 +556,72 @@ fn measure_loop(
 ) -> Result<Window, String> {
     let mut fe = Testpmd::start(&loop_spec(sockets, placement.frontends))?;
     fe.command(&format!("start tx_first {LOOP_BURSTS}"))?;
-    let w = count_window(Counted { receiver: (&mut fe, &[0, 1]), sender: None }, backend, timing)?;
+    let w = count_window(Counted { receiver: (&mut fe, &[0, 1]), sender: Offered::Same(&[0, 1]) }, backend, timing)?;
     fe.command("stop")?;
     fe.quit()?;
     Ok(w)
+}
+
+/// Superpackets seeded into [`Workload::TsoLoop`]: fewer than a ring
+/// holds (1024), so the receiver's ring takes them all before the loop
+/// starts.
+pub const TSO_LOOP_FRAMES: usize = 256;
+
+/// [`Workload::TsoChain`] or [`Workload::TsoLoop`] through the started
+/// `backend`: one frontend on both sockets, counted on its receiving port.
+fn measure_tso_one_frontend(
+    backend: &Backend,
+    design: Workload,
+    sockets: [&Path; 2],
+    pcap: &Path,
+    placement: Placement,
+    timing: Timing,
+) -> Result<Window, String> {
+    let mut fe = Testpmd::start(&tso_frontend_spec(design, sockets, pcap, placement.frontends))?;
+    for c in TSO_RECEIVER_SETUP.iter().chain(&TSO_SENDER_SETUP) {
+        fe.command(c)?;
+    }
+    if design == Workload::TsoChain {
+        for c in TSO_DROP_SETUP.iter().chain(&["start"]) {
+            fe.command(c)?;
+        }
+    } else {
+        seed_tso_loop(&mut fe)?;
+    }
+    let w = count_window(
+        Counted { receiver: (&mut fe, &[TSO_RECV_PORT]), sender: Offered::Same(&[TSO_SEND_PORT]) },
+        backend,
+        timing,
+    )?;
+    fe.command("stop")?;
+    fe.quit()?;
+    Ok(w)
+}
+
+/// Seeds the TSO loop: forwards the pcap's [`TSO_LOOP_FRAMES`] frames
+/// (read once) to the sending port, whose superpackets the backend puts
+/// in the receiving port's ring (not yet polled), then forwards from the
+/// receiving port to the sending one (`chained` over ports 2, 1), so the
+/// same superpackets circulate. `--no-flush-rx` keeps the ring's
+/// superpackets when forwarding starts again.
+fn seed_tso_loop(fe: &mut Testpmd) -> Result<(), String> {
+    fe.command(&format!("set portlist {TSO_PCAP_PORT},{TSO_SEND_PORT}"))?;
+    fe.command("start")?;
+    let t0 = Instant::now();
+    loop {
+        let sent = fe.port_stats(TSO_SEND_PORT)?.tx_packets;
+        if sent >= TSO_LOOP_FRAMES as u64 {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            return Err(format!("the TSO loop's seed: {sent} of {TSO_LOOP_FRAMES} superpackets sent after 10 s"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    fe.command("stop")?;
+    fe.command(&format!("set portlist {TSO_RECV_PORT},{TSO_SEND_PORT}"))?;
+    fe.command("start")?;
+    Ok(())
 }
 
 /// A directory of this run's sockets, topology, logs and pcap, removed on drop.
@@ -514,12 +651,9 @@ pub fn push_backend(r: &mut BenchReport, kind: BackendKind, run: &BackendRun) {
     r.push(format!("cpu_ns_per_packet_64b_{k}"), s.cpu_ns_per_packet(), "ns");
     r.push(format!("cpu_s_per_gb_64b_{k}"), s.cpu_s_per_gb(), "CPU s/GB");
     r.push(format!("backend_cpu_load_64b_{k}"), s.cpu_load(), "CPUs");
-    r.push(format!("gbps_tso_{k}"), t.gbps(), "Gbit/s");
-    r.push(format!("offered_gbps_tso_{k}"), t.offered_bytes as f64 * 8.0 / t.secs / 1e9, "Gbit/s");
-    r.push(format!("cpu_ns_per_packet_tso_{k}"), t.cpu_ns_per_packet(), "ns");
-    r.push(format!("cpu_s_per_gb_tso_{k}"), t.cpu_s_per_gb(), "CPU s/GB");
-    r.push(format!("backend_cpu_load_tso_{k}"), t.cpu_load(), "CPUs");
-    r.push(format!("frame_bytes_tso_{k}"), t.bytes as f64 / t.packets as f64, "bytes");
+    push_tso(r, "tso", k, t);
+    push_tso(r, "tso_chain", k, &run.tso_chain);
+    push_tso(r, "tso_loop", k, &run.tso_loop);
     let l = &run.looped;
     r.push(format!("mpps_loop_{k}"), l.mpps(), "Mpps");
     r.push(format!("cpu_ns_per_packet_loop_{k}"), l.cpu_ns_per_packet(), "ns");
@@ -529,6 +663,16 @@ pub fn push_backend(r: &mut BenchReport, kind: BackendKind, run: &BackendRun) {
         r.push(format!("cpu_ns_per_packet_loop_xc_{k}"), x.cpu_ns_per_packet(), "ns");
         r.push(format!("backend_cpu_load_loop_xc_{k}"), x.cpu_load(), "CPUs");
     }
+}
+
+/// The figures of one TSO workload (names `<figure>_<row>_<backend>`).
+fn push_tso(r: &mut BenchReport, row: &str, k: &str, t: &Window) {
+    r.push(format!("gbps_{row}_{k}"), t.gbps(), "Gbit/s");
+    r.push(format!("offered_gbps_{row}_{k}"), t.offered_bytes as f64 * 8.0 / t.secs / 1e9, "Gbit/s");
+    r.push(format!("cpu_ns_per_packet_{row}_{k}"), t.cpu_ns_per_packet(), "ns");
+    r.push(format!("cpu_s_per_gb_{row}_{k}"), t.cpu_s_per_gb(), "CPU s/GB");
+    r.push(format!("backend_cpu_load_{row}_{k}"), t.cpu_load(), "CPUs");
+    r.push(format!("frame_bytes_{row}_{k}"), t.bytes as f64 / t.packets as f64, "bytes");
 }
 
 /// Why the scenario cannot run here, if it cannot.
@@ -555,28 +699,34 @@ pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     let timing = Timing::new(o.quick, o.live_seconds);
     let dir = RunDir::create(o.run)?;
     let pcap = dir.0.join("tso.pcap");
-    crate::bench::peers::dpdk::write_pcap(&pcap, &tso_frames()?).map_err(|e| format!("{}: {e}", pcap.display()))?;
+    let loop_pcap = dir.0.join("tso-loop.pcap");
+    for (path, count) in [(&pcap, TSO_FRAMES), (&loop_pcap, TSO_LOOP_FRAMES)] {
+        crate::bench::peers::dpdk::write_pcap(path, &tso_frames(count)?)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     let order = if o.run.is_multiple_of(2) { BackendKind::ALL } else { [BackendKind::Dpdk, BackendKind::Superpacket] };
     let mut runs = Vec::new();
     // Three workloads per backend, and superpacket's loop again through a
     // cross-connect.
-    const STEPS: usize = 7;
+    const STEPS: usize = 11;
     let mut step = 0;
     for kind in order {
         let mut measure = |workload: Workload, topology: EngineTopology| {
             let through = if topology == EngineTopology::Xconnect { " (cross-connect)" } else { "" };
             on_step(&format!("{}: {}{through}", kind.key(), workload.describe()), step, STEPS);
             step += 1;
-            measure_workload(kind, topology, workload, placement, &dir.0, &pcap, timing)
+            measure_workload(kind, topology, workload, placement, &dir.0, [&pcap, &loop_pcap], timing)
         };
         let small = measure(Workload::Small, EngineTopology::Bridge)?;
-        let tso = measure(Workload::Tso, EngineTopology::Bridge)?;
+        let tso = measure(Workload::TsoTwoFrontends, EngineTopology::Bridge)?;
+        let tso_chain = measure(Workload::TsoChain, EngineTopology::Bridge)?;
+        let tso_loop = measure(Workload::TsoLoop, EngineTopology::Bridge)?;
         let looped = measure(Workload::Loop, EngineTopology::Bridge)?;
         let looped_xc = match kind {
             BackendKind::Superpacket => Some(measure(Workload::Loop, EngineTopology::Xconnect)?),
             BackendKind::Dpdk => None,
         };
-        runs.push((kind, BackendRun { small, tso, looped, looped_xc }));
+        runs.push((kind, BackendRun { small, tso, tso_chain, tso_loop, looped, looped_xc }));
     }
     runs.sort_by_key(|(k, _)| *k != BackendKind::Superpacket);
     let mut r = BenchReport::new("vhost-user");
@@ -586,6 +736,8 @@ pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     let (sp, dpdk) = (&runs[0].1, &runs[1].1);
     r.push("mpps_64b_ratio", sp.small.mpps() / dpdk.small.mpps(), "x");
     r.push("gbps_tso_ratio", sp.tso.gbps() / dpdk.tso.gbps(), "x");
+    r.push("gbps_tso_chain_ratio", sp.tso_chain.gbps() / dpdk.tso_chain.gbps(), "x");
+    r.push("gbps_tso_loop_ratio", sp.tso_loop.gbps() / dpdk.tso_loop.gbps(), "x");
     r.push("mpps_loop_ratio", sp.looped.mpps() / dpdk.looped.mpps(), "x");
     if let Some(xc) = &sp.looped_xc {
         r.push("mpps_loop_xc_ratio", xc.mpps() / dpdk.looped.mpps(), "x");
@@ -716,7 +868,7 @@ mod tests {
 
     #[test]
     fn tso_frames_fit_one_mbuf_and_are_valid_tcp() {
-        let frames = tso_frames().unwrap();
+        let frames = tso_frames(TSO_FRAMES).unwrap();
         assert_eq!(frames.len(), TSO_FRAMES);
         for f in &frames {
             assert_eq!(f.len(), TSO_FRAME_LEN);
@@ -754,7 +906,7 @@ mod tests {
         let mut r = BenchReport::new("vhost-user");
         for k in BackendKind::ALL {
             let looped_xc = (k == BackendKind::Superpacket).then_some(w);
-            push_backend(&mut r, k, &BackendRun { small: w, tso: w, looped: w, looped_xc });
+            push_backend(&mut r, k, &BackendRun { small: w, tso: w, tso_chain: w, tso_loop: w, looped: w, looped_xc });
         }
         for p in VHOST_USER.pairs {
             assert!(r.get(p.baseline).is_some() && r.get(p.candidate).is_some(), "{}", p.label);
