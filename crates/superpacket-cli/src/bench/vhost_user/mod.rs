@@ -17,19 +17,38 @@
 //!
 //! - **64-byte frames**: testpmd `txonly` (64-byte UDP/IPv4 frames, as
 //!   fast as it can). Figure: frames the receiver counted per second.
-//! - **64 KB TSO superpackets**: testpmd `csum` forwarding from DPDK's
-//!   pcap PMD (`net_pcap0,rx_pcap=FILE,infinite_rx=1`, replaying
-//!   [`TSO_FRAMES`] TCP/IPv4 frames of [`TSO_FRAME_LEN`] bytes written by
-//!   superpacket's pcap writer) to its virtio-user port with `csum set tcp
-//!   hw`, `tso set 1448` (each leaves as one TSO superpacket, `gso_type`
-//!   TCPV4, `gso_size` 1448) and 64 KiB mbufs (`--mbuf-size=65535`: one
-//!   frame per mbuf). Figure: Ethernet frame bytes the receiver counted
-//!   per second (Gbit/s), and the mean frame it received (a superpacket
+//! - **64 KB TSO superpackets in a loop** ([`Workload::Tso`]): one testpmd
+//!   on one forwarding lcore holds three ports: DPDK's pcap PMD (port 0,
+//!   `net_pcap0,rx_pcap=FILE`, [`TSO_LOOP_FRAMES`] TCP/IPv4 frames of
+//!   [`TSO_FRAME_LEN`] bytes written by superpacket's pcap writer, read
+//!   once), a virtio-user port on the sender's socket (port 1: `csum set
+//!   tcp hw`, `tso set 1448`, so each frame leaves as one TSO superpacket,
+//!   `gso_type` TCPV4, `gso_size` 1448) and one on the receiver's (port 2:
+//!   LRO, TCP checksum and scatter, so it acks `GUEST_TSO4/6` and takes
+//!   superpackets whole), `csum` forwarding, 64 KiB mbufs
+//!   (`--mbuf-size=65535`: one superpacket per mbuf). The pcap's frames
+//!   are forwarded to port 1 once; the backend puts them in port 2's ring;
+//!   then the frontend forwards port 2 to port 1 ([`seed_tso_loop`]), so
+//!   the same superpackets circulate, always from the sender's socket to
+//!   the receiver's. Figure: Ethernet frame bytes port 2 counted per
+//!   second (Gbit/s), and the mean frame it received (a superpacket
 //!   delivered whole is [`TSO_FRAME_LEN`] bytes).
+//!
+//!   Why a loop: with a sender and a receiver testpmd (the row before
+//!   this one), both busy-polling on the CPU they share, each ran only in
+//!   its scheduler time slices, and the sender spent nine tenths of its
+//!   samples in the pcap PMD's copy of every 64 KB frame
+//!   (`infinite_rx=1` replays by `rte_memcpy` into a fresh mbuf):
+//!   superpacket's backend waited for them a third of the time. One
+//!   process replaying the pcap to the sending port and dropping what the
+//!   receiving port got (`chained` pcap -> sender -> receiver -> pcap)
+//!   removes the time slices but keeps the copy; the loop moves no
+//!   payload in the frontend at all (see docs/benchmarks.md, "The TSO
+//!   row with one frontend").
 //! - **64-byte frames in a loop** ([`Workload::Loop`]): the backend alone
-//!   is measured. In the two workloads above both frontends busy-poll on
-//!   the one CPU they share, so the receiver runs only in the scheduler's
-//!   time slices and bounds the 64-byte figure. Here one testpmd holds
+//!   is measured. In the 64-byte workload above both frontends busy-poll
+//!   on the one CPU they share, so the receiver runs only in the
+//!   scheduler's time slices and bounds the 64-byte figure. Here one testpmd holds
 //!   both virtio-user ports (one per socket) on one forwarding lcore:
 //!   `mac` forwarding from each port to the other (source and destination
 //!   MACs rewritten, so a learning bridge sees each MAC on one side
@@ -45,27 +64,29 @@
 //!   case.
 //!
 //! Buffers ([`Workload::mbuf_args`]): DPDK's default 2 KiB mbufs for
-//! 64-byte frames; 64 KiB ones for superpackets at the receiver (one
+//! 64-byte frames; 64 KiB ones for superpackets in the frontend (one
 //! receive buffer per superpacket) and in DPDK's backend (its best case:
 //! with 2 KiB it chains 32 mbufs per superpacket, which was slower in
 //! trial runs).
 //!
-//! Each workload runs for a warm-up, then a window: the receiver's
+//! Each workload runs for a warm-up, then a window: the receiving ports'
 //! `show port stats` counters, the backend process's CPU clock (every
-//! thread: [`cpu::process_cpu_seconds`]) and the sender's counters are
-//! read at both ends of the window. Backend CPU per packet and per GB
+//! thread: [`cpu::process_cpu_seconds`]) and the sending ports' counters
+//! are read at both ends of the window. Backend CPU per packet and per GB
 //! divide the backend's CPU time in the window by what the receiver got;
 //! `backend_cpu_load` is that CPU time per second of window (1.0 = one
 //! CPU busy). DPDK's forwarding lcore polls without pause, so its load is
 //! 1.0 whatever the rate; superpacket's worker sleeps when idle.
 //!
 //! # Placement
-//! [`cpu::Placement`]: both frontends (every thread) on the first CPU this
+//! [`cpu::Placement`]: the frontends (every thread) on the first CPU this
 //! process may use, the backend (every thread of the engine process or of
 //! DPDK's testpmd) alone on the second; the same for both backends. On
-//! this project's 2-vCPU machines the two frontends therefore share one
-//! CPU, and the offered load (`offered_*`, the sender's own count) shows
-//! when a frontend rather than the backend limits a figure.
+//! this project's 2-vCPU machines the 64-byte workload's two frontends
+//! therefore share one CPU, and the offered load (`offered_*`, the
+//! sender's own count) shows when a frontend rather than the backend
+//! limits a figure; the two loops have one frontend process with one
+//! forwarding lcore.
 //!
 //! It needs root (the EAL's runtime files and the engine's defaults),
 //! `dpdk-testpmd` (Debian's `dpdk` package, which brings the vhost,
@@ -99,8 +120,6 @@ pub const TSO_MSS: usize = 1448;
 /// Its Ethernet frame: 14 + IPv4 20 + TCP 32 (timestamps) + payload. It
 /// must fit one 65535-byte mbuf after its 128-byte headroom.
 pub const TSO_FRAME_LEN: usize = 14 + 20 + 32 + TSO_PAYLOAD;
-/// Frames in the replayed pcap (consecutive segments of one flow).
-pub const TSO_FRAMES: usize = 8;
 
 /// Bursts of 32 frames `start tx_first` sends on each port of the loop
 /// frontend: 512 frames circulate, fewer than one ring (1024) holds, so
@@ -179,15 +198,10 @@ fn mac(m: [u8; 6]) -> String {
 pub enum Workload {
     /// 64-byte frames from testpmd `txonly`.
     Small,
-    /// 64 KB TCP TSO superpackets from testpmd `csum` over a pcap replay,
-    /// sender and receiver in two testpmd processes.
-    TsoTwoFrontends,
-    /// 64 KB TSO superpackets, one testpmd on one lcore holding the pcap
-    /// port and both virtio-user ports (`chained`: pcap, sender, receiver).
-    TsoChain,
-    /// 64 KB TSO superpackets circulating: received whole with LRO on the
-    /// receiver's port, sent back out with TSO on the sender's.
-    TsoLoop,
+    /// 64 KB TCP TSO superpackets circulating through one testpmd's two
+    /// ports: received whole with LRO on the receiver's, sent back out
+    /// with TSO on the sender's.
+    Tso,
     /// 64-byte frames circulating between one testpmd's two ports
     /// through the backend.
     Loop,
@@ -198,9 +212,7 @@ impl Workload {
     pub fn describe(self) -> &'static str {
         match self {
             Workload::Small => "64-byte frames",
-            Workload::TsoTwoFrontends => "64 KB TSO superpackets, two frontends",
-            Workload::TsoChain => "64 KB TSO superpackets, one frontend (chain)",
-            Workload::TsoLoop => "64 KB TSO superpackets, one frontend (loop)",
+            Workload::Tso => "64 KB TSO superpackets in a loop",
             Workload::Loop => "64-byte frames in a loop",
         }
     }
@@ -214,9 +226,7 @@ impl Workload {
     pub fn mbuf_args(self) -> Vec<String> {
         match self {
             Workload::Small | Workload::Loop => vec!["--total-num-mbufs=16384".into()],
-            Workload::TsoTwoFrontends | Workload::TsoChain | Workload::TsoLoop => {
-                vec!["--mbuf-size=65535".into(), "--total-num-mbufs=4096".into()]
-            }
+            Workload::Tso => vec!["--mbuf-size=65535".into(), "--total-num-mbufs=4096".into()],
         }
     }
 }
@@ -232,62 +242,20 @@ fn receiver_spec(socket: &Path, cpu: usize, workload: Workload) -> TestpmdSpec {
     TestpmdSpec { name: "rx".into(), cpu, vdevs: vec![virtio_user(0, socket, RECEIVER_MAC)], args }
 }
 
-/// The sender testpmd of a workload with a sender and a receiver.
-#[derive(Debug, Clone, Copy)]
-enum Sender<'a> {
-    /// `txonly`, 64-byte frames.
-    Small,
-    /// `csum` forwarding of the TSO frames replayed from this pcap.
-    Tso(&'a Path),
-}
-
-impl Sender<'_> {
-    fn workload(self) -> Workload {
-        match self {
-            Sender::Small => Workload::Small,
-            Sender::Tso(_) => Workload::TsoTwoFrontends,
-        }
-    }
-}
-
-/// The sender's testpmd: for TSO, port 0 replays the pcap and port 1 is
-/// the virtio-user port.
-fn sender_spec(socket: &Path, cpu: usize, sender: Sender<'_>) -> TestpmdSpec {
-    let common = ["--rxd=1024", "--txd=1024"].map(String::from);
-    match sender {
-        Sender::Small => TestpmdSpec {
-            name: "tx64".into(),
-            cpu,
-            vdevs: vec![virtio_user(0, socket, SENDER_MAC)],
-            args: [
-                "--forward-mode=txonly".into(),
-                format!("--eth-peer=0,{}", mac(RECEIVER_MAC)),
-                "--total-num-mbufs=8192".into(),
-            ]
-            .into_iter()
-            .chain(common)
-            .collect(),
-        },
-        Sender::Tso(pcap) => TestpmdSpec {
-            name: "txtso".into(),
-            cpu,
-            vdevs: vec![
-                format!("net_pcap0,rx_pcap={},infinite_rx=1", pcap.display()),
-                virtio_user(1, socket, SENDER_MAC),
-            ],
-            // 4096 mbufs: with 2048, the mbufs a full 1024-entry transmit
-            // ring holds plus the per-lcore mempool caches starve the pcap
-            // port and the sender stalls after 992 superpackets.
-            args: [
-                "--forward-mode=csum".into(),
-                format!("--eth-peer=1,{}", mac(RECEIVER_MAC)),
-                "--mbuf-size=65535".into(),
-                "--total-num-mbufs=4096".into(),
-            ]
-            .into_iter()
-            .chain(common)
-            .collect(),
-        },
+/// The 64-byte sender: `txonly` to the receiver's MAC.
+fn sender_spec(socket: &Path, cpu: usize) -> TestpmdSpec {
+    TestpmdSpec {
+        name: "tx64".into(),
+        cpu,
+        vdevs: vec![virtio_user(0, socket, SENDER_MAC)],
+        args: [
+            "--forward-mode=txonly".into(),
+            format!("--eth-peer=0,{}", mac(RECEIVER_MAC)),
+            "--total-num-mbufs=8192".into(),
+            "--rxd=1024".into(),
+            "--txd=1024".into(),
+        ]
+        .into(),
     }
 }
 
@@ -310,19 +278,18 @@ fn loop_spec(sockets: [&Path; 2], cpu: usize) -> TestpmdSpec {
     }
 }
 
-/// The one TSO frontend's ports: DPDK's pcap PMD, the virtio-user port
-/// on the sender's socket and the one on the receiver's.
+/// The TSO frontend's ports: DPDK's pcap PMD (the seed), the
+/// virtio-user port on the sender's socket and the one on the receiver's.
 const TSO_PCAP_PORT: u16 = 0;
 const TSO_SEND_PORT: u16 = 1;
 const TSO_RECV_PORT: u16 = 2;
 
-/// The one TSO frontend: the pcap port ([`TSO_PCAP_PORT`]), then the
-/// sending and the receiving virtio-user ports, `csum` forwarding on one
-/// lcore. `Chain`: the pcap replays `pcap` forever (`chained`: pcap ->
-/// sender, sender -> receiver (idle), receiver -> pcap, whose transmit
-/// drops). `Loop`: the pcap holds the frames read once to seed the loop.
-fn tso_frontend_spec(design: Workload, sockets: [&Path; 2], pcap: &Path, cpu: usize) -> TestpmdSpec {
-    let infinite = if design == Workload::TsoChain { ",infinite_rx=1" } else { "" };
+/// The TSO frontend: the pcap port reading `pcap` once, then the sending
+/// and the receiving virtio-user ports; `csum` forwarding on one lcore,
+/// each forwarding port to the next of the port list (`chained`), the
+/// receive queues kept as they are when forwarding starts
+/// (`--no-flush-rx`: the seeded superpackets wait there).
+fn tso_spec(sockets: [&Path; 2], pcap: &Path, cpu: usize) -> TestpmdSpec {
     let mut args: Vec<String> = vec![
         "--forward-mode=csum".into(),
         "--port-topology=chained".into(),
@@ -330,46 +297,42 @@ fn tso_frontend_spec(design: Workload, sockets: [&Path; 2], pcap: &Path, cpu: us
         "--rxd=1024".into(),
         "--txd=1024".into(),
     ];
-    args.extend(design.mbuf_args());
+    args.extend(Workload::Tso.mbuf_args());
     TestpmdSpec {
-        name: "tso1".into(),
+        name: "tso".into(),
         cpu,
         vdevs: vec![
-            format!("net_pcap0,rx_pcap={}{infinite}", pcap.display()),
-            virtio_user(1, sockets[0], SENDER_MAC),
-            virtio_user(2, sockets[1], RECEIVER_MAC),
+            format!("net_pcap{TSO_PCAP_PORT},rx_pcap={}", pcap.display()),
+            virtio_user(TSO_SEND_PORT.into(), sockets[0], SENDER_MAC),
+            virtio_user(TSO_RECV_PORT.into(), sockets[1], RECEIVER_MAC),
         ],
         args,
     }
 }
 
-/// testpmd commands that give the receiving port of the one TSO frontend
-/// LRO, TCP checksum and scatter (the receiver's `--rx-offloads=0x2018`;
-/// the pcap port has none of them, so they cannot be given to all ports).
-const TSO_RECEIVER_SETUP: [&str; 5] = [
-    "port stop 2",
-    "port config 2 rx_offload tcp_lro on",
-    "port config 2 rx_offload tcp_cksum on",
-    "port config 2 rx_offload scatter on",
-    "port start 2",
-];
+/// testpmd commands that configure the TSO frontend's virtio-user ports:
+/// the receiving one takes LRO, TCP checksum and scatter (what acks
+/// `GUEST_TSO4/6` and `GUEST_CSUM`; per port, since the pcap port has
+/// none of them), the sending one sends each TCP frame as one TSO
+/// superpacket (`gso_type` TCPV4, `gso_size` [`TSO_MSS`]).
+fn tso_setup() -> Vec<String> {
+    let (r, t) = (TSO_RECV_PORT, TSO_SEND_PORT);
+    let mut c: Vec<String> = vec![format!("port stop {r}")];
+    c.extend(["tcp_lro", "tcp_cksum", "scatter"].map(|o| format!("port config {r} rx_offload {o} on")));
+    c.push(format!("port start {r}"));
+    c.extend([
+        format!("port stop {t}"),
+        format!("csum set ip sw {t}"),
+        format!("csum set tcp hw {t}"),
+        format!("tso set {TSO_MSS} {t}"),
+        format!("port start {t}"),
+    ]);
+    c
+}
 
-/// testpmd commands that make the TSO sender's virtio-user port (1) send
-/// each frame as one TSO superpacket.
-const TSO_SENDER_SETUP: [&str; 5] =
-    ["port stop 1", "csum set ip sw 1", "csum set tcp hw 1", "tso set 1448 1", "port start 1"];
-
-/// testpmd commands that spare the chain's receiver -> pcap leg a
-/// software TCP checksum: `csum` forwarding computes one over the whole
-/// superpacket for a transmit port without TCP checksum offload, unless
-/// the port has a TSO segment size. testpmd 22.11's `tso set` stores the
-/// size before it finds that the pcap port cannot do TSO (it then says
-/// so and leaves the port's offloads alone), and the pcap port's
-/// transmit drops whatever it is given.
-const TSO_DROP_SETUP: [&str; 3] = ["port stop 0", "tso set 1448 0", "port start 0"];
-
-/// The frames the TSO sender replays: consecutive 64 KB segments of one
-/// TCP/IPv4 flow from the sender's to the receiver's MAC, checksums valid.
+/// The frames that seed the TSO loop: `count` consecutive 64 KB
+/// segments of one TCP/IPv4 flow from the sender's to the receiver's MAC,
+/// checksums valid.
 ///
 /// # Errors
 /// Only if a frame cannot be built (never for these sizes).
@@ -446,12 +409,8 @@ fn count_window(c: Counted<'_>, backend: &Backend, timing: Timing) -> Result<Win
 pub struct BackendRun {
     /// 64-byte frames.
     pub small: Window,
-    /// 64 KB TSO superpackets, two frontends.
+    /// 64 KB TSO superpackets in a loop.
     pub tso: Window,
-    /// 64 KB TSO superpackets, one frontend, chain.
-    pub tso_chain: Window,
-    /// 64 KB TSO superpackets, one frontend, loop.
-    pub tso_loop: Window,
     /// 64-byte frames in a loop.
     pub looped: Window,
     /// 64-byte frames in a loop through a cross-connect (superpacket only).
@@ -470,7 +429,7 @@ pub fn measure_workload(
     workload: Workload,
     placement: Placement,
     dir: &Path,
-    pcaps: [&Path; 2],
+    pcap: &Path,
     timing: Timing,
 ) -> Result<Window, String> {
     let send = dir.join(format!("{}-send.sock", kind.key()));
@@ -479,49 +438,35 @@ pub fn measure_workload(
     let backend = Backend::start(kind, topology, dir, [&send, &recv], placement.backend, backend_mbufs)?;
     let w = match workload {
         Workload::Loop => measure_loop(&backend, [&send, &recv], placement, timing)?,
-        Workload::Small => measure_pair(&backend, &send, &recv, Sender::Small, placement, timing)?,
-        Workload::TsoTwoFrontends => measure_pair(&backend, &send, &recv, Sender::Tso(pcaps[0]), placement, timing)?,
-        Workload::TsoChain => measure_tso_one_frontend(&backend, workload, [&send, &recv], pcaps[0], placement, timing)?,
-        Workload::TsoLoop => measure_tso_one_frontend(&backend, workload, [&send, &recv], pcaps[1], placement, timing)?,
+        Workload::Small => measure_small(&backend, &send, &recv, placement, timing)?,
+        Workload::Tso => measure_tso(&backend, [&send, &recv], pcap, placement, timing)?,
     };
     backend.stop()?;
     nothing_received(w, workload, kind)
 }
 
-/// A sender and a receiver testpmd through the started `backend`: the
-/// receiver on socket `recv`, `sender` on `send`.
-fn measure_pair(
+/// [`Workload::Small`] through the started `backend`: the receiver on
+/// socket `recv`, the sender on `send`.
+fn measure_small(
     backend: &Backend,
     send: &Path,
     recv: &Path,
-    sender: Sender<'_>,
     placement: Placement,
     timing: Timing,
 ) -> Result<Window, String> {
-    let workload = sender.workload();
+    let workload = Workload::Small;
     // The frontends connect to different sockets: they start side by side
     // (EAL start-up is most of a quick run's time).
     let (rx, tx) = std::thread::scope(|s| {
         let rx = s.spawn(|| Testpmd::start(&receiver_spec(recv, placement.frontends, workload)));
-        let tx = Testpmd::start(&sender_spec(send, placement.frontends, sender));
+        let tx = Testpmd::start(&sender_spec(send, placement.frontends));
         (rx.join().unwrap_or_else(|_| Err("the receiver's start-up thread panicked".to_string())), tx)
     });
     let (mut rx, mut tx) = (rx?, tx?);
     rx.command("start")?;
-    let sender_port = match sender {
-        Sender::Small => {
-            tx.command("start")?;
-            0
-        }
-        Sender::Tso(_) => {
-            for c in TSO_SENDER_SETUP.iter().chain(&["start"]) {
-                tx.command(c)?;
-            }
-            1
-        }
-    };
+    tx.command("start")?;
     let w =
-        count_window(Counted { receiver: (&mut rx, &[0]), sender: Offered::Other(&mut tx, &[sender_port]) }, backend, timing)?;
+        count_window(Counted { receiver: (&mut rx, &[0]), sender: Offered::Other(&mut tx, &[0]) }, backend, timing)?;
     tx.command("stop")?;
     rx.command("stop")?;
     let (rx_quit, tx_quit) = std::thread::scope(|s| {
@@ -562,32 +507,26 @@ fn measure_loop(
     Ok(w)
 }
 
-/// Superpackets seeded into [`Workload::TsoLoop`]: fewer than a ring
-/// holds (1024), so the receiver's ring takes them all before the loop
+/// Superpackets seeded into the TSO loop: fewer than a ring holds
+/// (1024), so the receiving port's ring takes them all before the loop
 /// starts.
 pub const TSO_LOOP_FRAMES: usize = 256;
 
-/// [`Workload::TsoChain`] or [`Workload::TsoLoop`] through the started
-/// `backend`: one frontend on both sockets, counted on its receiving port.
-fn measure_tso_one_frontend(
+/// [`Workload::Tso`] through the started `backend`: one frontend on both
+/// sockets, seeded from `pcap` ([`seed_tso_loop`]), counted on its
+/// receiving port (received) and its sending port (offered).
+fn measure_tso(
     backend: &Backend,
-    design: Workload,
     sockets: [&Path; 2],
     pcap: &Path,
     placement: Placement,
     timing: Timing,
 ) -> Result<Window, String> {
-    let mut fe = Testpmd::start(&tso_frontend_spec(design, sockets, pcap, placement.frontends))?;
-    for c in TSO_RECEIVER_SETUP.iter().chain(&TSO_SENDER_SETUP) {
-        fe.command(c)?;
+    let mut fe = Testpmd::start(&tso_spec(sockets, pcap, placement.frontends))?;
+    for c in tso_setup() {
+        fe.command(&c)?;
     }
-    if design == Workload::TsoChain {
-        for c in TSO_DROP_SETUP.iter().chain(&["start"]) {
-            fe.command(c)?;
-        }
-    } else {
-        seed_tso_loop(&mut fe)?;
-    }
+    seed_tso_loop(&mut fe)?;
     let w = count_window(
         Counted { receiver: (&mut fe, &[TSO_RECV_PORT]), sender: Offered::Same(&[TSO_SEND_PORT]) },
         backend,
@@ -599,11 +538,15 @@ fn measure_tso_one_frontend(
 }
 
 /// Seeds the TSO loop: forwards the pcap's [`TSO_LOOP_FRAMES`] frames
-/// (read once) to the sending port, whose superpackets the backend puts
-/// in the receiving port's ring (not yet polled), then forwards from the
-/// receiving port to the sending one (`chained` over ports 2, 1), so the
-/// same superpackets circulate. `--no-flush-rx` keeps the ring's
-/// superpackets when forwarding starts again.
+/// (read once; then the pcap port has nothing more) to the sending port,
+/// and the backend puts the superpackets in the receiving port's ring,
+/// not yet polled; then forwards from the receiving port to the sending
+/// one (the port list 2, 1, chained), so the same superpackets circulate
+/// through the backend, always from the sender's socket to the
+/// receiver's.
+///
+/// # Errors
+/// A command failed, or the pcap's frames did not all leave within 10 s.
 fn seed_tso_loop(fe: &mut Testpmd) -> Result<(), String> {
     fe.command(&format!("set portlist {TSO_PCAP_PORT},{TSO_SEND_PORT}"))?;
     fe.command("start")?;
@@ -651,9 +594,12 @@ pub fn push_backend(r: &mut BenchReport, kind: BackendKind, run: &BackendRun) {
     r.push(format!("cpu_ns_per_packet_64b_{k}"), s.cpu_ns_per_packet(), "ns");
     r.push(format!("cpu_s_per_gb_64b_{k}"), s.cpu_s_per_gb(), "CPU s/GB");
     r.push(format!("backend_cpu_load_64b_{k}"), s.cpu_load(), "CPUs");
-    push_tso(r, "tso", k, t);
-    push_tso(r, "tso_chain", k, &run.tso_chain);
-    push_tso(r, "tso_loop", k, &run.tso_loop);
+    r.push(format!("gbps_tso_{k}"), t.gbps(), "Gbit/s");
+    r.push(format!("offered_gbps_tso_{k}"), t.offered_bytes as f64 * 8.0 / t.secs / 1e9, "Gbit/s");
+    r.push(format!("cpu_ns_per_packet_tso_{k}"), t.cpu_ns_per_packet(), "ns");
+    r.push(format!("cpu_s_per_gb_tso_{k}"), t.cpu_s_per_gb(), "CPU s/GB");
+    r.push(format!("backend_cpu_load_tso_{k}"), t.cpu_load(), "CPUs");
+    r.push(format!("frame_bytes_tso_{k}"), t.bytes as f64 / t.packets as f64, "bytes");
     let l = &run.looped;
     r.push(format!("mpps_loop_{k}"), l.mpps(), "Mpps");
     r.push(format!("cpu_ns_per_packet_loop_{k}"), l.cpu_ns_per_packet(), "ns");
@@ -663,16 +609,6 @@ pub fn push_backend(r: &mut BenchReport, kind: BackendKind, run: &BackendRun) {
         r.push(format!("cpu_ns_per_packet_loop_xc_{k}"), x.cpu_ns_per_packet(), "ns");
         r.push(format!("backend_cpu_load_loop_xc_{k}"), x.cpu_load(), "CPUs");
     }
-}
-
-/// The figures of one TSO workload (names `<figure>_<row>_<backend>`).
-fn push_tso(r: &mut BenchReport, row: &str, k: &str, t: &Window) {
-    r.push(format!("gbps_{row}_{k}"), t.gbps(), "Gbit/s");
-    r.push(format!("offered_gbps_{row}_{k}"), t.offered_bytes as f64 * 8.0 / t.secs / 1e9, "Gbit/s");
-    r.push(format!("cpu_ns_per_packet_{row}_{k}"), t.cpu_ns_per_packet(), "ns");
-    r.push(format!("cpu_s_per_gb_{row}_{k}"), t.cpu_s_per_gb(), "CPU s/GB");
-    r.push(format!("backend_cpu_load_{row}_{k}"), t.cpu_load(), "CPUs");
-    r.push(format!("frame_bytes_{row}_{k}"), t.bytes as f64 / t.packets as f64, "bytes");
 }
 
 /// Why the scenario cannot run here, if it cannot.
@@ -699,34 +635,29 @@ pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     let timing = Timing::new(o.quick, o.live_seconds);
     let dir = RunDir::create(o.run)?;
     let pcap = dir.0.join("tso.pcap");
-    let loop_pcap = dir.0.join("tso-loop.pcap");
-    for (path, count) in [(&pcap, TSO_FRAMES), (&loop_pcap, TSO_LOOP_FRAMES)] {
-        crate::bench::peers::dpdk::write_pcap(path, &tso_frames(count)?)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-    }
+    crate::bench::peers::dpdk::write_pcap(&pcap, &tso_frames(TSO_LOOP_FRAMES)?)
+        .map_err(|e| format!("{}: {e}", pcap.display()))?;
     let order = if o.run.is_multiple_of(2) { BackendKind::ALL } else { [BackendKind::Dpdk, BackendKind::Superpacket] };
     let mut runs = Vec::new();
     // Three workloads per backend, and superpacket's loop again through a
     // cross-connect.
-    const STEPS: usize = 11;
+    const STEPS: usize = 7;
     let mut step = 0;
     for kind in order {
         let mut measure = |workload: Workload, topology: EngineTopology| {
             let through = if topology == EngineTopology::Xconnect { " (cross-connect)" } else { "" };
             on_step(&format!("{}: {}{through}", kind.key(), workload.describe()), step, STEPS);
             step += 1;
-            measure_workload(kind, topology, workload, placement, &dir.0, [&pcap, &loop_pcap], timing)
+            measure_workload(kind, topology, workload, placement, &dir.0, &pcap, timing)
         };
         let small = measure(Workload::Small, EngineTopology::Bridge)?;
-        let tso = measure(Workload::TsoTwoFrontends, EngineTopology::Bridge)?;
-        let tso_chain = measure(Workload::TsoChain, EngineTopology::Bridge)?;
-        let tso_loop = measure(Workload::TsoLoop, EngineTopology::Bridge)?;
+        let tso = measure(Workload::Tso, EngineTopology::Bridge)?;
         let looped = measure(Workload::Loop, EngineTopology::Bridge)?;
         let looped_xc = match kind {
             BackendKind::Superpacket => Some(measure(Workload::Loop, EngineTopology::Xconnect)?),
             BackendKind::Dpdk => None,
         };
-        runs.push((kind, BackendRun { small, tso, tso_chain, tso_loop, looped, looped_xc }));
+        runs.push((kind, BackendRun { small, tso, looped, looped_xc }));
     }
     runs.sort_by_key(|(k, _)| *k != BackendKind::Superpacket);
     let mut r = BenchReport::new("vhost-user");
@@ -736,8 +667,6 @@ pub fn run_once(o: &RunOptions, on_step: &mut dyn FnMut(&str, usize, usize)) -> 
     let (sp, dpdk) = (&runs[0].1, &runs[1].1);
     r.push("mpps_64b_ratio", sp.small.mpps() / dpdk.small.mpps(), "x");
     r.push("gbps_tso_ratio", sp.tso.gbps() / dpdk.tso.gbps(), "x");
-    r.push("gbps_tso_chain_ratio", sp.tso_chain.gbps() / dpdk.tso_chain.gbps(), "x");
-    r.push("gbps_tso_loop_ratio", sp.tso_loop.gbps() / dpdk.tso_loop.gbps(), "x");
     r.push("mpps_loop_ratio", sp.looped.mpps() / dpdk.looped.mpps(), "x");
     if let Some(xc) = &sp.looped_xc {
         r.push("mpps_loop_xc_ratio", xc.mpps() / dpdk.looped.mpps(), "x");
@@ -754,15 +683,17 @@ pub static VHOST_USER: Scenario = Scenario {
     default: false,
     original: "Issue 24: 64-byte frames at least 0.8x DPDK's vhost backend; 64 KB TSO superpackets at least 2x \
                its Gbit/s.",
-    models: "Two DPDK 22.11 testpmd virtio-user frontends (a txonly or TSO csum sender, an rxonly receiver with \
-             LRO) connected through (A) superpacket run with two vhost-user ports in a bridge, one worker, and \
-             (B) testpmd with DPDK's vhost PMD on both sockets, io forwarding on one lcore. The loop workload: \
-             one testpmd on both sockets, mac forwarding between its ports, frames circulating; it runs twice \
-             through superpacket, its ports in the bridge and in a cross-connect (no lookup, as io forwarding).",
+    models: "DPDK 22.11 testpmd virtio-user frontends connected through (A) superpacket run with two vhost-user \
+             ports in a bridge, one worker, and (B) testpmd with DPDK's vhost PMD on both sockets, io forwarding on \
+             one lcore. 64-byte frames: a txonly sender and an rxonly receiver. TSO: one testpmd on both sockets, \
+             64 KB TCP superpackets seeded once from a pcap, received whole with LRO on one port and sent back \
+             out with TSO on the other. The 64-byte loop: one testpmd on both sockets, mac forwarding between its \
+             ports; it runs twice through superpacket, its ports in the bridge and in a cross-connect (no lookup, \
+             as io forwarding).",
     real: "Everything: real processes, real vhost-user and virtio rings in shared memory. Frontends on one CPU, \
            the backend alone on another; the backend's CPU time is its process CPU clock.",
-    simulated: "Nothing. The two frontends share one CPU, so at high rates they can limit both backends alike \
-                (compare offered_* with the receiver's figures).",
+    simulated: "Nothing. In the 64-byte workload the two frontends share one CPU, so they can limit both backends \
+                alike (compare offered_* with the receiver's figures); the two loops have one frontend process.",
     pairs: &[
         Pair {
             label: "64-byte frames at the receiver",
@@ -771,7 +702,7 @@ pub static VHOST_USER: Scenario = Scenario {
             better: Better::Higher,
         },
         Pair {
-            label: "64 KB TSO superpackets at the receiver",
+            label: "64 KB TSO superpackets in a loop through the backend",
             baseline: "gbps_tso_dpdk",
             candidate: "gbps_tso_superpacket",
             better: Better::Higher,
@@ -850,7 +781,7 @@ pub static VHOST_USER: Scenario = Scenario {
         },
         PlotSpec {
             file: "vhost-user-tso.svg",
-            title: "64 KB TSO superpackets through a vhost-user backend (receiver Gbit/s)",
+            title: "64 KB TSO superpackets in a loop through a vhost-user backend (Gbit/s)",
             y_label: "Gbit/s",
             log: false,
             series: &["superpacket", "DPDK vhost"],
@@ -868,8 +799,8 @@ mod tests {
 
     #[test]
     fn tso_frames_fit_one_mbuf_and_are_valid_tcp() {
-        let frames = tso_frames(TSO_FRAMES).unwrap();
-        assert_eq!(frames.len(), TSO_FRAMES);
+        let frames = tso_frames(TSO_LOOP_FRAMES).unwrap();
+        assert_eq!(frames.len(), TSO_LOOP_FRAMES);
         for f in &frames {
             assert_eq!(f.len(), TSO_FRAME_LEN);
             assert!(f.len() <= 65535 - 128, "one --mbuf-size=65535 mbuf after its headroom");
@@ -906,7 +837,7 @@ mod tests {
         let mut r = BenchReport::new("vhost-user");
         for k in BackendKind::ALL {
             let looped_xc = (k == BackendKind::Superpacket).then_some(w);
-            push_backend(&mut r, k, &BackendRun { small: w, tso: w, tso_chain: w, tso_loop: w, looped: w, looped_xc });
+            push_backend(&mut r, k, &BackendRun { small: w, tso: w, looped: w, looped_xc });
         }
         for p in VHOST_USER.pairs {
             assert!(r.get(p.baseline).is_some() && r.get(p.candidate).is_some(), "{}", p.label);
