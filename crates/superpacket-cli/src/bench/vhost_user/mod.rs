@@ -28,9 +28,9 @@
 //!   superpackets whole), `csum` forwarding, 64 KiB mbufs
 //!   (`--mbuf-size=65535`: one superpacket per mbuf). The pcap's frames
 //!   are forwarded to port 1 once; the backend puts them in port 2's ring;
-//!   then the frontend forwards port 2 to port 1 ([`seed_tso_loop`]), so
-//!   the same superpackets circulate, always from the sender's socket to
-//!   the receiver's. Figure: Ethernet frame bytes port 2 counted per
+//!   then the frontend forwards port 2 to port 1, so the same
+//!   superpackets circulate, always from the sender's socket to the
+//!   receiver's. Figure: Ethernet frame bytes port 2 counted per
 //!   second (Gbit/s), and the mean frame it received (a superpacket
 //!   delivered whole is [`TSO_FRAME_LEN`] bytes).
 //!
