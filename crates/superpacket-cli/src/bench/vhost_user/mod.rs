@@ -48,8 +48,9 @@
 //! - **64-byte frames in a loop** ([`Workload::Loop`]): the backend alone
 //!   is measured. In the 64-byte workload above both frontends busy-poll
 //!   on the one CPU they share, so the receiver runs only in the
-//!   scheduler's time slices and bounds the 64-byte figure. Here one testpmd holds
-//!   both virtio-user ports (one per socket) on one forwarding lcore:
+//!   scheduler's time slices and bounds the 64-byte figure. Here one
+//!   testpmd holds both virtio-user ports (one per socket) on one
+//!   forwarding lcore:
 //!   `mac` forwarding from each port to the other (source and destination
 //!   MACs rewritten, so a learning bridge sees each MAC on one side
 //!   only), started with `start tx_first` [`LOOP_BURSTS`] (that many
@@ -217,12 +218,14 @@ impl Workload {
         }
     }
 
-    /// mbuf arguments of the receiver and of DPDK's backend: 2 KiB
+    /// mbuf arguments of the frontends and of DPDK's backend: 2 KiB
     /// (DPDK's default) for 64-byte frames; for superpackets 64 KiB, so
-    /// that one superpacket is one receive buffer at the receiver and one
-    /// mbuf in DPDK's backend (with 2 KiB the receiver, freeing 32 mbufs
-    /// per superpacket on a CPU it shares with the sender, limits both
-    /// backends, and DPDK's backend chains 32 mbufs per superpacket).
+    /// that one superpacket is one receive buffer in the frontend and one
+    /// mbuf in DPDK's backend (with 2 KiB a receiver freeing 32 mbufs per
+    /// superpacket limited both backends, and DPDK's backend chains 32
+    /// mbufs per superpacket), 4096 of them: the receiving ring's 1024,
+    /// the superpackets in flight and the mempool caches (with 2048 a full
+    /// 1024-entry transmit ring and the caches once starved the pcap port).
     pub fn mbuf_args(self) -> Vec<String> {
         match self {
             Workload::Small | Workload::Loop => vec!["--total-num-mbufs=16384".into()],
