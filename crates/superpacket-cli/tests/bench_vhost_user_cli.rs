@@ -1,7 +1,8 @@
 //! `superpacket bench vhost-user` end to end with `--quick` (one run, half
 //! a second per window): both backends moved traffic, every figure is
-//! there, finite and positive, the superpackets reached the receiver
-//! whole, and the JSON has the suite's shape. Speeds are not checked.
+//! there, finite and positive, the superpackets circulating in the TSO
+//! loop reached its receiving port whole, and the JSON has the suite's
+//! shape. Speeds are not checked.
 //! Also: why it is skipped without `dpdk-testpmd`, and usage errors.
 //!
 //! Needs root and `dpdk-testpmd` (scripts/test.sh installs Debian's
@@ -74,10 +75,11 @@ fn quick_run_moves_traffic_through_both_backends() {
         ] {
             figure(&format!("{f}_{backend}"));
         }
-        // The receiver took the superpackets whole: its mean frame is one
-        // superpacket's (segments would bring it toward 1.5 KB). Within
-        // 0.1%: one 5-run measurement once saw a mean 14 bytes short,
-        // not yet explained.
+        // The TSO loop's receiving port took the superpackets whole: its
+        // mean frame is one superpacket's (segments would bring it toward
+        // 1.5 KB, and a loop that lost its seed would have stopped the
+        // run). Within 0.1%: one 5-run measurement of the two-frontend row
+        // once saw a mean 14 bytes short, not explained.
         let frame = figure(&format!("frame_bytes_tso_{backend}"));
         let whole = TSO_FRAME_LEN as f64;
         assert!(frame <= whole && frame > whole * 0.999, "{backend}: mean frame {frame}, a superpacket is {whole}");

@@ -3,17 +3,17 @@
 //!
 //! On a small machine two busy-polling processes on one CPU take turns
 //! per scheduler slice, and a figure then measures the scheduler. The
-//! placement is therefore fixed and the same for both backends: both
-//! testpmd frontends (sender and receiver, every thread) on one CPU, the
-//! backend (every thread of the engine process, or of DPDK's vhost
-//! testpmd) alone on another.
+//! placement is therefore fixed and the same for both backends: the
+//! testpmd frontends (every thread; two processes in the 64-byte
+//! workload, one in the loops) on one CPU, the backend (every thread of
+//! the engine process, or of DPDK's vhost testpmd) alone on another.
 
 use superpacket_engine::io::affinity;
 
 /// Which CPU runs what.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Placement {
-    /// Both frontends.
+    /// The frontends.
     pub frontends: usize,
     /// The backend under test.
     pub backend: usize,
