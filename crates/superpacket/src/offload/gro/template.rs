@@ -117,10 +117,10 @@ pub struct Template {
     mask: [u64; TEMPLATE_WORDS],
     /// Words in use (at least one).
     words: u8,
-    /// The CPU has AVX2 (detected once, when the template is built): the
-    /// tunnel compare of 128 bytes is then four 32-byte lines
-    /// ([`masked_equal_128_avx2`]).
-    avx2: bool,
+    /// The template covers at most 128 bytes and the CPU has AVX2
+    /// (detected once, when the template is built): the tunnel compare is
+    /// then four 32-byte lines ([`masked_equal_128_avx2`]), after one test.
+    avx2_128: bool,
 }
 
 impl Template {
@@ -148,7 +148,8 @@ impl Template {
         for (m, b) in mask.iter_mut().zip(bytes.as_chunks::<8>().0) {
             *m = u64::from_ne_bytes(*b);
         }
-        Template { mask, words: payload.div_ceil(8).max(1) as u8, avx2: has_avx2() }
+        let words = payload.div_ceil(8).max(1);
+        Template { mask, words: words as u8, avx2_128: words <= 16 && has_avx2() }
     }
 
     /// The masked header bytes of `frame` are those of `held` (the
@@ -192,17 +193,17 @@ impl Template {
     #[inline(always)]
     pub(crate) fn matches_tunnel(&self, held: &[u8], frame: &[u8]) -> bool {
         const WORDS: usize = 16;
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2_128
+            && let (Some(a), Some(b), Some(mask)) = (held.first_chunk(), frame.first_chunk(), self.mask.first_chunk())
+        {
+            // SAFETY: `avx2_128` is set only where the CPU has AVX2
+            // (`has_avx2`).
+            return unsafe { masked_equal_128_avx2(mask, a, b) };
+        }
         if self.words as usize <= WORDS
             && let (Some(a), Some(b)) = (held.first_chunk(), frame.first_chunk())
         {
-            #[cfg(target_arch = "x86_64")]
-            if self.avx2
-                && let Some(mask) = self.mask.first_chunk()
-            {
-                // SAFETY: `avx2` is set only where the CPU has AVX2
-                // (`has_avx2`).
-                return unsafe { masked_equal_128_avx2(mask, a, b) };
-            }
             return self.masked_diff::<{ WORDS * 8 }>(a, b) == 0;
         }
         self.matches(held, frame)
@@ -294,7 +295,7 @@ pub(crate) struct Templates {
 
 impl Default for Templates {
     fn default() -> Self {
-        let none = Template { mask: [0; TEMPLATE_WORDS], words: 1, avx2: false };
+        let none = Template { mask: [0; TEMPLATE_WORDS], words: 1, avx2_128: false };
         Templates { entries: [(Shape::NONE, none); TEMPLATES], next: 0 }
     }
 }
@@ -345,8 +346,8 @@ mod tests {
     fn the_avx2_tunnel_compare_decides_as_the_plain_one() {
         let shape = Shape(Shape::word([14, 34, 64, 84, 116], false, false));
         let t = Template::of(shape);
-        let scalar = Template { avx2: false, ..t };
-        if !t.avx2 {
+        let scalar = Template { avx2_128: false, ..t };
+        if !t.avx2_128 {
             eprintln!("no AVX2 here: only the 16-byte compare is tested");
         }
         let held: Vec<u8> = (0..160u32).map(|i| (i * 37 + 11) as u8).collect();
