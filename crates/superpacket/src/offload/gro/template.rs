@@ -189,7 +189,8 @@ impl Template {
     ///
     /// With AVX2 the 128 bytes are compared as four 32-byte lines
     /// ([`masked_equal_128_avx2`]): about 20 instructions instead of
-    /// about 60 for eight 16-byte ones (docs/benchmarks.md, "vxlan-gro-6").
+    /// about 60 for eight 16-byte ones (docs/benchmarks.md, "One VXLAN flow:
+    /// the AVX2 template compare").
     #[inline(always)]
     pub(crate) fn matches_tunnel(&self, held: &[u8], frame: &[u8]) -> bool {
         const WORDS: usize = 16;
