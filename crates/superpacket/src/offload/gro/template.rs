@@ -156,6 +156,12 @@ impl Template {
     /// aggregate's frame, whose headers are unchanged while it is held).
     #[inline(always)]
     pub(crate) fn matches(&self, held: &[u8], frame: &[u8]) -> bool {
+        // A frame of 128 bytes or more (a segment with payload) on a CPU
+        // with AVX2: the tunnel compare's four lines decide it (the mask
+        // is zero past the template's words).
+        if let Some(equal) = self.matches_avx2(held, frame) {
+            return equal;
+        }
         let n = self.words as usize;
         // Fixed-size compares first: the mask is zero past the template's
         // words, so comparing more bytes (both packets have them) decides
@@ -194,13 +200,8 @@ impl Template {
     #[inline(always)]
     pub(crate) fn matches_tunnel(&self, held: &[u8], frame: &[u8]) -> bool {
         const WORDS: usize = 16;
-        #[cfg(target_arch = "x86_64")]
-        if self.avx2_128
-            && let (Some(a), Some(b), Some(mask)) = (held.first_chunk(), frame.first_chunk(), self.mask.first_chunk())
-        {
-            // SAFETY: `avx2_128` is set only where the CPU has AVX2
-            // (`has_avx2`).
-            return unsafe { masked_equal_128_avx2(mask, a, b) };
+        if let Some(equal) = self.matches_avx2(held, frame) {
+            return equal;
         }
         if self.words as usize <= WORDS
             && let (Some(a), Some(b)) = (held.first_chunk(), frame.first_chunk())
@@ -208,6 +209,23 @@ impl Template {
             return self.masked_diff::<{ WORDS * 8 }>(a, b) == 0;
         }
         self.matches(held, frame)
+    }
+
+    /// [`Template::matches`] by [`masked_equal_128_avx2`] where it can
+    /// decide it (the template fits 128 bytes, both `held` and `frame` have
+    /// as many, and the CPU has AVX2); `None` otherwise.
+    #[inline(always)]
+    fn matches_avx2(&self, held: &[u8], frame: &[u8]) -> Option<bool> {
+        #[cfg(target_arch = "x86_64")]
+        if self.avx2_128
+            && let (Some(a), Some(b), Some(mask)) = (held.first_chunk(), frame.first_chunk(), self.mask.first_chunk())
+        {
+            // SAFETY: `avx2_128` is set only where the CPU has AVX2
+            // (`has_avx2`).
+            return Some(unsafe { masked_equal_128_avx2(mask, a, b) });
+        }
+        let _ = (held, frame);
+        None
     }
 
     /// The OR of the masked differences of the first `B` bytes of `a` and `b`.
@@ -338,38 +356,49 @@ impl Templates {
 mod tests {
     use super::{Shape, Template};
 
-    /// The AVX2 compare of a tunnel template decides as the 16-byte one:
-    /// for the VXLAN template (IPv4 at both levels, TCP timestamps), a
-    /// frame equal to the held one, and one byte changed at every position
-    /// and bit, where the mask covers it or not. (Without AVX2 both are the
-    /// same compare, and the test says so.)
+    /// The AVX2 compare decides as the 16-byte one, for the VXLAN template
+    /// (IPv4 at both levels, TCP timestamps; `matches_tunnel`) and a plain
+    /// TCP/IPv4 one with timestamps (`matches`): a frame equal to the held
+    /// one, and one byte changed at every position and bit of 128 bytes,
+    /// where the mask covers it or not; and a frame shorter than 128 bytes
+    /// (the 16-byte compare). (Without AVX2 both are the same compare, and
+    /// the test says so.)
     #[test]
-    fn the_avx2_tunnel_compare_decides_as_the_plain_one() {
-        let shape = Shape(Shape::word([14, 34, 64, 84, 116], false, false));
-        let t = Template::of(shape);
-        let scalar = Template { avx2_128: false, ..t };
-        if !t.avx2_128 {
-            eprintln!("no AVX2 here: only the 16-byte compare is tested");
-        }
-        let held: Vec<u8> = (0..160u32).map(|i| (i * 37 + 11) as u8).collect();
-        assert!(t.matches_tunnel(&held, &held) && scalar.matches_tunnel(&held, &held));
-        let mut masked = 0;
-        for at in 0..128 {
-            for bit in 0..8 {
-                let mut frame = held.clone();
-                frame[at] ^= 1 << bit;
-                let want =
-                    scalar.masked_diff::<128>(held[..128].try_into().unwrap(), frame[..128].try_into().unwrap()) == 0;
-                assert_eq!(t.matches_tunnel(&held, &frame), want, "byte {at} bit {bit}");
-                assert_eq!(scalar.matches_tunnel(&held, &frame), want, "byte {at} bit {bit}");
-                masked += usize::from(!want);
+    fn the_avx2_compare_decides_as_the_plain_one() {
+        // (shape, header bytes, bytes left out of the template: the IPv4
+        // lengths, IDs and checksums, a tunnel's outer UDP length and
+        // checksum, the TCP sequence and checksum)
+        let tunnel = Shape(Shape::word([14, 34, 64, 84, 116], false, false));
+        let plain = Shape(Shape::word([0, 0, 14, 34, 66], false, false) | Shape::PLAIN);
+        for (shape, header, open) in [(tunnel, 116, 6 + 6 + 4 + 4 + 2), (plain, 66, 6 + 4 + 2)] {
+            let t = Template::of(shape);
+            let scalar = Template { avx2_128: false, ..t };
+            if !t.avx2_128 {
+                eprintln!("no AVX2 here: only the 16-byte compare is tested");
             }
+            let compare = |t: &Template, a: &[u8], b: &[u8]| {
+                if shape == tunnel { t.matches_tunnel(a, b) } else { t.matches(a, b) }
+            };
+            let held: Vec<u8> = (0..160u32).map(|i| (i * 37 + 11) as u8).collect();
+            assert!(compare(&t, &held, &held) && compare(&scalar, &held, &held));
+            let mut masked = 0;
+            for at in 0..128 {
+                for bit in 0..8 {
+                    let mut frame = held.clone();
+                    frame[at] ^= 1 << bit;
+                    let (a, b) = (held[..128].try_into().unwrap(), frame[..128].try_into().unwrap());
+                    let want = scalar.masked_diff::<128>(a, b) == 0;
+                    assert_eq!(compare(&t, &held, &frame), want, "{shape:?} byte {at} bit {bit}");
+                    assert_eq!(compare(&scalar, &held, &frame), want, "{shape:?} byte {at} bit {bit}");
+                    if at < 100 {
+                        assert_eq!(compare(&t, &held, &frame[..120]), want, "{shape:?} short, byte {at} bit {bit}");
+                    }
+                    masked += usize::from(!want);
+                }
+            }
+            // Every other header byte refuses a change; none past the header.
+            assert_eq!(masked, (header - open) * 8, "{shape:?}");
         }
-        // Every header byte but the IPv4 lengths, IDs and checksums, the
-        // outer UDP length and checksum, the TCP sequence and checksum
-        // (6 + 6 + 4 + 4 + 2 = 22 bytes) refuses a change; none past the
-        // 116 header bytes.
-        assert_eq!(masked, (116 - 22) * 8);
     }
 
     /// A tunnel shape as `Shape::tunnel` packs it (offsets, then versions).
