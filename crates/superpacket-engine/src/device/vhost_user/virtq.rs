@@ -744,7 +744,7 @@ pub fn push_rx_at<'h, 'a: 'h>(
 /// copied from a guest). A frame that fits the first buffer of the next
 /// chain (the 64-byte frame, and any frame in a guest's large buffers)
 /// is written there at once, the header (`num_buffers` 1) and the frame
-/// by one small copy ([`write_rx_frame`]): no source iterator, no buffer
+/// by one small copy (`guest_copy::write_rx_frame`): no source iterator, no buffer
 /// loop. Any other is placed by [`push_rx_at`], the chain taken first
 /// given back. Inlined into the caller's loop (a burst's), the other
 /// frames' path out of line.
