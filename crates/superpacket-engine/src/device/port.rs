@@ -149,16 +149,12 @@ pub trait PortDriver: fmt::Debug + Send {
     }
     /// [`PortDriver::xmit_len`] of every packet of `pkts` in order (`lens`
     /// their total lengths), each moved out of its slot (left owning
-    /// nothing); `refused` gets the reason of each packet the driver
-    /// refused. The port's burst transmit ([`PortDevice::transmit_run`])
-    /// calls it once per run instead of `xmit_len` once per packet. Default:
-    /// `xmit_len` per packet (a direct call in each driver's instance).
+    /// nothing) or left in it for the caller to drop; `refused` gets the
+    /// reason of each packet the driver refused. The port's burst transmit
+    /// ([`PortDevice::transmit_run`]) calls it once per run instead of
+    /// `xmit_len` once per packet. Default: [`xmit_each`].
     fn xmit_burst(&mut self, pkts: &mut [Packet], lens: &[usize], refused: &mut dyn FnMut(&'static str)) {
-        for (pkt, &len) in pkts.iter_mut().zip(lens) {
-            if let Err(e) = self.xmit_len(pkt.move_out(), len) {
-                refused(e.reason);
-            }
-        }
+        xmit_each(self, pkts, lens, refused);
     }
     /// Where segmented or checksum-completed frames go.
     fn sink(&mut self) -> &mut dyn SegmentSink;
@@ -801,6 +797,22 @@ impl NetDevice for PortDevice {
 
     fn as_any_mut(&mut self) -> &mut dyn Any {
         self
+    }
+}
+
+/// [`PortDriver::xmit_burst`]'s default: [`PortDriver::xmit_len`] per
+/// packet, each moved out of its slot (a direct call in each driver's
+/// instance).
+pub fn xmit_each<D: PortDriver + ?Sized>(
+    d: &mut D,
+    pkts: &mut [Packet],
+    lens: &[usize],
+    refused: &mut dyn FnMut(&'static str),
+) {
+    for (pkt, &len) in pkts.iter_mut().zip(lens) {
+        if let Err(e) = d.xmit_len(pkt.move_out(), len) {
+            refused(e.reason);
+        }
     }
 }
 

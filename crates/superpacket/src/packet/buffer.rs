@@ -416,10 +416,21 @@ impl Packet {
     /// access per buffer; the rest goes as by [`Packet::release_all`].
     /// For a driver dropping a burst it sent.
     pub fn drop_all(pkts: &mut Vec<Packet>) {
-        pool::keep_small_all(
-            pkts.iter_mut().filter_map(|p| pool::is_small_buffer(&p.storage).then_some(&mut p.storage)),
-        );
+        Packet::recycle_small_all(pkts);
         Packet::release_all(pkts);
+    }
+
+    /// The first half of [`Packet::drop_all`], for packets the caller
+    /// drops later (a driver done with a burst it was lent): the small pool
+    /// buffers of `pkts` go back to this thread's list with one access to
+    /// it for all. Every packet it reaches is left with no bytes (its
+    /// linear area an empty range), owning what it owned but such a buffer;
+    /// it stops at the first one that finds the list full.
+    pub fn recycle_small_all(pkts: &mut [Packet]) {
+        pool::keep_small_all(pkts.iter_mut().filter_map(|p| {
+            (p.head, p.tail) = (0, 0);
+            pool::is_small_buffer(&p.storage).then_some(&mut p.storage)
+        }));
     }
 
     /// Moves `src` into `self`, leaving `src` with no bytes, its metadata

@@ -365,6 +365,25 @@ mod tests {
         drop((held_small, held, again));
     }
 
+    /// A burst a driver was lent ([`Packet::recycle_small_all`]): its
+    /// small buffers back on the small list, every packet left without
+    /// bytes, other memory left to the packets' drop.
+    #[test]
+    fn recycle_small_all_takes_a_bursts_small_buffers_and_empties_the_packets() {
+        use crate::packet::{DEFAULT_HEADROOM, Packet};
+        let held_small: Vec<Vec<u8>> = (0..stats().idle_small).map(|_| take_small_buffer()).collect();
+        let mut pkts =
+            [Packet::from_frame_pooled(&[1; 60]), Packet::from_frame(&[2; 60]), Packet::from_frame_pooled(&[3; 100])];
+        let small: Vec<*const u8> =
+            [0, 2].iter().map(|&i| pkts[i].linear()[..0].as_ptr().wrapping_sub(DEFAULT_HEADROOM)).collect();
+        Packet::recycle_small_all(&mut pkts);
+        assert_eq!(stats().idle_small, 2);
+        assert!(pkts.iter().all(|p| p.is_empty() && p.linear().is_empty()));
+        let again = [take_small_buffer(), take_small_buffer()];
+        assert_eq!([again[1].as_ptr(), again[0].as_ptr()], [small[0], small[1]], "the packets' own buffers");
+        drop((pkts, held_small, again));
+    }
+
     #[test]
     fn segment_lists_are_recycled_empty() {
         let a = take_segment_list();

@@ -312,14 +312,23 @@ struct Active {
 /// features is refused, never handed over).
 #[inline(always)]
 fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
-    // No GSO and no partial checksum (every small frame of a guest that
-    // sent it without one): the header `from_meta_as` makes is all zeros
-    // (`num_buffers` is `push_rx_at`'s), and it needs no offload.
-    if !meta.is_gso() && !matches!(meta.csum, ChecksumState::Partial { .. }) {
-        return Ok([0; 12]);
+    if plain(meta) {
+        return Ok(PLAIN_HEADER);
     }
     offload_header(a, meta, head)
 }
+
+/// No GSO and no partial checksum (every small frame of a guest that sent
+/// it without one): the header `from_meta_as` makes is [`PLAIN_HEADER`],
+/// and it needs no offload.
+#[inline(always)]
+fn plain(meta: &OffloadMeta) -> bool {
+    !meta.is_gso() && !matches!(meta.csum, ChecksumState::Partial { .. })
+}
+
+/// The header of a [`plain`] frame: all zeros (`num_buffers` is set where
+/// the frame is placed).
+const PLAIN_HEADER: [u8; 12] = [0; 12];
 
 /// [`rx_header`] for a frame with GSO or a partial checksum.
 fn offload_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
@@ -364,10 +373,38 @@ struct Stats {
 impl Stats {
     /// A frame of `len` bytes placed in `chains` receive chains.
     fn placed(&mut self, len: usize, chains: usize, superpacket: bool) {
-        self.tx_frames += 1;
-        self.tx_bytes += len as u64;
-        self.tx_buffers += chains as u64;
-        self.tx_superpackets += u64::from(superpacket);
+        let mut one = Sent::default();
+        one.add(len, chains, superpacket);
+        self.add_placed(&one);
+    }
+
+    /// The frames of `sent`, placed.
+    fn add_placed(&mut self, sent: &Sent) {
+        self.tx_frames += sent.frames;
+        self.tx_bytes += sent.bytes;
+        self.tx_buffers += sent.buffers;
+        self.tx_superpackets += sent.superpackets;
+    }
+}
+
+/// Frames placed in the guest's receive queue, counted by a run
+/// (`rx_burst`) in locals and added to [`Stats`] once.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sent {
+    frames: u64,
+    bytes: u64,
+    buffers: u64,
+    superpackets: u64,
+}
+
+impl Sent {
+    /// A frame of `len` bytes placed in `chains` receive chains.
+    #[inline(always)]
+    fn add(&mut self, len: usize, chains: usize, superpacket: bool) {
+        self.frames += 1;
+        self.bytes += len as u64;
+        self.buffers += chains as u64;
+        self.superpackets += u64::from(superpacket);
     }
 }
 
@@ -1117,6 +1154,30 @@ impl PortDriver for VhostUserDriver {
                 Ok(())
             }
             Err(Place::Drop(reason)) => Err(DriverError::new(reason, format!("vhost-user {}: {reason}", self.qp))),
+        }
+    }
+    /// In a burst ([`PortDriver::hold_tx`]), the per-call checks are made
+    /// once for the run: with nothing held, the run is placed at once
+    /// (the `rx_burst` module's invariants: it is what the flush would
+    /// place first) and the placed frames are left in their slots for the
+    /// caller to drop; else it is held behind what is. Outside a burst,
+    /// [`PortDriver::xmit_len`] per frame.
+    fn xmit_burst(&mut self, pkts: &mut [Packet], lens: &[usize], refused: &mut dyn FnMut(&'static str)) {
+        self.refresh();
+        if self.active.is_none() {
+            // As `xmit_len` refuses each (the caller drops them).
+            pkts.iter().for_each(|_| refused("vhost-no-guest"));
+            return;
+        }
+        if !self.bursting {
+            super::port::xmit_each(self, pkts, lens, refused);
+        } else if self.rx_burst.is_empty() {
+            self.place_frames(pkts, lens);
+            // Their buffers back to the pool together (the caller's drop
+            // of each is an access to it per buffer).
+            Packet::recycle_small_all(pkts);
+        } else {
+            self.push_rx_burst_all(pkts, lens);
         }
     }
     fn sink(&mut self) -> &mut dyn SegmentSink {

@@ -8,6 +8,12 @@
 //! once per burst, as [`PortDriver::recv_burst`] does on the transmit
 //! queue. The virtio-net header and [`virtq::push_rx_frame`] are per frame.
 //!
+//! A run the graph hands over at once ([`PortDriver::xmit_burst`]) is
+//! already a burst: with nothing held it is placed at once from the
+//! caller's slots (the flush would place it first anyway), the placed
+//! frames' small buffers given back to the pool together
+//! ([`Packet::recycle_small_all`]); behind held frames it is held too.
+//!
 //! Invariants: frames leave in the order the graph gave them, after the
 //! backlog and before any later frame (a segmented one through the sink
 //! and a [`held`] frame through `xmit_held` place the burst first); at most [`RX_BURST`] are held (a full
@@ -33,33 +39,67 @@ impl VhostUserDriver {
         self.rx_burst_len.push(len);
     }
 
-    /// Places the held frames in order: behind the backlog, each in the
-    /// guest's receive queue or, with no room, in the backlog.
-    pub(super) fn place_rx_burst(&mut self) {
-        if self.rx_burst.is_empty() {
-            return;
+    /// Holds `pkts` (lengths `lens`) for the burst, each moved out of its
+    /// slot (left owning nothing), a full burst placed first: what
+    /// [`Self::push_rx_burst`] of each does, without moving each packet
+    /// through a call.
+    pub(super) fn push_rx_burst_all(&mut self, pkts: &mut [Packet], lens: &[usize]) {
+        let mut from = 0;
+        while from < pkts.len() {
+            if self.rx_burst.len() >= RX_BURST {
+                self.place_rx_burst();
+            }
+            let to = pkts.len().min(from + RX_BURST - self.rx_burst.len());
+            self.rx_burst.extend(pkts[from..to].iter_mut().map(Packet::move_out));
+            self.rx_burst_len.extend_from_slice(&lens[from..to]);
+            from = to;
         }
+    }
+
+    /// Places the held frames in order: behind the backlog, each in the
+    /// guest's receive queue or, with no room, in the backlog. Inlined:
+    /// every flush (engine round) calls it, most with nothing held.
+    #[inline(always)]
+    pub(super) fn place_rx_burst(&mut self) {
+        if !self.rx_burst.is_empty() {
+            self.place_held();
+        }
+    }
+
+    /// [`Self::place_rx_burst`] with frames held.
+    #[inline(never)]
+    fn place_held(&mut self) {
         let mut held = std::mem::take(&mut self.rx_burst);
         let lens = std::mem::take(&mut self.rx_burst_len);
-        self.refresh();
-        if !self.backlog.is_empty() {
-            self.drain_backlog();
-        }
-        let mut next = 0;
-        while next < held.len() {
-            if !self.backlog.is_empty() {
-                for p in held.drain(next..) {
-                    self.backlog_push(p);
-                }
-                break;
-            }
-            next = self.place_run(&mut held, &lens, next);
-        }
+        self.place_frames(&mut held, &lens);
         // The placed frames' buffers go back to the pool together.
         Packet::drop_all(&mut held);
         self.rx_burst = held;
         self.rx_burst_len = lens;
         self.rx_burst_len.clear();
+    }
+
+    /// Places `pkts` (lengths `lens`) in order, behind the backlog: each in
+    /// the guest's receive queue or, with no room, moved to the backlog
+    /// (with every frame after it). The frames placed or dropped stay in
+    /// their slots for the caller to drop; those moved to the backlog leave
+    /// theirs owning nothing.
+    pub(super) fn place_frames(&mut self, pkts: &mut [Packet], lens: &[usize]) {
+        self.refresh();
+        if !self.backlog.is_empty() {
+            self.drain_backlog();
+        }
+        let mut next = 0;
+        while next < pkts.len() {
+            if !self.backlog.is_empty() {
+                for p in &mut pkts[next..] {
+                    let p = p.move_out();
+                    self.backlog_push(p);
+                }
+                break;
+            }
+            next = self.place_run(pkts, lens, next);
+        }
     }
 
     /// Places `held[from..]` (lengths `lens[from..]`) under one lock of the receive queue and one
@@ -91,20 +131,32 @@ impl VhostUserDriver {
         let (hdr_len, mrg) = (a.hdr_len, a.mrg);
         let mut stop = None;
         let mut i = from;
+        // Counted once after the run, not per frame in `self.stats`.
+        let mut sent = Sent::default();
         match ring::Rings::cached(q, &a.mem, &mut self.rings[0]) {
             Err(f) => stop = Some(RxRefused::Fault(f)),
             Ok(rings) => {
+                let (cursor, scratch) = (&mut self.avail[0], &mut self.rx_scratch);
                 while i < held.len() {
                     let (pkt, len) = (&held[i], lens[i]);
-                    let hb = match rx_header(a, &pkt.meta, pkt.linear()) {
-                        Ok(hb) => hb,
-                        Err(reason) => {
-                            count_drop(&mut self.pending, reason, 1);
-                            i += 1;
-                            continue;
+                    let offload;
+                    let hdr = if plain(&pkt.meta) {
+                        // Every small frame a guest sent without a partial
+                        // checksum: the header `rx_header` would export.
+                        &PLAIN_HEADER[..hdr_len]
+                    } else {
+                        match offload_header(a, &pkt.meta, pkt.linear()) {
+                            Ok(hb) => {
+                                offload = hb;
+                                &offload[..hdr_len]
+                            }
+                            Err(reason) => {
+                                count_drop(&mut self.pending, reason, 1);
+                                i += 1;
+                                continue;
+                            }
                         }
                     };
-                    let (cursor, scratch, hdr) = (&mut self.avail[0], &mut self.rx_scratch, &hb[..hdr_len]);
                     // A linear packet is its one chunk (as in `xmit_len`).
                     let r = if pkt.segments().is_empty() && pkt.frag_list().is_empty() {
                         virtq::push_rx_frame(&rings, q, cursor, scratch, hdr, pkt.linear(), mrg)
@@ -112,10 +164,7 @@ impl VhostUserDriver {
                         virtq::push_rx_at(&rings, q, cursor, scratch, hdr, pkt.all_chunks(), len, mrg)
                     };
                     match r {
-                        Ok(placed) => {
-                            self.signal_rx = true;
-                            self.stats.placed(len, placed.chains, pkt.meta.is_gso());
-                        }
+                        Ok(placed) => sent.add(len, placed.chains, pkt.meta.is_gso()),
                         Err(RxRefused::TooBig) => count_drop(&mut self.pending, "vhost-rx-too-big", 1),
                         Err(refused) => {
                             stop = Some(refused);
@@ -125,6 +174,10 @@ impl VhostUserDriver {
                     i += 1;
                 }
             }
+        }
+        if sent.frames > 0 {
+            self.signal_rx = true;
+            self.stats.add_placed(&sent);
         }
         // The guest's kicks on its receive queue (buffers added) are wanted
         // only while frames wait for room (`drain_backlog` turns them on);
@@ -140,7 +193,7 @@ impl VhostUserDriver {
         match stop {
             None => i,
             Some(RxRefused::NoRoom) => {
-                let p = std::mem::take(&mut held[i]);
+                let p = held[i].move_out();
                 self.backlog_push(p);
                 i + 1
             }

@@ -29,7 +29,7 @@
 //!   moved that line across CPUs per frame. The index only ever moves to a
 //!   frame boundary, so every buffer of a frame becomes used at once.
 
-use super::guest_copy::{read_guest, write_guest, write_slice};
+use super::guest_copy::{read_guest, write_guest, write_rx_frame, write_slice};
 use super::held::{HELD_HEAD, HELD_MIN, HeldFrame, MAX_HELD_BUFS};
 use super::ring::{AvailCursor, GuestMem, Near, Rings};
 use std::sync::atomic::Ordering;
@@ -743,12 +743,15 @@ pub fn push_rx_at<'h, 'a: 'h>(
 /// [`push_rx_at`] of a frame in one slice (a linear packet: every frame
 /// copied from a guest). A frame that fits the first buffer of the next
 /// chain (the 64-byte frame, and any frame in a guest's large buffers)
-/// is written there at once, the header with `num_buffers` 1 in one
-/// fixed-size store: no source iterator, no buffer loop. Any other is
-/// placed by [`push_rx_at`], the chain taken first given back.
+/// is written there at once, the header (`num_buffers` 1) and the frame
+/// by one small copy (`guest_copy::write_rx_frame`): no source iterator, no buffer
+/// loop. Any other is placed by [`push_rx_at`], the chain taken first
+/// given back. Inlined into the caller's loop (a burst's), the other
+/// frames' path out of line.
 ///
 /// # Errors
 /// As [`push_rx`].
+#[inline(always)]
 pub fn push_rx_frame(
     rings: &Rings<'_>,
     q: &mut Queue,
@@ -769,19 +772,36 @@ pub fn push_rx_frame(
             && d.len() as usize >= need
             && let Some(vs) = rings.slice(d.addr(), d.len() as usize)
         {
-            // Two stores (a volatile `[u8; 12]` is twelve byte stores),
             // `num_buffers` (bytes 10 and 11) 1.
-            let lo = u64::from_ne_bytes([hb[0], hb[1], hb[2], hb[3], hb[4], hb[5], hb[6], hb[7]]);
-            let hi = u32::from_ne_bytes([hb[8], hb[9], 1, 0]);
-            vs.get_ref::<u64>(0).map_err(|_| QueueFault::Address)?.store(lo);
-            vs.get_ref::<u32>(8).map_err(|_| QueueFault::Address)?.store(hi);
-            write_slice(&vs.subslice(12, frame.len()).map_err(|_| QueueFault::Address)?, frame);
+            let mut hb = hb;
+            hb[10..].copy_from_slice(&1u16.to_le_bytes());
+            if !write_rx_frame(&vs, hb, frame) {
+                return Err(QueueFault::Address.into());
+            }
             rings.write_used(q, &[(head, need as u32)])?;
             return Ok(RxPlaced { chains: 1, bytes: need });
         }
         q.go_to_previous_position();
         cursor.rewound(q);
     }
+    push_rx_spread(rings, q, cursor, scratch, hdr, frame, mrg)
+}
+
+/// [`push_rx_frame`] of a frame that is not written into one buffer at
+/// once: [`push_rx_holding`] of its one slice.
+///
+/// # Errors
+/// As [`push_rx`].
+#[inline(never)]
+fn push_rx_spread(
+    rings: &Rings<'_>,
+    q: &mut Queue,
+    cursor: &mut AvailCursor,
+    scratch: &mut RxScratch,
+    hdr: &[u8],
+    frame: &[u8],
+    mrg: bool,
+) -> Result<RxPlaced, RxRefused> {
     push_rx_holding(rings, q, cursor, scratch, hdr, std::iter::once(frame), frame.len(), mrg, None)
 }
 

@@ -418,3 +418,66 @@ fn a_held_burst_is_placed_at_the_flush_in_order_and_a_full_one_at_once() {
     p.port.take_drops(&mut |r, n| drops.push((r, n)));
     assert!(drops.is_empty(), "{drops:?}");
 }
+
+/// A run the graph gives in a burst ([`PortDriver::xmit_burst`]): with
+/// nothing held it is placed at once, its slots left empty for the caller
+/// to drop; behind held frames it is held too; behind a backlog it waits
+/// there; without a guest each frame is refused. The frontend gets every
+/// frame in the order given.
+#[test]
+fn a_burst_run_is_placed_at_once_unless_frames_wait_before_it() {
+    let mut p = pair_with(|c| VirtioUserConfig { queue_size: 8, ..c });
+    let mut buf = vec![0u8; 70_000];
+    let mut flow = Flow::new(FlowSpec::new(Transport::Udp, false, 9));
+    let frames: Vec<Packet> =
+        (0..16).map(|i| Packet::from_frame(&flow.frame(64 + i, TcpFlags::PSH).unwrap())).collect();
+    let burst = |p: &mut Pair, pkts: &[Packet]| {
+        let mut slots = pkts.to_vec();
+        let lens: Vec<usize> = slots.iter().map(Packet::total_len).collect();
+        let mut refused = Vec::new();
+        p.port.xmit_burst(&mut slots, &lens, &mut |r| refused.push(r));
+        assert!(refused.is_empty(), "{refused:?}");
+        assert!(slots.iter().all(|s| s.is_empty()), "every slot left without bytes");
+    };
+    let mut want = Vec::new();
+    // Nothing held: placed at once; a frame after it is held to the flush.
+    p.port.hold_tx();
+    burst(&mut p, &frames[..3]);
+    assert_eq!(counter(&p.port, "tx_frames"), 3, "placed at once");
+    p.port.xmit(frames[3].clone()).unwrap();
+    assert_eq!(counter(&p.port, "tx_frames"), 3);
+    want.extend_from_slice(&frames[..4]);
+    // Behind a held frame: held with it, in order.
+    p.port.xmit(frames[4].clone()).unwrap();
+    burst(&mut p, &frames[5..7]);
+    assert_eq!(counter(&p.port, "tx_frames"), 3, "held behind the held frames");
+    p.port.flush();
+    assert_eq!(counter(&p.port, "tx_frames"), 7);
+    want.extend_from_slice(&frames[4..7]);
+    // The guest's 8 buffers: one left; the rest of a run waits in the
+    // backlog, and a later run behind it.
+    p.port.hold_tx();
+    burst(&mut p, &frames[7..10]);
+    assert_eq!((counter(&p.port, "tx_frames"), counter(&p.port, "backlog")), (8, 2));
+    burst(&mut p, &frames[10..12]);
+    assert_eq!((counter(&p.port, "tx_frames"), counter(&p.port, "backlog")), (8, 4));
+    want.extend_from_slice(&frames[7..12]);
+    for (i, pkt) in want.iter().enumerate() {
+        let f = fe_recv(&mut p, &mut buf);
+        assert_eq!(&buf[..f.len], &pkt.to_vec()[..], "frame {i} in order");
+    }
+    assert_eq!((counter(&p.port, "tx_frames"), counter(&p.port, "backlog")), (12, 0));
+    let mut drops = Vec::new();
+    p.port.take_drops(&mut |r, n| drops.push((r, n)));
+    assert!(drops.is_empty(), "{drops:?}");
+
+    // No guest: each frame refused, as `xmit` refuses it.
+    let dir = tempfile::tempdir().unwrap();
+    let mut lone = VhostUserDriver::open(&VhostUserOptions::new(dir.path().join("none.sock"))).unwrap();
+    lone.hold_tx();
+    let mut slots = frames[..2].to_vec();
+    let mut refused = Vec::new();
+    let lens = [slots[0].total_len(), slots[1].total_len()];
+    lone.xmit_burst(&mut slots, &lens, &mut |r| refused.push(r));
+    assert_eq!(refused, ["vhost-no-guest"; 2]);
+}
