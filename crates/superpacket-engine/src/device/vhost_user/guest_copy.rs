@@ -192,32 +192,37 @@ pub fn copy_guest_to_guest<B: vm_memory::bitmap::BitmapSlice, C: vm_memory::bitm
     }
 }
 
-/// Hints the CPU to fetch the first two cache lines of `vs` (a small
-/// frame's header and bytes straddle a line boundary), `for_write` with
-/// the intent to store (`prefetchw` where the CPU has it): the walk calls
-/// it for the chain it takes next ([`super::ring::Rings::prefetch_next`]),
+/// Hints the CPU to fetch the two cache lines from host address `at` on
+/// (a small frame's header and bytes straddle a line boundary), `for_write`
+/// with the intent to store (`prefetchw` where the CPU has it): the walk
+/// calls it for the chains it takes next ([`super::ring::Rings::prefetch_next`]),
 /// whose buffers the frontend last wrote from another CPU, so the line
 /// transfers overlap the current frame's work instead of stalling its
-/// copy (DPDK's vhost prefetches its bursts the same way). Never changes
-/// memory or a result.
+/// copy (DPDK's vhost prefetches its bursts the same way). `at` may be any
+/// address: nothing is read or written, and a prefetch never faults.
 #[inline(always)]
-pub fn prefetch_slice<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>, for_write: bool) {
-    prefetch_line(vs, 0, for_write);
-    prefetch_line(vs, 64, for_write);
+pub fn prefetch_pair_at(at: *const u8, for_write: bool) {
+    prefetch_at(at, for_write);
+    prefetch_at(at.wrapping_add(64), for_write);
 }
 
 /// Hints the CPU to fetch the cache line holding byte `offset` of `vs`
-/// (nothing if `vs` is shorter), as [`prefetch_slice`]; a no-op
-/// elsewhere than x86_64.
+/// (nothing if `vs` is shorter), as [`prefetch_pair_at`].
 #[inline(always)]
 pub fn prefetch_line<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>, offset: usize, for_write: bool) {
-    if offset >= vs.len() {
-        return;
+    if offset < vs.len() {
+        prefetch_at(vs.ptr_guard().as_ptr().wrapping_add(offset), for_write);
     }
+}
+
+/// Hints the CPU to fetch the cache line holding host address `at` (any
+/// address), as [`prefetch_pair_at`]; a no-op elsewhere than x86_64.
+#[inline(always)]
+fn prefetch_at(at: *const u8, for_write: bool) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};
-        let line = vs.ptr_guard().as_ptr().wrapping_add(offset).cast::<i8>();
+        let line = at.cast::<i8>();
         // SAFETY: SSE is part of the x86_64 baseline, so the intrinsic's
         // target feature is present (without PRFCHW the write hint is an
         // ordinary prefetch); a prefetch never faults and never changes
@@ -231,7 +236,7 @@ pub fn prefetch_line<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    let _ = for_write;
+    let _ = (at, for_write);
 }
 
 #[cfg(target_arch = "x86_64")]

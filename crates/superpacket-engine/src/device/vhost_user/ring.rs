@@ -324,10 +324,13 @@ impl<'m> Rings<'m> {
     /// overlap one another and the work on the current chain instead of
     /// stalling each frame's walk and copy (DPDK's vhost prefetches its
     /// bursts the same way); later calls find both stages covered and
-    /// return after a few compares, until one runs low. Only hints: reads
-    /// are bounds-checked, anything out of range (an index past the table,
-    /// an indirect table, a buffer outside memory) is skipped, and nothing
-    /// a walk decides depends on them.
+    /// return after a few compares, until one runs low. Only hints, so
+    /// unchecked beyond what keeps them inside the mapping: ring reads are
+    /// bounds-checked, a head past the table is taken modulo its size, a
+    /// buffer's host address is its offset in the region found last
+    /// clamped into that region (a buffer elsewhere, or an indirect
+    /// table, hints a line that is not the buffer's), and nothing a walk
+    /// decides depends on them.
     #[inline]
     pub fn prefetch_next(&self, cursor: &mut AvailCursor, for_write: bool) {
         let ahead = cursor.avail.wrapping_sub(cursor.next);
@@ -351,7 +354,7 @@ impl<'m> Rings<'m> {
             let to = ahead.min(PREFETCH_DESC_AHEAD);
             for c in covered..to {
                 if let Some(head) = self.avail_head(next.wrapping_add(c)) {
-                    super::guest_copy::prefetch_line(&self.desc, DESC_LEN * usize::from(head), false);
+                    super::guest_copy::prefetch_line(&self.desc, DESC_LEN * usize::from(head & self.mask), false);
                 }
             }
             cursor.desc_to = next.wrapping_add(to);
@@ -365,17 +368,34 @@ impl<'m> Rings<'m> {
             return;
         }
         let to = ahead.min(PREFETCH_BUF_AHEAD);
+        cursor.buf_to = next.wrapping_add(to);
+        // A buffer's host address from the region found last (the first
+        // chain's finds it), its offset clamped into the region: a hint
+        // needs no check that the buffer is the guest's, only an address
+        // inside the mapping, and a head or buffer address the guest broke
+        // makes it hint a wrong line (the walk checks every one).
+        let Some((start, region)) = self.region.get().or_else(|| {
+            let d = self.avail_head(next).and_then(|h| self.desc_addr(h))?;
+            self.slice_slow(GuestAddress(d), 1)?;
+            self.region.get()
+        }) else {
+            return;
+        };
+        let (base, last) = (region.ptr_guard().as_ptr(), region.len().saturating_sub(128));
         for c in from..to {
-            if let Some(head) = self.avail_head(next.wrapping_add(c))
-                && let Ok(d) = self.desc.get_ref::<Descriptor>(DESC_LEN * usize::from(head)).map(|r| r.load())
-                && !d.refers_to_indirect_table()
-                && d.len() > 0
-                && let Some(vs) = self.slice(d.addr(), (d.len() as usize).min(128))
-            {
-                super::guest_copy::prefetch_slice(&vs, for_write);
+            if let Some(addr) = self.avail_head(next.wrapping_add(c)).and_then(|h| self.desc_addr(h)) {
+                let off = usize::try_from(addr.wrapping_sub(start)).unwrap_or(usize::MAX).min(last);
+                super::guest_copy::prefetch_pair_at(base.wrapping_add(off), for_write);
             }
         }
-        cursor.buf_to = next.wrapping_add(to);
+    }
+
+    /// The buffer address of descriptor `head` of the table (`head` taken
+    /// modulo the size: for hints only).
+    #[inline(always)]
+    fn desc_addr(&self, head: u16) -> Option<u64> {
+        let at = DESC_LEN * usize::from(head & self.mask);
+        Some(u64::from_le(self.desc.get_ref::<u64>(at).ok()?.load()))
     }
 
     /// The head the available ring names in its `nth` entry (mod the size).
