@@ -37,7 +37,9 @@ use superpacket::packet::virtio::{F_NEEDS_CSUM, HdrByteOrder, HdrLayout, ImportO
 use superpacket::packet::{ChecksumState, Packet};
 use superpacket::wire::Medium;
 use virtio_queue::{Queue, QueueOwnedT, QueueT};
-use vm_memory::{Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, GuestMemoryRegion, VolatileMemory};
+use vm_memory::{
+    Address, Bytes, GuestAddress, GuestMemory, GuestMemoryBackend, GuestMemoryRegion, VolatileMemory, VolatileSlice,
+};
 
 /// Most chains one received frame may span (`MRG_RXBUF`): a 64 KiB
 /// superpacket in 1536-byte buffers needs 44.
@@ -417,33 +419,47 @@ pub fn take_frame_into(
     let mem = rings.mem();
     let mut near = Near::default();
     let Some(chain) = pop_tx_at(rings, q, cursor, scratch, &mut near)? else { return Ok(None) };
-    if let Some(taken) = take_plain(rings, q, scratch, &near, &chain, hdr_len, out)? {
-        return Ok(Some(taken));
-    }
     let (head, descs) = (chain.head, chain.descs);
     // One way out, so that the used element is written at one place (every
     // outcome but a held frame gives the chain back, a fault too, before
-    // the caller stops the queue); the outcomes carry no packet.
+    // the caller stops the queue); the outcomes carry no packet. One push
+    // too: a second push site made the compiler call `Vec::push` (a move
+    // of the packet more) at both.
     let taken: Result<Result<TakenFrame, &'static str>, QueueFault> = 'taken: {
-        if chain.truncated {
-            break 'taken Ok(Err("vhost-tx-too-long"));
-        }
-        let hdr = match read_header(mem, scratch, &near, hdr_len, chain.len) {
-            Ok(Ok(h)) => h,
-            Ok(Err(reason)) => break 'taken Ok(Err(reason)),
-            Err(f) => break 'taken Err(f),
+        let plain = plain_frame(scratch, &near, &chain, hdr_len);
+        let (len, hdr, hold) = match plain {
+            Some(src) => (src.len(), None, false),
+            None => {
+                if chain.truncated {
+                    break 'taken Ok(Err("vhost-tx-too-long"));
+                }
+                let hdr = match read_header(mem, scratch, &near, hdr_len, chain.len) {
+                    Ok(Ok(h)) => h,
+                    Ok(Err(reason)) => break 'taken Ok(Err(reason)),
+                    Err(f) => break 'taken Err(f),
+                };
+                let hold = hold
+                    && chain.len.saturating_sub(hdr_len) >= HELD_MIN
+                    && scratch.bufs.len() <= MAX_HELD_BUFS
+                    && each_in_one_region(rings, &scratch.bufs)
+                    // A header that may reach past the first bytes is never parsed
+                    // from them (the packet's buffer is recycled: past them lie
+                    // another frame's bytes): such a frame is copied whole.
+                    && held_header_fits(&hdr);
+                (chain.len - hdr_len, Some(hdr), hold)
+            }
         };
-        let hold = hold
-            && chain.len.saturating_sub(hdr_len) >= HELD_MIN
-            && scratch.bufs.len() <= MAX_HELD_BUFS
-            && each_in_one_region(rings, &scratch.bufs)
-            // A header that may reach past the first bytes is never parsed
-            // from them (the packet's buffer is recycled: past them lie
-            // another frame's bytes): such a frame is copied whole.
-            && held_header_fits(&hdr);
-        out.push(Packet::with_linear_len_pooled(chain.len - hdr_len));
+        out.push(Packet::with_linear_len_pooled(len));
         let Some(packet) = out.last_mut() else { unreachable!("just pushed") };
         let lin = packet.linear_mut();
+        let Some(hdr) = hdr else {
+            // A plain frame (every other one has its header parsed): its
+            // bytes, default metadata (see `plain_frame`).
+            if let Some(src) = plain {
+                src.copy_to(lin);
+            }
+            break 'taken Ok(Ok(TakenFrame { csum_partial: false, held: None }));
+        };
         let n = if hold { HELD_HEAD.min(lin.len()) } else { lin.len() };
         if let Err(f) = scratch.read_near(mem, &near, hdr_len, &mut lin[..n]) {
             out.pop();
@@ -485,54 +501,37 @@ pub fn take_frame_into(
     Ok(Some(Taken { descs, frame: taken? }))
 }
 
-/// [`take_frame_into`] of the chain [`pop_tx_at`] just took when it is
-/// one buffer starting with a plain 12-byte header (no flag, no GSO type:
+/// The frame bytes of the chain [`pop_tx_at`] just took when it is one
+/// buffer starting with a plain 12-byte header (no flag, no GSO type:
 /// every small frame a guest sends without a partial checksum): the
-/// header's first four bytes are its checks, the metadata is the default,
-/// the frame is copied once, the chain given back. These are the checks
-/// and the outcome of [`VirtioNetHdr::to_meta`] for such a header (its
-/// rule 1: a frame of at least a link header, `hdr_len` within it; then
-/// no rule for a header without flag and GSO), without parsing the whole
-/// header into a struct and the metadata through a result. `Ok(None)` for
-/// any other chain, nothing done: the general path takes it, and names
-/// the reason of a header this one does not accept.
-///
-/// # Errors
-/// As [`take_frame_into`].
+/// header's first four bytes are its checks, the metadata is the default.
+/// These are the checks and the outcome of [`VirtioNetHdr::to_meta`] for
+/// such a header (its rule 1: a frame of at least a link header, `hdr_len`
+/// within it; then no rule for a header without flag and GSO), without
+/// parsing the whole header into a struct and the metadata through a
+/// result. `None` for any other chain: the general path takes it, and
+/// names the reason of a header this one does not accept.
 #[inline(always)]
-fn take_plain(
-    rings: &Rings<'_>,
-    q: &mut Queue,
+fn plain_frame<'m>(
     scratch: &TxScratch,
-    near: &Near<'_>,
+    near: &Near<'m>,
     chain: &TxChain,
     hdr_len: usize,
-    out: &mut Vec<Packet>,
-) -> Result<Option<Taken>, QueueFault> {
+) -> Option<VolatileSlice<'m>> {
     const PLAIN: usize = 12;
     // One buffer (its slice kept by the walk) holds the whole chain.
-    let Some(vs) = near.get(0).filter(|_| scratch.bufs.len() == 1 && !chain.truncated && hdr_len == PLAIN) else {
-        return Ok(None);
-    };
-    let Some(frame_len) = chain.len.checked_sub(PLAIN) else { return Ok(None) };
-    let Ok(word) = vs.get_ref::<u32>(0).map(|r| u32::from_le(r.load())) else { return Ok(None) };
+    let vs = near.get(0).filter(|_| scratch.bufs.len() == 1 && !chain.truncated && hdr_len == PLAIN)?;
+    let frame_len = chain.len.checked_sub(PLAIN)?;
+    let word = u32::from_le(vs.get_ref::<u32>(0).ok()?.load());
     // flags (byte 0) and gso_type (byte 1) zero; hdr_len (bytes 2, 3)
     // within the frame.
     if word & 0xffff != 0
         || (word >> 16) as usize > frame_len
         || frame_len < VirtioNetHdr::shortest_frame(Medium::Ethernet)
     {
-        return Ok(None);
+        return None;
     }
-    let Ok(src) = vs.subslice(PLAIN, frame_len) else { return Ok(None) };
-    out.push(Packet::with_linear_len_pooled(frame_len));
-    let Some(packet) = out.last_mut() else { unreachable!("just pushed") };
-    src.copy_to(packet.linear_mut());
-    if let Err(f) = rings.write_used(q, &[(chain.head, 0)]) {
-        out.pop();
-        return Err(f);
-    }
-    Ok(Some(Taken { descs: chain.descs, frame: Ok(TakenFrame { csum_partial: false, held: None }) }))
+    vs.subslice(PLAIN, frame_len).ok()
 }
 
 /// The `hdr_len`-byte `virtio_net_hdr` at the start of a chain of
