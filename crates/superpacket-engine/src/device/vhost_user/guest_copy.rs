@@ -206,19 +206,10 @@ pub fn prefetch_pair_at(at: *const u8, for_write: bool) {
     prefetch_at(at.wrapping_add(64), for_write);
 }
 
-/// Hints the CPU to fetch the cache line holding byte `offset` of `vs`
-/// (nothing if `vs` is shorter), as [`prefetch_pair_at`].
-#[inline(always)]
-pub fn prefetch_line<B: vm_memory::bitmap::BitmapSlice>(vs: &VolatileSlice<'_, B>, offset: usize, for_write: bool) {
-    if offset < vs.len() {
-        prefetch_at(vs.ptr_guard().as_ptr().wrapping_add(offset), for_write);
-    }
-}
-
 /// Hints the CPU to fetch the cache line holding host address `at` (any
 /// address), as [`prefetch_pair_at`]; a no-op elsewhere than x86_64.
 #[inline(always)]
-fn prefetch_at(at: *const u8, for_write: bool) {
+pub fn prefetch_at(at: *const u8, for_write: bool) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_MM_HINT_ET0, _MM_HINT_T0, _mm_prefetch};

@@ -191,11 +191,19 @@ impl<'m> Rings<'m> {
         let slice = |addr: u64, len: usize| {
             GuestMemoryBackend::get_slice(mem, GuestAddress(addr), len).map_err(|_| QueueFault::Address)
         };
+        // Host addresses aligned as virtio aligns the rings (2.7: 16, 2,
+        // 4 bytes), which the unchecked entry reads rely on
+        // ([`Rings::avail_entry`], [`Rings::desc_addr`]).
+        let slice = |addr: u64, len: usize, align: usize| {
+            slice(addr, len).and_then(|vs| {
+                if (vs.ptr_guard().as_ptr() as usize).is_multiple_of(align) { Ok(vs) } else { Err(QueueFault::Address) }
+            })
+        };
         Ok(Rings {
             mem,
-            desc: slice(q.desc_table(), lens.desc)?,
-            avail: slice(q.avail_ring(), lens.avail)?,
-            used: slice(q.used_ring(), lens.used)?,
+            desc: slice(q.desc_table(), lens.desc, 16)?,
+            avail: slice(q.avail_ring(), lens.avail, 2)?,
+            used: slice(q.used_ring(), lens.used, 4)?,
             size,
             mask: size - 1,
             region: Cell::new(None),
@@ -304,12 +312,11 @@ impl<'m> Rings<'m> {
                 return Ok(None);
             }
         }
-        let slot = 4 + 2 * usize::from(next & self.mask);
-        let head = self.avail.get_ref::<u16>(slot).map_err(|_| QueueFault::Address)?.load();
+        let head = self.avail_entry(next);
         let next = next.wrapping_add(1);
         q.set_next_avail(next);
         cursor.next = next;
-        Ok(Some(u16::from_le(head)))
+        Ok(Some(head))
     }
 
     /// Prefetches for the chains `cursor` has loaded but not yet taken
@@ -353,9 +360,8 @@ impl<'m> Rings<'m> {
         if covered < PREFETCH_DESC_REFILL.min(ahead) {
             let to = ahead.min(PREFETCH_DESC_AHEAD);
             for c in covered..to {
-                if let Some(head) = self.avail_head(next.wrapping_add(c)) {
-                    super::guest_copy::prefetch_line(&self.desc, DESC_LEN * usize::from(head & self.mask), false);
-                }
+                let at = DESC_LEN * usize::from(self.avail_entry(next.wrapping_add(c)) & self.mask);
+                super::guest_copy::prefetch_at(self.desc.ptr_guard().as_ptr().wrapping_add(at), false);
             }
             cursor.desc_to = next.wrapping_add(to);
         }
@@ -375,34 +381,51 @@ impl<'m> Rings<'m> {
         // inside the mapping, and a head or buffer address the guest broke
         // makes it hint a wrong line (the walk checks every one).
         let Some((start, region)) = self.region.get().or_else(|| {
-            let d = self.avail_head(next).and_then(|h| self.desc_addr(h))?;
-            self.slice_slow(GuestAddress(d), 1)?;
+            self.slice_slow(GuestAddress(self.desc_addr(self.avail_entry(next))), 1)?;
             self.region.get()
         }) else {
             return;
         };
         let (base, last) = (region.ptr_guard().as_ptr(), region.len().saturating_sub(128));
         for c in from..to {
-            if let Some(addr) = self.avail_head(next.wrapping_add(c)).and_then(|h| self.desc_addr(h)) {
-                let off = usize::try_from(addr.wrapping_sub(start)).unwrap_or(usize::MAX).min(last);
-                super::guest_copy::prefetch_pair_at(base.wrapping_add(off), for_write);
-            }
+            let addr = self.desc_addr(self.avail_entry(next.wrapping_add(c)));
+            let off = usize::try_from(addr.wrapping_sub(start)).unwrap_or(usize::MAX).min(last);
+            super::guest_copy::prefetch_pair_at(base.wrapping_add(off), for_write);
         }
     }
 
-    /// The buffer address of descriptor `head` of the table (`head` taken
-    /// modulo the size: for hints only).
+    /// The buffer address of descriptor `head` of the table, `head` taken
+    /// modulo the size (for a hint: the walk checks a head against the
+    /// table instead).
     #[inline(always)]
-    fn desc_addr(&self, head: u16) -> Option<u64> {
+    fn desc_addr(&self, head: u16) -> u64 {
         let at = DESC_LEN * usize::from(head & self.mask);
-        Some(u64::from_le(self.desc.get_ref::<u64>(at).ok()?.load()))
+        debug_assert!(at + DESC_LEN <= self.desc.len());
+        // SAFETY: `self.desc` is one mapped region's `RingLens::desc =
+        // DESC_LEN * size` bytes (`Rings::new`, or `Rings::cached` from
+        // its host address), so the descriptor at `at` (`head & mask <
+        // size`) lies inside it; its first 8 bytes (`addr`) are an aligned
+        // u64 (the table's host address is 16-byte aligned, `Rings::new`).
+        // Guest memory is read with a volatile load, never a reference.
+        let addr = unsafe { self.desc.ptr_guard().as_ptr().add(at).cast::<u64>().read_volatile() };
+        u64::from_le(addr)
     }
 
-    /// The head the available ring names in its `nth` entry (mod the size).
-    #[inline]
-    fn avail_head(&self, nth: u16) -> Option<u16> {
+    /// The head the available ring names in its `nth` entry (`nth` modulo
+    /// the size), as the guest wrote it (the caller checks it against the
+    /// table).
+    #[inline(always)]
+    fn avail_entry(&self, nth: u16) -> u16 {
         let slot = 4 + 2 * usize::from(nth & self.mask);
-        Some(u16::from_le(self.avail.get_ref::<u16>(slot).ok()?.load()))
+        debug_assert!(slot + 2 <= self.avail.len());
+        // SAFETY: `self.avail` is one mapped region's `RingLens::avail =
+        // 4 + 2 * size` bytes (`Rings::new`, or `Rings::cached` from its
+        // host address), so entry `nth & mask < size` at `slot` lies
+        // inside it, an aligned u16 (the ring's host address is 2-byte
+        // aligned, `Rings::new`). Guest memory is read with a volatile
+        // load, never a reference.
+        let head = unsafe { self.avail.ptr_guard().as_ptr().add(slot).cast::<u16>().read_volatile() };
+        u16::from_le(head)
     }
 
     /// Follows the chain at `head`, calling `visit` with every descriptor
