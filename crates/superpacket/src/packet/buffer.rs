@@ -596,6 +596,27 @@ impl Packet {
         Packet::with_storage(storage, head, tail)
     }
 
+    /// [`Packet::with_linear_len_pooled`] with a small buffer popped from
+    /// `small` (the thread's small pool buffers lent to a driver for a
+    /// burst, [`pool::lend_small_buffers`]) when the frame takes one and
+    /// `small` has one long enough (any other buffer there is dropped): no
+    /// access to the thread's list per frame.
+    ///
+    /// # Panics
+    /// As [`Packet::with_linear_len_pooled`].
+    #[inline(always)]
+    pub fn with_linear_len_from(len: usize, small: &mut Vec<Vec<u8>>) -> Packet {
+        let tail = DEFAULT_HEADROOM + len;
+        if !Packet::fits_pool_buffer(len)
+            && tail <= pool::SMALL_BUFFER_LEN
+            && let Some(buf) = small.pop()
+            && buf.len() >= tail
+        {
+            return Packet::with_storage(buf, DEFAULT_HEADROOM, tail);
+        }
+        Packet::with_linear_len_pooled(len)
+    }
+
     /// A frame of `len` bytes goes into a pool buffer: larger than
     /// [`pool::COPYBREAK`], and fits one with the headroom.
     #[inline]

@@ -120,6 +120,36 @@ pub fn take_small_buffer() -> Vec<u8> {
     take_from(&IDLE_SMALL, SMALL_BUFFER_LEN)
 }
 
+/// Lends this thread's idle small buffers, all of them, to a driver that
+/// takes one per frame of a burst: `into` (empty) and the list are
+/// exchanged, one access to the list for the burst where
+/// [`take_small_buffer`] is one per frame. The driver pops buffers from
+/// `into` ([`Packet::with_linear_len_from`](super::Packet::with_linear_len_from))
+/// and gives the rest back with [`return_small_buffers`] before the burst
+/// ends; meanwhile the list is empty (a buffer dropped joins it and is
+/// merged then; a take from it allocates).
+pub fn lend_small_buffers(into: &mut Vec<Vec<u8>>) {
+    debug_assert!(into.is_empty(), "a burst's buffers were not given back");
+    // During thread teardown the list may be gone: nothing is lent.
+    let _ = IDLE_SMALL.try_with(|idle| std::mem::swap(into, &mut *idle.borrow_mut()));
+}
+
+/// Gives back what [`lend_small_buffers`] lent: `from` becomes the list
+/// again, with the buffers that joined the list meanwhile (at most
+/// [`SMALL_MAX_IDLE`]: more are freed), and `from` is left empty.
+pub fn return_small_buffers(from: &mut Vec<Vec<u8>>) {
+    let _ = IDLE_SMALL.try_with(|idle| {
+        let mut idle = idle.borrow_mut();
+        while from.len() < SMALL_MAX_IDLE
+            && let Some(buf) = idle.pop()
+        {
+            from.push(buf);
+        }
+        std::mem::swap(from, &mut *idle);
+    });
+    from.clear();
+}
+
 /// True if a buffer of `capacity` bytes may be a pool buffer (large or
 /// small).
 #[inline]

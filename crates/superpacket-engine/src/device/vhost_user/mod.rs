@@ -781,6 +781,7 @@ impl VhostUserDriver {
                 }
             },
         };
+        self.tx_scratch.return_pool();
         drop(st);
         if let Some(f) = fault {
             self.stop_queue(1, f);

@@ -267,7 +267,7 @@ impl<'m> Rings<'m> {
     /// (`vm-memory`'s `get_slice` searches the regions at every call). The
     /// slice is `vm-memory`'s own (`subslice` of the region's), so it is as
     /// bounds-checked as a `get_slice`.
-    #[inline]
+    #[inline(always)]
     pub fn slice(&self, addr: GuestAddress, len: usize) -> Option<VolatileSlice<'m>> {
         if let Some((start, region)) = self.region.get()
             && let Some(off) = addr.0.checked_sub(start)

@@ -114,6 +114,12 @@ pub struct TxScratch {
     /// Where [`take_frame_holding`] has [`take_frame_into`] put its one
     /// packet (room for one: no allocation per call).
     one: Vec<Packet>,
+    /// The thread's small pool buffers while they are lent
+    /// ([`TxScratch::packet`]), else empty.
+    small: Vec<Vec<u8>>,
+    /// `small` holds the lent list, to be given back
+    /// ([`TxScratch::return_pool`]).
+    lent: bool,
 }
 
 impl TxScratch {
@@ -124,7 +130,38 @@ impl TxScratch {
 
     /// Room for [`MAX_TX_BUFFERS`] buffers.
     pub fn new() -> TxScratch {
-        TxScratch { bufs: Vec::with_capacity(MAX_TX_BUFFERS), one: Vec::with_capacity(1) }
+        TxScratch {
+            bufs: Vec::with_capacity(MAX_TX_BUFFERS),
+            one: Vec::with_capacity(1),
+            small: Vec::new(),
+            lent: false,
+        }
+    }
+
+    /// Gives the thread's small pool buffers back if [`TxScratch::packet`]
+    /// has them lent: the taker of a burst calls it at the burst's end
+    /// (the list is empty while they are lent).
+    #[inline]
+    pub fn return_pool(&mut self) {
+        if self.lent {
+            self.lent = false;
+            superpacket::packet::pool::return_small_buffers(&mut self.small);
+        }
+    }
+
+    /// A packet for a frame of `len` bytes, as
+    /// [`Packet::with_linear_len_pooled`], a small frame's buffer popped
+    /// from the thread's list, which the first call borrows whole
+    /// ([`superpacket::packet::pool::lend_small_buffers`]: one access to
+    /// the list per burst, not one per frame) until
+    /// [`TxScratch::return_pool`].
+    #[inline(always)]
+    fn packet(&mut self, len: usize) -> Packet {
+        if !self.lent {
+            self.lent = true;
+            superpacket::packet::pool::lend_small_buffers(&mut self.small);
+        }
+        Packet::with_linear_len_from(len, &mut self.small)
     }
 
     /// Copies the chain's bytes `offset..offset + dst.len()` into `dst`,
@@ -367,6 +404,7 @@ pub fn take_frame_holding(
 ) -> Result<Option<(TakenChain, Option<HeldChain>)>, QueueFault> {
     let mut one = std::mem::take(&mut scratch.one);
     let taken = take_frame_into(rings, q, cursor, scratch, hdr_len, hold, &mut one);
+    scratch.return_pool();
     let packet = one.pop();
     scratch.one = one;
     let Some(taken) = taken? else { return Ok(None) };
@@ -403,7 +441,10 @@ pub struct TakenFrame {
 /// and moved into place once (a packet carried out through results and a
 /// burst closure was moved five times, 16 instructions each). The chain is
 /// given back (a used element, nothing written) before the return, unless
-/// the frame is held, also before a fault is returned.
+/// the frame is held, also before a fault is returned. A small frame's
+/// buffer comes from the thread's pool buffers `scratch` borrows for a
+/// burst: the caller gives them back after its last frame
+/// ([`TxScratch::return_pool`]).
 ///
 /// # Errors
 /// A [`QueueFault`]: the caller stops the queue.
@@ -449,7 +490,7 @@ pub fn take_frame_into(
                 (chain.len - hdr_len, Some(hdr), hold)
             }
         };
-        out.push(Packet::with_linear_len_pooled(len));
+        out.push(scratch.packet(len));
         let Some(packet) = out.last_mut() else { unreachable!("just pushed") };
         let lin = packet.linear_mut();
         let Some(hdr) = hdr else {
@@ -512,12 +553,7 @@ pub fn take_frame_into(
 /// result. `None` for any other chain: the general path takes it, and
 /// names the reason of a header this one does not accept.
 #[inline(always)]
-fn plain_frame<'m>(
-    scratch: &TxScratch,
-    near: &Near<'m>,
-    chain: &TxChain,
-    hdr_len: usize,
-) -> Option<VolatileSlice<'m>> {
+fn plain_frame<'m>(scratch: &TxScratch, near: &Near<'m>, chain: &TxChain, hdr_len: usize) -> Option<VolatileSlice<'m>> {
     const PLAIN: usize = 12;
     // One buffer (its slice kept by the walk) holds the whole chain.
     let vs = near.get(0).filter(|_| scratch.bufs.len() == 1 && !chain.truncated && hdr_len == PLAIN)?;
