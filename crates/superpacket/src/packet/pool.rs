@@ -414,6 +414,36 @@ mod tests {
         drop((pkts, held_small, again));
     }
 
+    /// A burst's taker borrows the small list whole and gives it back:
+    /// frames take the lent buffers, last first; a superpacket or a buffer
+    /// too short is not served from them; a buffer dropped meanwhile joins
+    /// them on the return.
+    #[test]
+    fn small_buffers_are_lent_for_a_burst() {
+        use crate::packet::{DEFAULT_HEADROOM, Packet};
+        let held: Vec<Vec<u8>> = (0..stats().idle_small).map(|_| take_small_buffer()).collect();
+        for _ in 0..3 {
+            recycle(vec![0; SMALL_BUFFER_LEN]);
+        }
+        let mut lent = Vec::new();
+        lend_small_buffers(&mut lent);
+        assert_eq!((lent.len(), stats().idle_small), (3, 0));
+        let top = lent[2].as_ptr() as usize;
+        let p = Packet::with_linear_len_from(60, &mut lent);
+        assert_eq!((p.linear().as_ptr() as usize, p.linear().len()), (top + DEFAULT_HEADROOM, 60));
+        let big = Packet::with_linear_len_from(COPYBREAK + 1, &mut lent);
+        assert_eq!((lent.len(), big.linear().len()), (2, COPYBREAK + 1));
+        drop(p);
+        assert_eq!(stats().idle_small, 1, "dropped meanwhile: on the list");
+        return_small_buffers(&mut lent);
+        assert!(lent.is_empty());
+        assert_eq!(stats().idle_small, 3);
+        let mut short = vec![vec![0u8; 16]];
+        let p = Packet::with_linear_len_from(60, &mut short);
+        assert!(short.is_empty() && p.linear().len() == 60, "a buffer too short is not used");
+        drop((held, big, p));
+    }
+
     #[test]
     fn segment_lists_are_recycled_empty() {
         let a = take_segment_list();

@@ -375,23 +375,24 @@ impl<'m> Rings<'m> {
         }
         let to = ahead.min(PREFETCH_BUF_AHEAD);
         cursor.buf_to = next.wrapping_add(to);
-        // A buffer's host address from the region found last (the first
-        // chain's finds it), its offset clamped into the region: a hint
-        // needs no check that the buffer is the guest's, only an address
-        // inside the mapping, and a head or buffer address the guest broke
-        // makes it hint a wrong line (the walk checks every one).
-        let Some((start, region)) = self.region.get().or_else(|| {
+        let Some(hint) = self.region.get().map(BufferHint::of).or_else(|| {
             self.slice_slow(GuestAddress(self.desc_addr(self.avail_entry(next))), 1)?;
-            self.region.get()
+            self.region.get().map(BufferHint::of)
         }) else {
             return;
         };
-        let (base, last) = (region.ptr_guard().as_ptr(), region.len().saturating_sub(128));
         for c in from..to {
-            let addr = self.desc_addr(self.avail_entry(next.wrapping_add(c)));
-            let off = usize::try_from(addr.wrapping_sub(start)).unwrap_or(usize::MAX).min(last);
-            super::guest_copy::prefetch_pair_at(base.wrapping_add(off), for_write);
+            let at = hint.host(self.desc_addr(self.avail_entry(next.wrapping_add(c))));
+            super::guest_copy::prefetch_pair_at(at, for_write);
         }
+    }
+
+    /// The host address [`Rings::prefetch_next`] hints for a buffer at
+    /// guest address `addr` (see [`BufferHint`]), after a buffer lookup
+    /// found its region; `None` before.
+    #[cfg(test)]
+    pub fn buffer_hint(&self, addr: u64) -> Option<*const u8> {
+        self.region.get().map(|r| BufferHint::of(r).host(addr))
     }
 
     /// The buffer address of descriptor `head` of the table, `head` taken
@@ -501,6 +502,36 @@ impl<'m> Rings<'m> {
         }
         q.set_next_used(next);
         Ok(())
+    }
+}
+
+/// Where [`Rings::prefetch_next`] hints a buffer: its offset in the region
+/// found last (the first chain's lookup finds it), clamped into that
+/// region, from the region's host address. A hint needs no check that the
+/// buffer is the guest's, only an address inside the mapping: a buffer
+/// elsewhere, or a head or address the guest broke, hints a wrong line of
+/// the region (the walk checks every buffer it takes).
+#[derive(Clone, Copy)]
+struct BufferHint {
+    /// Guest address of the region's first byte.
+    start: u64,
+    /// Its host address.
+    base: *const u8,
+    /// The last offset whose two hinted lines are inside the region.
+    last: usize,
+}
+
+impl BufferHint {
+    #[inline(always)]
+    fn of((start, region): (u64, VolatileSlice<'_>)) -> BufferHint {
+        BufferHint { start, base: region.ptr_guard().as_ptr(), last: region.len().saturating_sub(128) }
+    }
+
+    /// The host address hinted for guest address `addr`.
+    #[inline(always)]
+    fn host(&self, addr: u64) -> *const u8 {
+        let off = usize::try_from(addr.wrapping_sub(self.start)).unwrap_or(usize::MAX).min(self.last);
+        self.base.wrapping_add(off)
     }
 }
 

@@ -874,6 +874,53 @@ fn buffers_are_found_in_the_region_that_holds_them() {
     }
 }
 
+/// A buffer's prefetch hint is its own host address when it lies in the
+/// region found last, and a line inside that region for any other guest
+/// address (outside memory, below the region, in another region, a
+/// guest's garbage): a hint never points past the mapping.
+#[test]
+fn buffer_hints_stay_in_the_region_found_last() {
+    let m = GuestMemoryMmap::<()>::from_ranges(&[(GuestAddress(0), 0x8000), (GuestAddress(0x8000), 0x8000)]).unwrap();
+    let q = queue(&m);
+    let rings = ring::Rings::new(&q, &m).unwrap();
+    assert!(rings.buffer_hint(0x9000).is_none(), "no region found yet");
+    assert!(rings.slice(GuestAddress(0x9000), 64).is_some());
+    let host = |addr: u64| {
+        vm_memory::GuestMemoryBackend::get_slice(&m, GuestAddress(addr), 1).unwrap().ptr_guard().as_ptr() as usize
+    };
+    for addr in [0x8000, 0x9000, 0xff80] {
+        assert_eq!(rings.buffer_hint(addr).map(|p| p as usize), Some(host(addr)), "{addr:#x}");
+    }
+    let (lo, hi) = (host(0x8000), host(0xffff) + 1);
+    for addr in [0xffc0, 0x1_0000, 0x7fff, 0x100, 0, 0x1_0000_0000, u64::MAX, u64::MAX - 0x7fff] {
+        let at = rings.buffer_hint(addr).unwrap() as usize;
+        assert!(at >= lo && at + 128 <= hi, "{addr:#x}: {at:#x} outside {lo:#x}..{hi:#x}");
+    }
+}
+
+/// A frame taken alone gets one of the thread's small pool buffers, which
+/// the take borrows whole, and gives the others back.
+#[test]
+fn a_take_gives_the_lent_pool_buffers_back() {
+    use superpacket::packet::pool;
+    let m = mem();
+    let mut q = queue(&m);
+    plain_frame(&m, 0x4000, 7);
+    desc(&m, 0, 0x4000, 72, 0, 0);
+    offer(&m, &[0]);
+    // This thread's list holds exactly two buffers.
+    let held: Vec<Vec<u8>> = (0..pool::stats().idle_small).map(|_| pool::take_small_buffer()).collect();
+    let two = [vec![0; pool::SMALL_BUFFER_LEN], vec![0; pool::SMALL_BUFFER_LEN]];
+    let top = two[1].as_ptr() as usize;
+    two.into_iter().for_each(pool::recycle);
+    let mut scratch = virtq::TxScratch::new();
+    let p = virtq::take_frame(&mut q, &m, &mut scratch, 12).unwrap().unwrap().frame.unwrap().packet;
+    assert_eq!(p.to_vec(), vec![7; 60]);
+    assert_eq!(p.linear().as_ptr() as usize, top + superpacket::packet::DEFAULT_HEADROOM, "a pool buffer");
+    assert_eq!(pool::stats().idle_small, 1, "the other one given back");
+    drop((held, p));
+}
+
 /// A linear frame placed by `push_rx_frame` (at once into the first buffer
 /// when it fits, else as `push_rx`) lands as `push_rx` places it, on every
 /// kind of receive chain: one buffer with room, exactly enough or one
