@@ -138,9 +138,10 @@ impl TxScratch {
         }
     }
 
-    /// Gives the thread's small pool buffers back if [`TxScratch::packet`]
-    /// has them lent: the taker of a burst calls it at the burst's end
-    /// (the list is empty while they are lent).
+    /// Gives the thread's small pool buffers back if a take has them lent
+    /// (the first frame of a burst borrows them: [`take_frame_into`]): the
+    /// taker of a burst calls it at the burst's end (the list is empty
+    /// while they are lent).
     #[inline]
     pub fn return_pool(&mut self) {
         if self.lent {
