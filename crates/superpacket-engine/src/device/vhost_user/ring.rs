@@ -332,8 +332,9 @@ impl<'m> Rings<'m> {
     /// stalling each frame's walk and copy (DPDK's vhost prefetches its
     /// bursts the same way); later calls find both stages covered and
     /// return after a few compares, until one runs low. Only hints, so
-    /// unchecked beyond what keeps them inside the mapping: ring reads are
-    /// bounds-checked, a head past the table is taken modulo its size, a
+    /// unchecked beyond what keeps them inside the mapping: ring entries
+    /// are read at offsets masked into the ring, a head past the table is
+    /// taken modulo its size, a
     /// buffer's host address is its offset in the region found last
     /// clamped into that region (a buffer elsewhere, or an indirect
     /// table, hints a line that is not the buffer's), and nothing a walk
