@@ -112,7 +112,9 @@ pub fn write_rx_frame<B: vm_memory::bitmap::BitmapSlice>(
         write_slice(&rest, frame);
         return true;
     }
-    let dst = vs.ptr_guard_mut().as_ptr();
+    // The guard lives to the end (a mapping it may hold stays while the copy runs).
+    let guard = vs.ptr_guard_mut();
+    let dst = guard.as_ptr();
     // SAFETY: `vs` (bounds-checked by `vm-memory` where it was made) covers
     // `vs.len() >= total` bytes from `dst` inside one mapped region, which
     // the memory it borrows keeps mapped; `frame` is the engine's own

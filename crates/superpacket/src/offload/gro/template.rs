@@ -253,10 +253,13 @@ fn has_avx2() -> bool {
 ///
 /// Inline assembly rather than AVX2 intrinsics: those need the caller
 /// compiled for AVX2 too, or they are a call, and the caller is the burst
-/// loop, built for the x86-64 baseline. The block ends with `vzeroupper`, so
-/// the baseline SSE code after it does not pay for dirty upper halves; the
-/// registers it uses are declared clobbered by their low halves, which is
-/// all the baseline code around it knows of.
+/// loop, built for the x86-64 baseline. The registers it uses are declared
+/// clobbered (`xmmN` names the whole register, upper halves included). In
+/// a build without AVX the block is followed by `vzeroupper`, so the SSE
+/// code after it does not pay for dirty upper halves; it zeroes the upper
+/// halves of every vector register, which only code compiled for AVX
+/// could hold values in, so a build with AVX (`-C target-cpu=native`)
+/// leaves it out and the compiler places its own.
 ///
 /// # Safety
 /// The CPU must have AVX2 ([`has_avx2`]).
@@ -286,7 +289,6 @@ unsafe fn masked_equal_128_avx2(mask: &[u64; 16], a: &[u8; 128], b: &[u8; 128]) 
             "vpor ymm0, ymm0, ymm2",
             "vptest ymm0, ymm0",
             "setz {equal}",
-            "vzeroupper",
             a = in(reg) a.as_ptr(),
             b = in(reg) b.as_ptr(),
             m = in(reg) mask.as_ptr(),
@@ -297,6 +299,13 @@ unsafe fn masked_equal_128_avx2(mask: &[u64; 16], a: &[u8; 128], b: &[u8; 128]) 
             out("xmm3") _,
             options(pure, readonly, nostack),
         );
+    }
+    #[cfg(not(target_feature = "avx"))]
+    // SAFETY: without AVX in the build no code around this holds a value in
+    // a vector register's upper half, the only state `vzeroupper` changes;
+    // the CPU has AVX (the caller's contract).
+    unsafe {
+        std::arch::asm!("vzeroupper", options(nomem, nostack, preserves_flags));
     }
     equal != 0
 }
