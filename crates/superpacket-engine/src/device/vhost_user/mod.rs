@@ -312,23 +312,15 @@ struct Active {
 /// features is refused, never handed over).
 #[inline(always)]
 fn rx_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {
-    if plain(meta) {
-        return Ok(PLAIN_HEADER);
+    // No GSO and no partial checksum (every small frame of a guest that
+    // sent it without one): the header `from_meta_as` makes is all zeros
+    // (`num_buffers` is set where the frame is placed), and it needs no
+    // offload.
+    if !meta.is_gso() && !matches!(meta.csum, ChecksumState::Partial { .. }) {
+        return Ok([0; 12]);
     }
     offload_header(a, meta, head)
 }
-
-/// No GSO and no partial checksum (every small frame of a guest that sent
-/// it without one): the header `from_meta_as` makes is [`PLAIN_HEADER`],
-/// and it needs no offload.
-#[inline(always)]
-fn plain(meta: &OffloadMeta) -> bool {
-    !meta.is_gso() && !matches!(meta.csum, ChecksumState::Partial { .. })
-}
-
-/// The header of a [`plain`] frame: all zeros (`num_buffers` is set where
-/// the frame is placed).
-const PLAIN_HEADER: [u8; 12] = [0; 12];
 
 /// [`rx_header`] for a frame with GSO or a partial checksum.
 fn offload_header(a: &Active, meta: &OffloadMeta, head: &[u8]) -> Result<[u8; 12], &'static str> {

@@ -139,24 +139,15 @@ impl VhostUserDriver {
                 let (cursor, scratch) = (&mut self.avail[0], &mut self.rx_scratch);
                 while i < held.len() {
                     let (pkt, len) = (&held[i], lens[i]);
-                    let offload;
-                    let hdr = if plain(&pkt.meta) {
-                        // Every small frame a guest sent without a partial
-                        // checksum: the header `rx_header` would export.
-                        &PLAIN_HEADER[..hdr_len]
-                    } else {
-                        match offload_header(a, &pkt.meta, pkt.linear()) {
-                            Ok(hb) => {
-                                offload = hb;
-                                &offload[..hdr_len]
-                            }
-                            Err(reason) => {
-                                count_drop(&mut self.pending, reason, 1);
-                                i += 1;
-                                continue;
-                            }
+                    let hb = match rx_header(a, &pkt.meta, pkt.linear()) {
+                        Ok(hb) => hb,
+                        Err(reason) => {
+                            count_drop(&mut self.pending, reason, 1);
+                            i += 1;
+                            continue;
                         }
                     };
+                    let hdr = &hb[..hdr_len];
                     // A linear packet is its one chunk (as in `xmit_len`).
                     let r = if pkt.segments().is_empty() && pkt.frag_list().is_empty() {
                         virtq::push_rx_frame(&rings, q, cursor, scratch, hdr, pkt.linear(), mrg)

@@ -162,6 +162,13 @@ impl Template {
         if let Some(equal) = self.matches_avx2(held, frame) {
             return equal;
         }
+        self.matches_words(held, frame)
+    }
+
+    /// [`Template::matches`] word by word (no AVX2 line compare: the
+    /// callers tried it).
+    #[inline(always)]
+    fn matches_words(&self, held: &[u8], frame: &[u8]) -> bool {
         let n = self.words as usize;
         // Fixed-size compares first: the mask is zero past the template's
         // words, so comparing more bytes (both packets have them) decides
@@ -208,7 +215,7 @@ impl Template {
         {
             return self.masked_diff::<{ WORDS * 8 }>(a, b) == 0;
         }
-        self.matches(held, frame)
+        self.matches_words(held, frame)
     }
 
     /// [`Template::matches`] by [`masked_equal_128_avx2`] where it can
